@@ -1,0 +1,229 @@
+"""Rank identity: resolve the global rank, local rank, host and attempt of every row, once, in one place.
+
+Rank identity is evidence, not a path (DESIGN.md). Sources, strongest first, recorded in ``rank_source``:
+- ``c10d_prefix`` / ``excepthook_prefix``: ``[rankN]:`` from c10 logging or the excepthook — global rank;
+- ``mpi_tag``: Open MPI ``[1,N]<stdout>:`` — global rank; ``srun_label``: srun task id when one task per rank;
+- ``path``: a per-rank file named by rank (``rank3.log``);
+- ``folder+offset`` / ``tee+offset``: a torchrun local rank (log-dir folder, ``[defaultN]:``) plus the node's
+  offset, learned from rows that carry both a local and a global rank (single-node jobs: offset 0);
+- ``nccl_pid``: (host, pid) of NCCL lines mapped by NCCL init lines (``rank R nranks N``);
+- ``launcher``: ChildFailedError ``rank : G (local_rank: L)`` blocks and ``failed … local_rank: L (pid: P)``;
+- ``pid_order``: workers' pids in a launcher's SIGTERM lines ordered as torchrun spawns them (weak);
+- ``message``: ``rank=N`` in the application's own progress lines (weak).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import polars as pl
+
+_HOSTLESS = {"localhost", "localhost.localdomain", ""}
+
+
+def _mode_int(values: list[int]) -> int | None:
+    vals = [v for v in values if v is not None]
+    return Counter(vals).most_common(1)[0][0] if vals else None
+
+
+def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
+    """Give launcher/combined files the node key of the torchrun log tree they mention (run-dir name)."""
+    trees = (df.filter(pl.col("layout").is_in(["torchrun_rank", "error_json"]) & pl.col("node_key").is_not_null())
+             ["node_key"].unique().to_list())
+    if not trees:
+        return df
+    streams = df.filter(pl.col("layout") == "stream")["path"].unique().to_list()
+    assign: dict[str, str] = {}
+    for path in streams:
+        raw = df.filter(pl.col("path") == path)["raw"]
+        hits = [t for t in trees if raw.str.contains(t.rsplit("/", 1)[-1], literal=True).any()]
+        if len(hits) == 1:
+            assign[path] = hits[0]
+    if len(trees) == 1:
+        for path in streams:
+            assign.setdefault(path, trees[0])
+    if not assign:
+        return df
+    return df.with_columns(
+        pl.col("path").replace_strict(assign, default=None).fill_null(pl.col("node_key")).alias("node_key")
+    )
+
+
+def resolve(df: pl.DataFrame) -> pl.DataFrame:
+    """Fill ``rank``, ``rank_source``, ``local_rank``, ``host`` and ``attempt`` for every row.
+
+    Expects the parsed frame with source columns (``layout``, ``src_*``, ``node_key``) and prefix
+    columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``).
+    """
+    df = _pair_launchers(df)
+    # srun labels: a node index when the labelled lines are tee'd by torchrun, otherwise a rank.
+    labelled_tee = df.filter(pl.col("srun_label").is_not_null() & pl.col("tee_local_rank").is_not_null()).height > 0
+    if labelled_tee:
+        df = df.with_columns(
+            pl.when(pl.col("srun_label").is_not_null())
+            .then(pl.col("node_key") + "#" + pl.col("srun_label")).otherwise(pl.col("node_key")).alias("node_key")
+        )
+    else:
+        df = df.with_columns(pl.coalesce(pl.col("xport_rank"), pl.col("srun_label").cast(pl.Int32, strict=False)).alias("xport_rank"))
+    df = df.with_columns(
+        pl.when(pl.col("xport_host").is_not_null()).then(pl.col("node_key") + "#" + pl.col("xport_host"))
+        .otherwise(pl.col("node_key")).alias("node_key")
+    )
+
+    direct = pl.coalesce(pl.col("c10_rank"), pl.col("xport_rank"), pl.col("src_rank"))
+    direct_src = (
+        pl.when(pl.col("c10_rank").is_not_null()).then(pl.lit("c10d_prefix"))
+        .when(pl.col("xport_rank").is_not_null()).then(pl.lit("mpi_tag"))
+        .when(pl.col("src_rank").is_not_null()).then(pl.lit("path"))
+    )
+    local = pl.coalesce(pl.col("src_local_rank"), pl.col("tee_local_rank"))
+    df = df.with_columns(direct.alias("__direct"), direct_src.alias("__direct_src"), local.alias("local_rank"))
+
+    # A per-rank file belongs to one rank: the mode of the ranks its lines state.
+    per_file = df.filter(pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"]))
+    file_rank = (per_file.filter(pl.col("__direct").is_not_null()).group_by("path")
+                 .agg(pl.col("__direct").mode().first().alias("__file_rank")))
+    df = df.join(file_rank, on="path", how="left", maintain_order="left")
+    is_rank_file = pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
+    df = df.with_columns(
+        pl.when(is_rank_file & pl.col("__file_rank").is_not_null()).then(pl.col("__file_rank"))
+        .otherwise(pl.col("__direct")).alias("__direct"),
+        pl.when(is_rank_file & pl.col("__file_rank").is_not_null() & pl.col("__direct_src").is_null())
+        .then(pl.lit("file")).otherwise(pl.col("__direct_src")).alias("__direct_src"),
+    )
+
+    # Node offsets (global - local), learned wherever a row carries both.
+    both = df.filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
+    offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
+        (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
+    nodes_with_local = set(df.filter(pl.col("local_rank").is_not_null())["node_key"].drop_nulls().unique().to_list())
+    if len(nodes_with_local) == 1:
+        (only,) = nodes_with_local
+        offsets.setdefault(only, 0)
+    df = df.with_columns(pl.col("node_key").replace_strict(offsets, default=None, return_dtype=pl.Int32).alias("__offset"))
+    via_local = pl.col("local_rank") + pl.col("__offset")
+    df = df.with_columns(
+        pl.coalesce(pl.col("__direct"), via_local).alias("rank"),
+        pl.when(pl.col("__direct_src").is_not_null()).then(pl.col("__direct_src"))
+        .when(via_local.is_not_null() & pl.col("src_local_rank").is_not_null()).then(pl.lit("folder+offset"))
+        .when(via_local.is_not_null()).then(pl.lit("tee+offset")).alias("rank_source"),
+    )
+
+    df = _launcher_ranks(df, offsets)
+    df = _nccl_ranks(df)
+    df = df.with_columns(
+        pl.when(pl.col("rank").is_null() & pl.col("rank_stated").is_not_null() & (pl.col("layer") == "app"))
+        .then(pl.lit("message")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(pl.col("rank").is_null() & (pl.col("layer") == "app")).then(pl.col("rank_stated"))
+        .otherwise(pl.col("rank")).alias("rank"),
+    )
+    df = _hosts(df)
+    df = _attempts(df)
+    return df.drop([c for c in df.columns if c.startswith("__")])
+
+
+def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
+    """Ranks of agent lines: failure entries state them; ``failed … local_rank`` and pids map to them."""
+    entries = pl.col("kind").is_in(["failure_entry", "root_cause_entry"])
+    failed = pl.col("kind") == "worker_failed"
+    offset = pl.col("__offset")
+    df = df.with_columns(
+        pl.when(entries).then(pl.col("rank_stated"))
+        .when(failed & pl.col("rank").is_null()).then(pl.col("local_rank_stated") + offset)
+        .otherwise(pl.col("rank")).alias("rank"),
+        pl.when(entries | (failed & pl.col("rank").is_null() & offset.is_not_null())).then(pl.lit("launcher"))
+        .otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(entries | failed).then(pl.coalesce(pl.col("local_rank_stated"), pl.col("local_rank")))
+        .otherwise(pl.col("local_rank")).alias("local_rank"),
+    )
+    # pid -> rank from every row that knows both (entries, failed lines, NCCL lines in rank files).
+    known = df.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique()
+    counts = known.group_by("pid").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").first())
+    pid_rank = {p: r for p, n, r in counts.iter_rows() if n == 1}
+    signalled = pl.col("kind") == "worker_signalled"
+    df = df.with_columns(
+        pl.when(signalled & pl.col("rank").is_null())
+        .then(pl.col("pid").replace_strict(pid_rank, default=None, return_dtype=pl.Int32))
+        .otherwise(pl.col("rank")).alias("__r")
+    ).with_columns(
+        pl.when(pl.col("rank").is_null() & pl.col("__r").is_not_null()).then(pl.lit("launcher"))
+        .otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.col("__r").alias("rank"),
+    ).drop("__r")
+    return _pid_order(df, offsets)
+
+
+def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
+    """torchrun spawns local ranks in order, so an agent's worker pids ascend with local rank.
+
+    Used only for worker lines still without a rank, and only when the ordering agrees with every pid
+    whose local rank is known (``failed … local_rank: L (pid: P)``).
+    """
+    workers = df.filter(pl.col("kind").is_in(["worker_failed", "worker_signalled", "failure_entry", "root_cause_entry"])
+                        & pl.col("pid").is_not_null())
+    if workers.filter(pl.col("rank").is_null()).height == 0:
+        return df
+    assign: dict[int, int] = {}
+    for (node,), grp in workers.group_by(["node_key"]):
+        pids = sorted(set(grp["pid"].to_list()))
+        anchors = {p: lr for p, lr in grp.select("pid", "local_rank").drop_nulls().iter_rows()}
+        if not anchors or any(pids.index(p) != lr for p, lr in anchors.items()):
+            continue
+        base = offsets.get(node) or 0
+        for i, p in enumerate(pids):
+            assign[p] = base + i
+    if not assign:
+        return df
+    guess = pl.col("pid").replace_strict(assign, default=None, return_dtype=pl.Int32)
+    todo = pl.col("kind").is_in(["worker_signalled", "worker_failed"]) & pl.col("rank").is_null()
+    return df.with_columns(
+        pl.when(todo & guess.is_not_null()).then(pl.lit("pid_order")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(todo).then(guess).otherwise(pl.col("rank")).alias("rank"),
+    )
+
+
+def _nccl_ranks(df: pl.DataFrame) -> pl.DataFrame:
+    """(host, pid) -> global rank from NCCL init/abort lines of the largest communicator of each process."""
+    stated = df.filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "log"]) & (pl.col("layer") == "nccl")
+                       & pl.col("rank_stated").is_not_null() & pl.col("pid").is_not_null())
+    known_rank = df.filter((pl.col("layer") == "nccl") & pl.col("rank").is_not_null() & pl.col("pid").is_not_null())
+    pairs: dict[tuple[str | None, int], int] = {}
+    for host, pid, grp in ((h, p, g) for (h, p), g in stated.group_by(["host", "pid"])):
+        best = grp.sort("world_size", descending=True, nulls_last=True).row(0, named=True)
+        pairs[(host, pid)] = best["rank_stated"]
+    for host, pid, rank in known_rank.select("host", "pid", "rank").unique().iter_rows():
+        pairs.setdefault((host, pid), rank)
+    if not pairs:
+        return df
+    keys = pl.DataFrame({"host": [h for h, _ in pairs], "pid": [p for _, p in pairs],
+                         "__nr": list(pairs.values())},
+                        schema={"host": pl.String, "pid": pl.Int64, "__nr": pl.Int32})
+    df = df.join(keys, on=["host", "pid"], how="left", nulls_equal=True, maintain_order="left")
+    nccl_line = pl.col("layer") == "nccl"
+    return df.with_columns(
+        pl.when(pl.col("rank").is_null() & nccl_line & pl.col("__nr").is_not_null()).then(pl.lit("nccl_pid"))
+        .otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(pl.col("rank").is_null() & nccl_line).then(pl.col("__nr")).otherwise(pl.col("rank")).alias("rank"),
+    ).drop("__nr")
+
+
+def _hosts(df: pl.DataFrame) -> pl.DataFrame:
+    """Short host names; rows of a rank (or a node) without a host take the one that rank's lines name."""
+    short = pl.col("host").str.split(".").list.first()
+    df = df.with_columns(
+        pl.coalesce(short, pl.col("xport_host"), pl.col("src_host")).alias("host")
+    ).with_columns(
+        pl.when(pl.col("host").is_in(list(_HOSTLESS))).then(None).otherwise(pl.col("host")).alias("host")
+    )
+    by_rank = (df.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
+               .group_by("rank").agg(pl.col("host").mode().first().alias("__hr")))
+    by_node = (df.filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null())
+               .group_by("node_key").agg(pl.col("host").mode().first().alias("__hn")))
+    df = df.join(by_rank, on="rank", how="left", maintain_order="left").join(by_node, on="node_key", how="left", maintain_order="left")
+    return df.with_columns(pl.coalesce(pl.col("host"), pl.col("__hr"), pl.col("__hn")).alias("host"))
+
+
+def _attempts(df: pl.DataFrame) -> pl.DataFrame:
+    """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts seen so far."""
+    restarts = (pl.col("kind") == "restart").cast(pl.Int32).cum_sum().over("path") - (pl.col("kind") == "restart").cast(pl.Int32)
+    return df.with_columns(pl.coalesce(pl.col("src_attempt"), restarts, pl.lit(0)).cast(pl.Int32).alias("attempt"))

@@ -1,0 +1,152 @@
+"""Ingest: a directory of logs -> the event table (``correlator.schema``).
+
+discover -> read -> demultiplex + parse (``parsers``) -> timestamps -> rank identity -> tee de-duplication.
+Every readable line ends up in exactly one row; what could not be read is reported in
+``IngestResult.warnings`` and counted in ``IngestResult.skipped_lines``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+import parsers
+from correlator import identity
+from correlator.discover import DiscoveryError, Source, discover
+from correlator.read import read_lines
+from correlator.schema import conform
+from parsers import elastic, timestamps
+
+
+@dataclass
+class IngestResult:
+    """The event table plus what ingest saw and skipped.
+
+    ``table``: the event table (see ``correlator.schema.COLUMN_DOCS``); ``sources``: the files found;
+    ``warnings``: one line per problem (file and reason); ``lines_read``: physical lines read;
+    ``skipped_lines``: lines that could not be read (binary files, unreadable files).
+    """
+
+    table: pl.DataFrame
+    sources: list[Source]
+    warnings: list[str] = field(default_factory=list)
+    lines_read: int = 0
+    skipped_lines: int = 0
+
+    def summary(self) -> dict[str, object]:
+        """Counts for the closing summary: files, ranks, hosts, attempts, rows by kind, lines not understood."""
+        t = self.table
+        kinds = dict(sorted(t.group_by("kind").len().iter_rows(), key=lambda kv: -kv[1]))
+        unparsed = int(t.filter(pl.col("kind") == "unparsed")["line_count"].sum() or 0)
+        return {
+            "files": len(self.sources),
+            "lines_read": self.lines_read,
+            "lines_skipped": self.skipped_lines,
+            "rows": t.height,
+            "ranks": sorted(t["rank"].drop_nulls().unique().to_list()),
+            "hosts": sorted(t["host"].drop_nulls().unique().to_list()),
+            "attempts": sorted(t["attempt"].drop_nulls().unique().to_list()),
+            "rows_by_kind": kinds,
+            "lines_not_understood": unparsed,
+            "warnings": len(self.warnings),
+        }
+
+
+def _source_frame(src: Source, progress: Callable[[Source], None] | None) -> tuple[pl.DataFrame, int, int, list[str]]:
+    res = read_lines(src.path, src.rel)
+    if progress:
+        progress(src)
+    n = res.lines.len()
+    if src.layout == "error_json" and n:
+        text = "\n".join(res.lines.to_list())
+        parsed = elastic.parse_error_json(text)
+        if parsed is not None:
+            frame = pl.DataFrame({
+                "path": [src.rel], "line": [1], "line_count": [n], "raw": [text],
+                "body": [str(parsed["message"]).split("\n")[0]],
+                "epoch_s": [parsed["epoch_s"]], "exit_code_json": [parsed["exit_code"]],
+            }, schema_overrides={"epoch_s": pl.Int64, "exit_code_json": pl.Int32, "line": pl.Int64, "line_count": pl.Int32})
+            return _with_source(frame, src), res.physical_lines, res.skipped_lines, res.warnings
+        res.warnings.append(f"{src.rel}: not a torchelastic error.json; read as plain lines")
+    frame = pl.DataFrame({"raw": res.lines}).with_columns(
+        pl.lit(src.rel).alias("path"),
+        pl.int_range(1, n + 1, dtype=pl.Int64).alias("line"),
+        pl.lit(1, dtype=pl.Int32).alias("line_count"),
+        pl.col("raw").alias("body"),
+    )
+    return _with_source(frame, src), res.physical_lines, res.skipped_lines, res.warnings
+
+
+def _with_source(frame: pl.DataFrame, src: Source) -> pl.DataFrame:
+    layout = "stream" if src.layout == "error_json" and "epoch_s" not in frame.columns else src.layout
+    return frame.with_columns(
+        pl.lit(layout).alias("layout"), pl.lit(src.stream).alias("stream"),
+        pl.lit(src.rank, dtype=pl.Int32).alias("src_rank"), pl.lit(src.local_rank, dtype=pl.Int32).alias("src_local_rank"),
+        pl.lit(src.host, dtype=pl.String).alias("src_host"), pl.lit(src.pid, dtype=pl.Int64).alias("pid"),
+        pl.lit(src.attempt, dtype=pl.Int32).alias("src_attempt"), pl.lit(src.node_key, dtype=pl.String).alias("node_key"),
+        pl.lit("elastic" if layout == "error_json" else None, dtype=pl.String).alias("layer"),
+    )
+
+
+def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
+    """torchrun --tee copies every worker line into the launcher output; when the per-rank file holds
+    the same record, the tee copy is marked ``duplicate`` (kept in the table, skipped by diagnosis)."""
+    per_rank = (df.filter(pl.col("layout") == "torchrun_rank")
+                .select("node_key", "local_rank", "record").unique().with_columns(pl.lit(True).alias("__dup")))
+    if per_rank.height == 0:
+        return df.with_columns(pl.lit(False).alias("duplicate"))
+    df = df.join(per_rank, on=["node_key", "local_rank", "record"], how="left", maintain_order="left")
+    return df.with_columns(
+        (pl.col("__dup").fill_null(False) & pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream"))
+        .alias("duplicate")
+    ).drop("__dup")
+
+
+def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
+           progress: Callable[[Source], None] | None = None,
+           on_sources: Callable[[list[Source]], None] | None = None) -> IngestResult:
+    """Read every log under ``root`` (a directory or one file) into the event table.
+
+    ``tz``: IANA zone for stamps that carry none (default UTC). ``progress`` is called once per file
+    read; ``on_sources`` once with the list of files found. Raises :class:`DiscoveryError` if ``root``
+    is missing or holds no file; every other problem becomes a warning.
+    """
+    sources, warnings = discover(root)
+    if on_sources:
+        on_sources(sources)
+    frames, lines_read, skipped = [], 0, 0
+    for src in sources:
+        frame, n, s, w = _source_frame(src, progress)
+        frames.append(frame)
+        lines_read += n
+        skipped += s
+        warnings.extend(w)
+    df = pl.concat([f for f in frames if f.height], how="diagonal_relaxed") if any(f.height for f in frames) else None
+    if df is None:
+        from correlator.schema import empty_table
+
+        return IngestResult(empty_table(), sources, warnings, lines_read, skipped)
+    df = parsers.parse_lines(df)
+    if "exit_code_json" in df.columns:
+        df = df.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
+    mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
+    year = dt.datetime.fromtimestamp(max(mtimes), dt.timezone.utc).year if mtimes else dt.datetime.now(dt.timezone.utc).year
+    df = timestamps.build_ts(df, year, tz)
+    df = identity.resolve(df)
+    df = timestamps.inherit(df, parsers.STREAM_KEYS)
+    df = _mark_duplicates(df)
+    df = df.sort("path", "line", maintain_order=True).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    return IngestResult(conform(df), sources, warnings, lines_read, skipped)
+
+
+def load(root: str | os.PathLike[str], *, tz: str | None = None) -> pl.DataFrame:
+    """Return the event table for ``root``. Raises :class:`DiscoveryError` on a missing/empty path."""
+    return ingest(root, tz=tz).table
+
+
+__all__ = ["DiscoveryError", "IngestResult", "ingest", "load", "Path"]

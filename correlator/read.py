@@ -1,0 +1,94 @@
+"""Read one source file into physical lines, losing nothing that can be read.
+
+Step 2 of ingest. Bytes are decoded as UTF-8 with replacement (invalid bytes become U+FFFD and are
+counted); ``.gz`` files are decompressed transparently (a truncated archive yields what could be
+decompressed, with a warning); CRLF endings lose their CR; a line that redraws itself with bare
+carriage returns (tqdm / rich progress bars) keeps only its final state; NUL bytes are dropped.
+A file that is mostly NUL or control bytes is binary: it is skipped with a warning and its line
+count is reported as skipped, never silently.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_BINARY_SAMPLE = 8192
+
+
+@dataclass
+class ReadResult:
+    """Physical lines of one file (``lines``, a polars String Series) and what happened reading it."""
+
+    lines: pl.Series
+    physical_lines: int
+    skipped_lines: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def _decompress_gz(data: bytes, rel: str, warnings: list[str]) -> bytes:
+    out = []
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out.append(d.decompress(data))
+        out.append(d.flush())
+        if not d.eof:
+            warnings.append(f"{rel}: truncated gzip archive; read the {sum(map(len, out))} bytes that decompress")
+    except zlib.error as e:
+        out.append(d.flush())
+        warnings.append(f"{rel}: damaged gzip archive ({e}); read what decompressed before the damage")
+    return b"".join(out)
+
+
+def _looks_binary(data: bytes) -> bool:
+    sample = data[:_BINARY_SAMPLE]
+    if not sample:
+        return False
+    ctrl = sum(1 for b in sample if b < 9 or (13 < b < 32 and b != 27))
+    return ctrl / len(sample) > 0.10
+
+
+def read_lines(path: Path, rel: str) -> ReadResult:
+    """Read ``path`` and return its physical lines.
+
+    Never raises on bad content; an unreadable file (permissions, I/O error) gives an empty result with
+    a warning. Line numbers are positions in the returned series plus one.
+    """
+    warnings: list[str] = []
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return ReadResult(pl.Series("text", [], dtype=pl.String), 0, 0, [f"{rel}: skipped, cannot read ({e.strerror or e})"])
+    if path.name.endswith(".gz"):
+        data = _decompress_gz(data, rel, warnings)
+    if _looks_binary(data):
+        n = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+        return ReadResult(pl.Series("text", [], dtype=pl.String), n, n,
+                          [f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)"])
+    if b"\x00" in data:
+        nul = data.count(b"\x00")
+        warnings.append(f"{rel}: {nul} NUL bytes dropped")
+        data = data.replace(b"\x00", b"")
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd") if "\ufffd" in text else 0
+    if bad:
+        warnings.append(f"{rel}: {bad} invalid UTF-8 sequences replaced by U+FFFD")
+    if text.endswith("\n"):
+        text = text[:-1]
+    elif text and not path.name.endswith(".json"):
+        warnings.append(f"{rel}: last line has no newline (truncated write?); kept as is")
+    if not text and not data:
+        return ReadResult(pl.Series("text", [], dtype=pl.String), 0)
+    s = pl.Series("text", text.split("\n"), dtype=pl.String)
+    n = len(s)
+    if "\r" in text:
+        # CRLF -> LF; a bare CR redraws the line: keep the text after the last non-final CR.
+        s = s.str.strip_suffix("\r").str.replace(r"(?s)^.*\r", "")
+    if "\x1b[" in text:
+        s = s.str.replace_all(_ANSI_RE.pattern, "")
+    return ReadResult(s, n, 0, warnings)

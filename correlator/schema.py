@@ -1,0 +1,201 @@
+"""The event table: one row per input log line or multi-line record, from every rank.
+
+This module is the single definition of the table every other step reads. ``EVENT_SCHEMA`` is the
+Arrow schema; ``COLUMN_DOCS`` documents each column (type, unit, meaning); ``Kind`` is the closed
+vocabulary of the ``kind`` column. The table is written as-is by ``rankscope timeline -o x.parquet``.
+
+Line accounting: every physical input line belongs to exactly one row. ``line`` is the 1-based number
+of the first physical line of the row in ``path`` and ``line_count`` the number of physical lines it
+covers, so ``sum(line_count)`` over the rows of a file equals the file's line count. A physical line
+that holds output of two ranks (torchrun's tee can glue a torn line to another rank's line) is split
+into several rows; the extra rows have ``line_count`` 0.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import pyarrow as pa
+import polars as pl
+
+
+class Layer(StrEnum):
+    """Which producer wrote the line."""
+
+    NCCL = "nccl"  #: NCCL_DEBUG output (``host:pid:tid [dev] NCCL INFO|WARN``)
+    C10D = "c10d"  #: PyTorch C++ (c10 logging / glog): ProcessGroupNCCL, ProcessGroupGloo, TCPStore, DDP
+    ELASTIC = "elastic"  #: torchrun / torchelastic agent and its error.json files
+    PYTHON = "python"  #: Python tracebacks and exceptions
+    APP = "app"  #: the training script's own logging (progress, steps)
+    SYSTEM = "system"  #: kernel, scheduler and launcher-transport lines (Killed, Xid, srun, slurmstepd)
+    UNKNOWN = "unknown"  #: no rule recognized the line
+
+
+class Severity(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    FATAL = "fatal"
+    UNKNOWN = "unknown"
+
+
+class TsQuality(StrEnum):
+    """How much of ``ts`` was written in the line itself."""
+
+    EXACT = "exact"  #: full date and time zone in the line (kubectl ``Z`` stamps, epoch seconds)
+    NO_TZ = "no_tz"  #: full date, no zone: taken as UTC unless ``--tz`` says otherwise
+    NO_YEAR = "no_year"  #: month/day only (c10, glog < 0.6, torch._logging): year inferred from the directory
+    INHERITED = "inherited"  #: no stamp: the previous stamp of the same stream
+    MISSING = "missing"  #: no stamp and nothing before it in the stream
+
+
+class Kind(StrEnum):
+    """Closed vocabulary of event kinds (the ``kind`` column).
+
+    Fault kinds are listed in ``FAULT_KINDS``; of those, ``EFFECT_KINDS`` are usually consequences of
+    another rank's fault (timeouts, closed connections, teardown) rather than causes.
+    """
+
+    # -- structure and noise
+    BLANK = "blank"  #: an empty line
+    UNPARSED = "unparsed"  #: no rule understood the line ("lines not understood" in summaries)
+    LOG = "log"  #: a recognized log prefix with no message rule of interest (ordinary INFO output)
+    # -- application
+    STEP_PROGRESS = "step_progress"  #: a training-progress line that names the step (``step=5``, ``iteration 5``)
+    # -- NCCL (NCCL_DEBUG)
+    NCCL_VERSION = "nccl_version"  #: ``NCCL version 2.x.y+cudaA.B``
+    NCCL_INIT = "nccl_init"  #: ``comm 0x… rank R nranks N cudaDev D … - Init START|COMPLETE``
+    NCCL_COLL = "nccl_coll"  #: ``AllReduce: opCount N … comm 0x… [nranks=N]`` (NCCL_DEBUG_SUBSYS=COLL)
+    NCCL_ABORT = "nccl_abort"  #: ``comm 0x… rank R … - Abort COMPLETE`` / ``Destroy COMPLETE``
+    NCCL_PEER_CLOSED = "nccl_peer_closed"  #: ``[Service thread] Connection closed by localRank N`` (INFO)
+    NCCL_NET_ERROR = "nccl_net_error"  #: WARN naming a peer: NET/IB completion error, socket recv/close failures
+    NCCL_WARN = "nccl_warn"  #: any other NCCL WARN line
+    # -- c10d / ProcessGroupNCCL / ProcessGroupGloo / TORCH_DISTRIBUTED_DEBUG
+    COLLECTIVE_FINGERPRINT = "collective_fingerprint"  #: DETAIL ``Running collective: CollectiveFingerPrint(…)``
+    WATCHDOG_TIMEOUT = "watchdog_timeout"  #: ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=…)``
+    WATCHDOG_STATUS = "watchdog_status"  #: ``Timeout at NCCL work: N, last enqueued … last completed …`` (all eras)
+    WATCHDOG_TEARDOWN = "watchdog_teardown"  #: "taking the entire process down", "watchdog thread terminated"
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"  #: heartbeat monitor / "watchdog got stuck" / dump-signal lines
+    ASYNC_ERROR = "async_error"  #: ``Collective WorkNCCL(…) raised the following async exception``
+    COLLECTIVE_MISMATCH = "collective_mismatch"  #: ``Detected mismatch between collectives on ranks``
+    MONITORED_BARRIER_FAILED = "monitored_barrier_failed"  #: ``Ranks X failed to pass monitoredBarrier`` (names X)
+    MONITORED_BARRIER_PEER = "monitored_barrier_peer"  #: non-zero ranks: "check rank 0 logs for faulty rank"
+    DDP_ERROR = "ddp_error"  #: DDP reducer errors (unused parameters, inconsistent params across ranks)
+    GLOO_CONNECTION_CLOSED = "gloo_connection_closed"  #: gloo ``Connection closed by peer [ip]:port`` / read errors
+    GLOO_TIMEOUT = "gloo_timeout"  #: gloo ``Timed out waiting Nms for recv/send operation to complete``
+    STORE_ERROR = "store_error"  #: TCPStore / rendezvous: socket timeouts, connect failures, ``wait timeout``
+    NCCL_ERROR = "nccl_error"  #: PyTorch-reported NCCL error (``NCCL error in: …``, ``DistBackendError``)
+    # -- Python
+    PYTHON_EXCEPTION = "python_exception"  #: an uncaught exception (traceback record) not covered by a finer kind
+    CUDA_OOM = "cuda_oom"  #: ``torch.cuda.OutOfMemoryError`` / ``CUDA out of memory``
+    CUDA_ERROR = "cuda_error"  #: ``CUDA error: …``, illegal memory access, NCCL ``Cuda failure``, Xid
+    # -- launcher (torchrun / torchelastic)
+    WORKER_FAILED = "worker_failed"  #: ``failed (exitcode: N) local_rank: L (pid: P) of binary``
+    WORKER_SIGNALLED = "worker_signalled"  #: ``Sending process P closing signal SIGTERM`` (the agent kills a worker)
+    FAILURE_ENTRY = "failure_entry"  #: one ``[i]:`` block of the ChildFailedError summary (rank, exit code, pid)
+    ROOT_CAUSE_ENTRY = "root_cause_entry"  #: the ``Root Cause (first observed failure)`` block (weak evidence)
+    ERROR_FILE = "error_file"  #: a worker's ``error.json`` written by ``@record``
+    LAUNCHER_ERROR = "launcher_error"  #: the agent's own failure (ChildFailedError traceback, rendezvous errors)
+    RENDEZVOUS = "rendezvous"  #: rendezvous results and worker-group state lines
+    RESTART = "restart"  #: ``Worker group FAILED. N/M attempts left; will restart worker group``
+    # -- system
+    PROCESS_KILLED = "process_killed"  #: ``Killed``, OOM killer, ``srun: … task N: Killed|Out Of Memory``
+    PROCESS_EXIT = "process_exit"  #: scheduler-reported exit (``srun: error: … Exited with exit code N``)
+    JOB_CANCELLED = "job_cancelled"  #: ``slurmstepd: … CANCELLED AT … DUE TO …``
+
+
+#: Kinds that mean something went wrong on the rank that logged them.
+FAULT_KINDS: frozenset[str] = frozenset(
+    {
+        Kind.NCCL_NET_ERROR, Kind.NCCL_WARN, Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS,
+        Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT, Kind.ASYNC_ERROR, Kind.COLLECTIVE_MISMATCH,
+        Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER, Kind.DDP_ERROR,
+        Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
+        Kind.PYTHON_EXCEPTION, Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED,
+        Kind.FAILURE_ENTRY, Kind.ERROR_FILE, Kind.PROCESS_KILLED, Kind.PROCESS_EXIT,
+    }
+)
+
+#: Fault kinds that are usually the consequence of another rank's failure.
+EFFECT_KINDS: frozenset[str] = frozenset(
+    {
+        Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT,
+        Kind.ASYNC_ERROR, Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER,
+        Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
+        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN,
+    }
+)
+
+#: (column, Arrow type, documentation). The order is the column order of the table.
+COLUMNS: list[tuple[str, pa.DataType, str]] = [
+    ("event_id", pa.int64(), "Row id, unique in the table; evidence and graph edges refer to it."),
+    ("path", pa.string(), "Source file, relative to the directory given to rankscope."),
+    ("line", pa.int64(), "1-based number of the row's first physical line in `path`."),
+    ("line_count", pa.int32(), "Physical lines this row covers (0 for the extra parts of a split line)."),
+    ("rank", pa.int32(), "Global rank that produced the line; null when unknown (agent lines, unmapped NCCL)."),
+    ("rank_source", pa.string(), "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
+     "nccl_pid, launcher, pid_order, message, srun_label, mpi_tag."),
+    ("local_rank", pa.int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),
+    ("host", pa.string(), "Short host name (FQDNs are cut at the first dot); null when unknown."),
+    ("pid", pa.int64(), "Process id from the line (NCCL prefix, launcher lines, glog field)."),
+    ("attempt", pa.int32(), "torchelastic restart attempt (`attempt_N` folder, agent restarts); 0 by default."),
+    ("stream", pa.string(), "stdout | stderr | launcher | combined | nccl_file | error_json | syslog | unknown."),
+    ("ts", pa.timestamp("us", tz="UTC"), "Event time, UTC, microseconds. c10 stamps keep whole seconds only "
+     "(their 9 fraction digits come from a monotonic clock, not wall time)."),
+    ("ts_quality", pa.string(), "exact | no_tz | no_year | inherited | missing (see TsQuality)."),
+    ("layer", pa.string(), "nccl | c10d | elastic | python | app | system | unknown (see Layer)."),
+    ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
+    ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
+    ("pg", pa.string(), "Process group: c10d PG GUID/name (`0` = default PG), or NCCL commId / comm pointer."),
+    ("seq", pa.int64(), "Collective sequence number: c10d SeqNum (decimal) or NCCL opCount (hex in the log)."),
+    ("seq_enqueued", pa.int64(), "Last enqueued work SeqNum from watchdog status lines."),
+    ("seq_completed", pa.int64(), "Last completed work SeqNum from watchdog status lines."),
+    ("op", pa.string(), "Collective op type, upper case as c10d prints it (ALLREDUCE, BROADCAST, …)."),
+    ("numel", pa.int64(), "Number of elements in the collective's input (NumelIn / NCCL count)."),
+    ("shape", pa.string(), "Tensor shape from DETAIL fingerprints, e.g. `[32, 16]`."),
+    ("timeout_ms", pa.int64(), "Configured timeout in milliseconds (Timeout(ms)=…, monitoredBarrier, gloo)."),
+    ("elapsed_ms", pa.int64(), "How long the work ran before timing out, milliseconds."),
+    ("step", pa.int64(), "Training step / iteration number from progress lines."),
+    ("world_size", pa.int32(), "World size stated by the line (NCCL nranks, torchrun summaries, app lines)."),
+    ("peer_rank", pa.int32(), "Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL)."),
+    ("peer_addr", pa.string(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
+    ("exit_code", pa.int32(), "Process exit code; negative means killed by that signal (-9 SIGKILL)."),
+    ("signal", pa.string(), "Signal name (SIGKILL, SIGTERM, …) sent to or received by the process."),
+    ("exc_type", pa.string(), "Exception type of a traceback or error line (`torch.cuda.OutOfMemoryError`)."),
+    ("message", pa.string(), "The message with transport, tee and producer prefixes stripped (first line)."),
+    ("raw", pa.string(), "The row's physical line(s) exactly as read (decoded as UTF-8 with replacement)."),
+    ("duplicate", pa.bool_(), "True when the row is a torchrun --tee copy of a line that a per-rank file "
+     "also holds; diagnosis skips duplicates, the table keeps them."),
+]
+
+EVENT_SCHEMA: pa.Schema = pa.schema([pa.field(name, typ) for name, typ, _ in COLUMNS])
+COLUMN_DOCS: dict[str, str] = {name: doc for name, _, doc in COLUMNS}
+
+_PL_TYPES: dict[pa.DataType, pl.DataType] = {
+    pa.int64(): pl.Int64(), pa.int32(): pl.Int32(), pa.string(): pl.String(), pa.bool_(): pl.Boolean(),
+    pa.timestamp("us", tz="UTC"): pl.Datetime("us", "UTC"),
+}
+
+#: The same schema as polars dtypes.
+POLARS_SCHEMA: dict[str, pl.DataType] = {name: _PL_TYPES[typ] for name, typ, _ in COLUMNS}
+
+
+def conform(df: pl.DataFrame) -> pl.DataFrame:
+    """Return ``df`` with exactly the event-table columns, in order, with their types.
+
+    Missing columns are added as nulls; extra columns are dropped. Raises ``polars`` cast errors
+    only on a programming error (a column holding text that cannot be its type).
+    """
+    exprs = []
+    for name, dtype in POLARS_SCHEMA.items():
+        if name in df.columns:
+            exprs.append(pl.col(name).cast(dtype))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(exprs)
+
+
+def empty_table() -> pl.DataFrame:
+    """An event table with no rows."""
+    return pl.DataFrame(schema=POLARS_SCHEMA)

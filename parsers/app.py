@@ -1,0 +1,65 @@
+"""The training script's own logging: Python ``logging`` layouts and training-progress lines.
+
+Layouts (log-formats.md §7, §8): default asctime ``2026-11-29 23:08:29,847 INFO …`` (any app using
+``logging.basicConfig``), Hydra/FunASR ``[2024-08-12 23:04:07,257][root][INFO] - …``, DeepSpeed
+``[2024-11-29 22:41:07,512] [INFO] [launch.py:256:main] …``, HF/Accelerate ``11/29/2024 22:58:55 - INFO - …``.
+Progress lines give the training ``step`` (``step=5``, ``total step: 32900``, Megatron ``iteration N/``) and,
+when the line says so, the rank (``rank=2``, ``rank: 2``, ``[RANK 2]``).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from parsers.rules import Prefix
+
+ASCTIME = Prefix(
+    "asctime",
+    r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|"
+    r"CRITICAL)\]?(?: -)? )?(?P<rest>.*)$",
+    layer="app", source="Python logging default asctime (CPython 3.x)",
+    example="2026-11-29 23:08:34,362 INFO [trainer] rank=1 step=0 loss=1.7994 avg_loss=1.1560 lr=0.05",
+)
+HYDRA = Prefix(
+    "hydra",
+    r"^\[(?P<pyts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[(?P<logger>[^\]]+)\]\[(?P<sev_word>\w+)\] - (?P<rest>.*)$",
+    layer="app", source="Hydra job logging (FunASR, fairseq2)",
+    example="[2024-08-12 23:04:07,257][root][INFO] - train, rank: 2, epoch: 0/500, total step: 32900",
+)
+DEEPSPEED = Prefix(
+    "deepspeed",
+    r"^\[(?P<pyts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] \[(?P<sev_word>\w+)\] \[(?P<logger>[^\]]+)\] (?P<rest>.*)$",
+    layer="app", source="DeepSpeed utils/logging.py (2020 – 2025)",
+    example="[2024-11-29 22:41:07,512] [INFO] [launch.py:256:main] process 52011 spawned with command: ['python']",
+)
+HF = Prefix(
+    "hf",
+    r"^(?P<usts>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d) - (?P<sev_word>\w+) - (?P<logger>[\w.]+) - (?P<rest>.*)$",
+    layer="app", source="HF transformers/accelerate example scripts",
+    example="11/29/2024 22:58:55 - INFO - __main__ - ***** Running training *****",
+)
+PREFIXES = [HYDRA, DEEPSPEED, HF, ASCTIME]
+
+STEP_RE = r"(?:\bstep[=: ]\s*|\biteration\s+|\bglobal_step[=: ]\s*)(\d+)"
+RANK_RE = r"(?:\brank[=:]\s*|\[RANK (?:\s*))(\d+)\b"
+WORLD_RE = r"\bworld_size[=:]\s*(\d+)"
+
+
+def progress_fields(df: pl.DataFrame) -> pl.DataFrame:
+    """Set ``step`` (and ``rank_stated``/``world_size`` where the line names them) on app lines.
+
+    Rows that are still unclassified and carry a step become ``step_progress``; other app lines ``log``.
+    """
+    app = (pl.col("layer") == "app") & pl.col("kind").is_null()
+    msg = pl.col("message")
+    step = msg.str.extract(STEP_RE, 1).cast(pl.Int64, strict=False)
+    rank = msg.str.extract(RANK_RE, 1).cast(pl.Int32, strict=False)
+    world = msg.str.extract(WORLD_RE, 1).cast(pl.Int32, strict=False)
+    return df.with_columns(
+        pl.when(app).then(pl.coalesce(pl.col("step"), step)).otherwise(pl.col("step")).alias("step"),
+        pl.when(app).then(pl.coalesce(pl.col("rank_stated"), rank)).otherwise(pl.col("rank_stated")).alias("rank_stated"),
+        pl.when(app).then(pl.coalesce(pl.col("world_size"), world)).otherwise(pl.col("world_size")).alias("world_size"),
+    ).with_columns(
+        pl.when(app & pl.col("step").is_not_null()).then(pl.lit("step_progress"))
+        .when(app).then(pl.lit("log")).otherwise(pl.col("kind")).alias("kind")
+    )

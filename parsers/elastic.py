@@ -1,0 +1,136 @@
+"""torchrun / torch.distributed.elastic agent output and ``error.json`` (log-formats.md §5).
+
+Agent lines come in three layouts: ``WARNING:torch.distributed.elastic.multiprocessing.api:<msg>``
+(torch ≤ 2.0), ``[2024-04-10 16:02:56,193] torch.distributed.elastic…: [WARNING] <msg>`` (≈2.1 – 2.2),
+and glog-like ``W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:897] <msg>``
+(2.3 – 2.13, stripped by :data:`parsers.c10d.GLOG`). The ChildFailedError summary is grouped into one
+record per ``[i]:`` block (``i`` is an index, not a rank); the block after ``Root Cause (first observed
+failure):`` is only weak evidence — torchrun picks it by whole-second time on one host.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from parsers.rules import Prefix, Rule
+
+OLD_PYLOG = Prefix(
+    "elastic_old", r"^(?P<sev_word>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>torch\.distributed[\w.]*):(?P<rest>.*)$",
+    layer="elastic", source="torch.distributed.elastic, torch ≤ 2.0 (logging.basicConfig default)",
+    example="ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of "
+    "binary: /home/user/anaconda3/envs/ColossalAI-Chat/bin/python",
+)
+TORCH_LOGGING_21 = Prefix(
+    "torch_logging_21",
+    r"^\[(?P<pyts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (?:\[[^\]]*\] )?(?P<logger>torch[\w.]*): \[(?P<sev_word>\w+)\] "
+    r"(?P<rest>.*)$",
+    layer="elastic", source="torch._logging TorchLogsFormatter, torch ≈2.1 – 2.2",
+    example="[2024-01-16 22:29:36,221] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 41237 "
+    "closing signal SIGTERM",
+)
+
+SRC = "torch.distributed.elastic {}"
+_ENTRY = (
+    r"^\[(?P<entry_idx>\d+)\]:\s*\n\s+time\s*: (?P<cf_time>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)\s*\n\s+host\s*: (?P<host_fqdn>\S+)"
+    r"\s*\n\s+rank\s*: (?P<rank_stated>-?\d+) \(local_rank: (?P<local_rank_stated>-?\d+)\)\s*\n\s+exitcode\s*: "
+    r"(?P<exit_code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s*\((?P<signal>SIG\w+)\))?"
+)
+
+RULES: list[Rule] = [
+    Rule("worker_failed", "worker_failed", "elastic", "failed (exitcode:",
+         r"failed \(exitcode: (?P<exit_code>-?\d+)\) local_rank: (?P<local_rank_stated>\d+) \(pid: (?P<pid>\d+)\) of",
+         "error", SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
+         "E1129 23:08:36.815000 13396 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+         "local_rank: 2 (pid: 13401) of binary: /opt/venv/bin/python3"),
+    Rule("sending_signal", "worker_signalled", "elastic", "closing signal",
+         r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG\w+)", "warning",
+         SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
+         "W1129 23:08:36.614000 13396 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 13399 "
+         "closing signal SIGTERM"),
+    Rule("closing_via_signal", "worker_signalled", "elastic", "via signal",
+         r"Closing process (?P<pid>\d+) via signal (?P<signal>SIG\w+)", "warning", SRC.format("function workers"),
+         "W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:897] Closing process 41237 via "
+         "signal SIGTERM"),
+    Rule("forcefully_exiting", "worker_signalled", "elastic", "forcefully exiting via",
+         r"Unable to shutdown process (?P<pid>\d+) via .*forcefully exiting via (?:Signals\.)?(?P<signal>SIG\w+)",
+         "warning", SRC.format("multiprocessing/api.py"),
+         "W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:900] Unable to shutdown process "
+         "41237 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL"),
+    Rule("death_signal", "job_cancelled", "elastic", "death signal, shutting down workers",
+         r"Received (?P<signal>\S+) death signal", "warning", SRC.format("agent/server/api.py"),
+         "W0409 07:28:49.531000 9120 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, "
+         "shutting down workers"),
+    Rule("restart", "restart", "elastic", "attempts left; will restart worker group",
+         r"Worker group (?P<group_state>FAILED|UNHEALTHY)\. (?P<attempts_left>\d+)/(?P<max_restarts>\d+) attempts left",
+         "warning", SRC.format("agent/server/api.py"),
+         "W1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:725] [default] Worker group FAILED. "
+         "1/1 attempts left; will restart worker group"),
+    Rule("rendezvous", "rendezvous", "elastic", "Rendezvous", None, "info", SRC.format("agent/server/api.py"),
+         "I1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:525] [default] Rendezvous complete "
+         "for workers. Result:"),
+    Rule("summary_border", "log", "elastic", "==========", r"^={20,}\s*$", "error", SRC.format("ChildFailedError summary"),
+         "============================================================"),
+    Rule("summary_section", "log", "elastic", "----------", r"^-{20,}\s*$", "error", SRC.format("ChildFailedError summary"),
+         "------------------------------------------------------------"),
+    Rule("summary_title", "log", "elastic", " FAILED", r"^\S+ FAILED\s*$", "error", SRC.format("ChildFailedError summary"),
+         "train.py FAILED"),
+    Rule("summary_headers", "log", "elastic", ":", r"^(?:Failures:|Root Cause \(first observed failure\):|\s*<NO_OTHER_FAILURES>)\s*$",
+         "error", SRC.format("ChildFailedError summary"), "Root Cause (first observed failure):"),
+    Rule("child_failed", "launcher_error", "elastic", "ChildFailedError", None, "error",
+         SRC.format("launcher/api.py"), "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "),
+    Rule("rendezvous_error", "launcher_error", "elastic", "Rendezvous",
+         r"(?P<exc_type>Rendezvous\w*Error)", "error", SRC.format("rendezvous"),
+         "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"),
+]
+
+#: Rules run on the whole multi-line record (the ChildFailedError ``[i]:`` blocks).
+RECORD_RULES: list[Rule] = [
+    Rule("failure_entry", "failure_entry", "elastic", "exitcode", _ENTRY, "error",
+         SRC.format("errors/__init__.py ChildFailedError summary, torch 1.9 – 2.13"),
+         "[1]:\n  time      : 2026-11-29_23:08:36\n  host      : localhost\n  rank      : 1 (local_rank: 1)\n"
+         "  exitcode  : -15 (pid: 13400)  (SIGTERM)\n  error_file: <N/A>\n  traceback : Signal 15 (SIGTERM) received by PID 13400"),
+]
+
+
+def mark_root_cause(df: pl.DataFrame) -> pl.DataFrame:
+    """A failure entry right after ``Root Cause (first observed failure):`` becomes ``root_cause_entry``."""
+    prev = pl.col("message").shift(1).over("path").fill_null("")
+    return df.with_columns(
+        pl.when((pl.col("kind") == "failure_entry") & prev.str.starts_with("Root Cause"))
+        .then(pl.lit("root_cause_entry"))
+        .otherwise(pl.col("kind"))
+        .alias("kind")
+    )
+
+
+def parse_error_json(text: str) -> dict[str, object] | None:
+    """Parse a torchelastic ``error.json`` (errors/error_handler.py, torch 1.9 – 2.13).
+
+    Returns ``{"message", "exc_type", "epoch_s", "exit_code"}`` (values may be None), or None when the
+    text is not JSON of a known shape. Never unpickles or evaluates anything.
+    """
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    msg = doc.get("message")
+    ts = doc.get("timestamp")
+    code = None
+    if isinstance(msg, dict):
+        code = msg.get("errorCode")
+        extra = msg.get("extraInfo") or {}
+        ts = extra.get("timestamp", ts) if isinstance(extra, dict) else ts
+        msg = msg.get("message")
+    if not isinstance(msg, str):
+        return None
+    exc_type = msg.split(":", 1)[0] if ":" in msg and " " not in msg.split(":", 1)[0] else None
+    try:
+        epoch = int(float(ts)) if ts is not None else None
+    except (TypeError, ValueError):
+        epoch = None
+    return {"message": msg, "exc_type": exc_type, "epoch_s": epoch,
+            "exit_code": code if isinstance(code, int) else None}

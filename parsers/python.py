@@ -1,0 +1,116 @@
+"""Python tracebacks and exceptions, and the grouping of multi-line records.
+
+A traceback (``Traceback (most recent call last):`` + indented frames + the exception line) becomes ONE
+row; so do C++ exception texts (``Exception raised from … at …``, ``frame #N: …``, ``what():``) and any
+indented continuation lines (the ChildFailedError ``[i]:`` blocks, torchelastic launch configs).
+Grouping is done with vectorized shifts and cumulative sums within each stream, never a Python loop.
+The exception line gives ``exc_type`` and the row's ``message``; rules then classify the message
+(CUDA OOM and CUDA errors here, distributed errors in :mod:`parsers.c10d`, the rest ``python_exception``).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from parsers.rules import Rule
+
+TB_START = "Traceback (most recent call last):"
+#: An exception line at indentation 0: ``pkg.mod.SomeError: message`` (message optional).
+EXC_LINE = r"^(?P<exc_type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Fault|Warning)|[A-Za-z_][\w.]*\.[A-Z]\w*)(?::(?: (?P<exc_msg>.*))?)?$"
+_CPP_CONT = r"^(?:Exception raised from |frame #\d+: |\s*what\(\): |Last error:|ncclRemoteError|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalid)"
+
+SRC = "CPython traceback (3.8 – 3.13) with torch excepthook prefixes"
+
+RULES: list[Rule] = [
+    Rule("cuda_oom", "cuda_oom", "python", "OutOfMemoryError", r"(?P<oom_msg>CUDA out of memory.*)?", "error",
+         "torch.cuda.OutOfMemoryError, torch 1.13 – 2.13",
+         "[rank2]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 336.00 MiB. GPU  has a total "
+         "capacity of 79.15 GiB of which 141.25 MiB is free."),
+    Rule("cuda_oom_text", "cuda_oom", "python", "CUDA out of memory", None, "error", "torch CUDA caching allocator",
+         "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)"),
+    Rule("cuda_error", "cuda_error", "python", "CUDA error", r"CUDA error: (?P<cuda_msg>.*)", "error",
+         "torch c10/cuda CUDAException, torch 1.x – 2.13",
+         "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    Rule("illegal_memory", "cuda_error", "python", "illegal memory access", None, "error", "CUDA runtime",
+         "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"),
+    Rule("device_assert", "cuda_error", "python", "device-side assert", None, "error", "CUDA runtime",
+         "RuntimeError: CUDA error: device-side assert triggered"),
+]
+
+#: Applied after c10d's rules, to exception rows nothing more specific matched.
+CATCH_ALL = Rule("python_exception", "python_exception", "python", "", None, "error", SRC,
+                 "[rank2]: CorruptBatchError: corrupt sample in shard 17 (record 4093): expected 16 features, got 15")
+
+TERMINATE = Rule("cpp_terminate", "python_exception", "python", "terminate called after throwing",
+                 r"instance of '(?P<exc_type>[^']+)'", "fatal", "libstdc++ std::terminate",
+                 "terminate called after throwing an instance of 'c10::DistBackendError'")
+
+
+def group_records(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
+    """Merge continuation rows into the record they continue.
+
+    ``df`` must be sorted by ``path`` and ``line``. Continuations: indented lines after a non-blank
+    line; C++ exception continuation lines; the exception line that ends a traceback; lines the
+    terminal hard-wrapped (``wrap_cont``). The record keeps the first row's columns, the sum of
+    ``line_count``, ``raw`` joined with newlines, ``record`` (all bodies joined) and, for tracebacks,
+    the exception line as ``message``.
+    """
+    keys = ["path", *stream_keys]
+    body = pl.col("body")
+    blank = body.str.len_chars() == 0
+    indented = body.str.contains(r"^[ \t]") & ~body.str.contains(r"^[ \t]*$")
+    produced = pl.col("layer").is_not_null()  # the line had its own producer prefix
+    df = df.with_row_index("__ord").sort([*keys, "line", "__ord"], nulls_last=True)
+    df = df.with_columns(
+        (body == TB_START).alias("__tb"),
+        indented.alias("__ind"),
+        blank.alias("__blank"),
+    )
+    head = pl.col("__tb") | ~pl.col("__ind")
+    df = df.with_columns(head.cum_sum().over(keys).alias("__seg"))
+    df = df.with_columns(pl.col("__tb").first().over([*keys, "__seg"]).alias("__seg_tb"))
+    prev_blank = pl.col("__blank").shift(1).over(keys).fill_null(True)
+    prev_seg_tb = pl.col("__seg_tb").shift(1).over(keys).fill_null(False)
+    exc_line = ~pl.col("__ind") & ~pl.col("__tb") & prev_seg_tb & body.str.contains(EXC_LINE)
+    cpp_cont = body.str.contains(_CPP_CONT) & ~prev_blank
+    cont = (
+        (pl.col("__ind") & ~prev_blank & ~produced)
+        | (pl.col("__ind") & ~prev_blank & produced & pl.col("__seg_tb"))
+        | exc_line
+        | (cpp_cont & ~produced)
+        | pl.col("wrap_cont").fill_null(False)
+    )
+    df = df.with_columns(cont.alias("__cont"), exc_line.alias("__exc"))
+    df = df.with_columns((~pl.col("__cont")).cum_sum().alias("__rec"))
+    multi = df.filter(pl.col("__cont"))
+    if multi.height == 0:
+        out = df.with_columns(pl.col("body").alias("record"))
+    else:
+        agg = multi.group_by("__rec").agg(
+            pl.col("raw").str.join("\n").alias("__raw_tail"),
+            pl.col("body").str.join("\n").alias("__body_tail"),
+            pl.col("line_count").sum().alias("__lc_tail"),
+            pl.col("body").filter(pl.col("__exc")).last().alias("__exc_body"),
+            pl.col("body").filter(pl.col("body").str.contains(r"^\s*what\(\):")).first().alias("__what"),
+            pl.col("body").filter(pl.col("wrap_cont").fill_null(False)).str.join("").alias("__wrap"),
+        )
+        heads = df.filter(~pl.col("__cont")).join(agg, on="__rec", how="left", maintain_order="left")
+        out = heads.with_columns(
+            pl.when(pl.col("__raw_tail").is_not_null()).then(pl.col("raw") + "\n" + pl.col("__raw_tail"))
+            .otherwise(pl.col("raw")).alias("raw"),
+            pl.when(pl.col("__body_tail").is_not_null()).then(pl.col("body") + "\n" + pl.col("__body_tail"))
+            .otherwise(pl.col("body")).alias("record"),
+            (pl.col("line_count") + pl.col("__lc_tail").fill_null(0)).alias("line_count"),
+            pl.when(pl.col("__exc_body").is_not_null()).then(pl.col("__exc_body"))
+            .when(pl.col("__what").is_not_null()).then(pl.col("body") + " " + pl.col("__what").str.strip_chars())
+            .when(pl.col("__wrap").fill_null("") != "").then(pl.col("body") + pl.col("__wrap"))
+            .otherwise(pl.col("body")).alias("body"),
+        )
+    drop = [c for c in out.columns if c.startswith("__") and c != "__ord"]
+    return out.drop(drop).sort("__ord").drop("__ord")
+
+
+def exception_fields(df: pl.DataFrame) -> pl.DataFrame:
+    """Fill ``exc_type`` from exception lines (the message of a traceback record, or a bare line)."""
+    ext = pl.col("message").str.extract(EXC_LINE, 1)
+    return df.with_columns(pl.coalesce(pl.col("exc_type"), ext).alias("exc_type"))

@@ -1,0 +1,36 @@
+"""System, scheduler and kernel lines: Slurm srun/slurmstepd, shell ``Killed``, kernel OOM killer, NVIDIA Xid.
+
+Sources: Slurm ``src/srun/task_state.c`` and ``slurmstepd/req.c`` (log-formats.md §7.1); the kernel
+OOM killer (``Out of memory: Killed process N``) and NVIDIA driver ``NVRM: Xid`` lines from syslog/dmesg.
+"""
+
+from __future__ import annotations
+
+from parsers.rules import Rule
+
+RULES: list[Rule] = [
+    Rule("srun_exit", "process_exit", "system", "Exited with exit code",
+         r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\] ]+): Exited with exit code (?P<exit_code>\d+)",
+         "error", "Slurm srun task_state.c (20.x – 24.x)", "srun: error: node-b: task 11: Exited with exit code 1"),
+    Rule("srun_oom", "process_killed", "system", "Out Of Memory",
+         r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\] ]+): Out Of Memory", "error",
+         "Slurm srun task_state.c", "srun: error: node-b: task 11: Out Of Memory", (("signal", "SIGKILL"),)),
+    Rule("srun_signal", "process_killed", "system", "srun: error:",
+         r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\] ]+): (?P<strsignal>Killed|Aborted|Segmentation fault|Terminated)",
+         "error", "Slurm srun task_state.c", "srun: error: node-b: task 11: Killed"),
+    Rule("stepd_cancelled", "job_cancelled", "system", "CANCELLED AT",
+         r"\*\*\* (?:STEP|JOB) (?P<jobstep>\S+) ON (?P<host>\S+) CANCELLED AT (?P<cancel_ts>\S+)(?: DUE (?:TO|to) (?P<reason>[^*]+))?",
+         "error", "Slurm slurmstepd req.c",
+         "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-11-29T23:08:55 DUE TO TIME LIMIT ***"),
+    Rule("kernel_oom", "process_killed", "system", "Killed process",
+         r"Out of memory: Killed process (?P<pid>\d+)", "error", "Linux kernel OOM killer (mm/oom_kill.c)",
+         "Out of memory: Killed process 812917 (python) total-vm:123456kB, anon-rss:98765kB", (("signal", "SIGKILL"),)),
+    Rule("xid", "cuda_error", "system", "NVRM: Xid", r"NVRM: Xid \((?P<pci>[^)]+)\): (?P<xid>\d+)", "error",
+         "NVIDIA kernel driver Xid report", "NVRM: Xid (PCI:0000:1b:00): 79, pid=41237, GPU has fallen off the bus."),
+    Rule("fallen_off_bus", "cuda_error", "system", "fallen off the bus", None, "error", "NVIDIA driver",
+         "GPU 0000:1b:00.0: GPU has fallen off the bus."),
+    Rule("shell_killed", "process_killed", "system", "Killed", r"^Killed$", "error", "POSIX shell job report",
+         "Killed", (("signal", "SIGKILL"),)),
+    Rule("segfault", "process_killed", "system", "Segmentation fault", r"^(?:.*: )?Segmentation fault(?: \(core dumped\))?$",
+         "error", "POSIX shell job report", "Segmentation fault (core dumped)", (("signal", "SIGSEGV"),)),
+]

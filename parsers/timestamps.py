@@ -1,0 +1,113 @@
+"""Turn the timestamp parts the prefixes extracted into ``ts`` (UTC, µs) and ``ts_quality``.
+
+Fast paths (polars ``str.to_datetime`` with a fixed format) cover every stamp in log-formats.md §8:
+kubectl RFC 3339 ``Z`` (exact), Python asctime ``YYYY-MM-DD HH:MM:SS,mmm`` (no zone), glog with year,
+torchelastic ``YYYY-MM-DD_HH:MM:SS``, HF ``MM/DD/YYYY``, Open MPI ctime, epoch seconds (exact), and the
+year-less c10/glog/torch._logging ``MMDD HH:MM:SS`` whose year is inferred from the directory.
+``dateparser`` handles stamp shapes no fast path knows (user-defined NCCL_DEBUG_TIMESTAMP_FORMAT);
+it runs once per distinct string, never per line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import lru_cache
+
+import polars as pl
+
+UTC = dt.timezone.utc
+
+
+@lru_cache(maxsize=4096)
+def _dateparse(text: str) -> dt.datetime | None:
+    import dateparser  # slow import: only when a stamp of unknown shape shows up
+
+    try:
+        value = dateparser.parse(text, settings={"RETURN_AS_TIMEZONE_AWARE": False})
+    except Exception:  # dateparser raises assorted errors on junk
+        return None
+    return value.replace(tzinfo=None) if value else None
+
+
+def _col(df: pl.DataFrame, name: str) -> pl.Expr:
+    return pl.col(name) if name in df.columns else pl.lit(None, dtype=pl.String)
+
+
+def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.DataFrame:
+    """Add ``ts`` (Datetime[us, UTC]) and ``ts_quality`` from the stamp columns prefixes left.
+
+    ``mtime_year`` is the fallback year for year-less stamps when no full stamp exists in the input;
+    ``tz`` (IANA name) is the zone of stamps that carry none (default UTC). Rows without a stamp inherit
+    the previous stamp of their stream later (:func:`inherit`).
+    """
+    fmt_naive = pl.Datetime("us")
+    py = _col(df, "pyts").str.replace(",", ".").str.replace("T", " ")
+    py_ts = py.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    cf_ts = _col(df, "cf_time").str.to_datetime("%Y-%m-%d_%H:%M:%S", strict=False, time_unit="us")
+    us_ts = _col(df, "usts").str.to_datetime("%m/%d/%Y %H:%M:%S", strict=False, time_unit="us")
+    mpi_ts = _col(df, "mpi_ctime").str.replace(r"\s+", " ").str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us")
+    nccl_ts = _col(df, "nccl_ts").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    glog_full = pl.concat_str([_col(df, "yyyy"), _col(df, "mm"), _col(df, "dd"), pl.lit(" "), _col(df, "hms"),
+                               pl.lit("."), _col(df, "usec")]).str.to_datetime("%Y%m%d %H:%M:%S%.f", strict=False, time_unit="us")
+    kub = _col(df, "xport_ts").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", strict=False, time_unit="us")
+    epoch = (pl.col("epoch_s").cast(pl.Int64) * 1_000_000).cast(fmt_naive) if "epoch_s" in df.columns else pl.lit(None, dtype=fmt_naive)
+
+    naive_full = pl.coalesce(py_ts, cf_ts, glog_full, us_ts, mpi_ts, nccl_ts)
+    df = df.with_columns(
+        pl.coalesce(kub, epoch).alias("__exact"),
+        naive_full.alias("__full"),
+    )
+    # Reference year: the most common year among full stamps; else the file modification year.
+    years = pl.concat([df["__exact"].dt.year(), df["__full"].dt.year()]).drop_nulls()
+    ref_year = int(years.mode().sort()[-1]) if years.len() else mtime_year
+    ref_month = 12
+    if years.len():
+        full = pl.concat([df["__exact"], df["__full"]]).drop_nulls()
+        ref_month = int(full.filter(full.dt.year() == ref_year).max().month)  # type: ignore[union-attr]
+
+    mmdd = _col(df, "mmdd")
+    month = pl.coalesce(mmdd.str.slice(0, mmdd.str.len_chars() - 2), _col(df, "mm")).cast(pl.Int32, strict=False)
+    day = pl.coalesce(mmdd.str.slice(-2), _col(df, "dd")).cast(pl.Int32, strict=False)
+    # A month far after the reference month is December of the previous year (Dec -> Jan rollover).
+    year = pl.when(month > ref_month + 6).then(ref_year - 1).otherwise(ref_year)
+    frac = pl.when(_col(df, "usec").is_not_null()).then(pl.lit(".") + _col(df, "usec")).otherwise(pl.lit(""))
+    yearless = pl.concat_str([year.cast(pl.String), pl.lit("-"), month.cast(pl.String).str.zfill(2), pl.lit("-"),
+                              day.cast(pl.String).str.zfill(2), pl.lit(" "), _col(df, "hms"), frac])
+    yearless_ts = yearless.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    has_yearless = _col(df, "hms").is_not_null() & _col(df, "yyyy").is_null()
+
+    df = df.with_columns(pl.when(has_yearless).then(yearless_ts).otherwise(None).alias("__yearless"))
+
+    # Stamps of a shape no fast path knows: dateparser, once per distinct string.
+    unknown = df.filter(pl.col("nccl_ts").is_not_null() & pl.col("__full").is_null()) if "nccl_ts" in df.columns else df.clear()
+    if unknown.height:
+        mapping = {s: _dateparse(s) for s in unknown["nccl_ts"].unique().to_list()}
+        parsed = df["nccl_ts"].replace_strict(mapping, default=None, return_dtype=pl.Datetime("us"))
+        df = df.with_columns(pl.coalesce(pl.col("__full"), parsed).alias("__full"))
+
+    zone = tz or "UTC"
+    to_utc = lambda e: e.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")  # noqa: E731
+    df = df.with_columns(
+        pl.coalesce(
+            pl.col("__exact").dt.replace_time_zone("UTC"),
+            to_utc(pl.col("__full")),
+            to_utc(pl.col("__yearless")),
+        ).alias("ts"),
+        pl.when(pl.col("__exact").is_not_null()).then(pl.lit("exact"))
+        .when(pl.col("__full").is_not_null()).then(pl.lit("no_tz"))
+        .when(pl.col("__yearless").is_not_null()).then(pl.lit("no_year"))
+        .otherwise(None).alias("ts_quality"),
+    )
+    return df.drop("__exact", "__full", "__yearless")
+
+
+def inherit(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
+    """Rows without a stamp take the previous stamp of their own stream (``inherited``), else ``missing``."""
+    keys = ["path", *stream_keys]
+    filled = pl.col("ts").forward_fill().over(keys)
+    return df.with_columns(
+        pl.when(pl.col("ts").is_null() & filled.is_not_null()).then(pl.lit("inherited"))
+        .when(pl.col("ts").is_null()).then(pl.lit("missing"))
+        .otherwise(pl.col("ts_quality")).alias("ts_quality"),
+        filled.alias("ts"),
+    )

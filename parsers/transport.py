@@ -1,0 +1,123 @@
+"""Transport (L1) and tee (L2) prefixes: demultiplex combined streams into per-rank streams.
+
+Layers, outermost first (log-formats.md §0, §5.4, §7):
+- kubectl ``--timestamps`` ``2024-11-29T22:58:55.104211337Z `` (RFC 3339, UTC) and ``--prefix``
+  ``[pod/<pod>/<container>] ``;
+- Open MPI ``--tag-output`` ``[1,3]<stderr>:`` (optionally preceded by ``--timestamp-output`` ctime);
+- Slurm ``srun --label`` `` 3: `` (task id; the global rank only with one task per rank);
+- pdsh / DeepSpeed multi-node ``node-b: `` host prefix;
+- torchrun ``--tee`` ``[default3]:`` (role + LOCAL rank, torch 1.9 – 2.13 ``TailLog``); with TorchTitan's
+  ``--role rank`` the tee prefix reads ``[rank3]:`` and is told from c10d's ``[rank3]:`` by what follows.
+
+Per-file decisions (srun labels, pdsh hosts) are made once per file from the share of lines that carry
+the prefix, so a stray ``RuntimeError: `` is never taken for a host.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from parsers.rules import Prefix, strip_prefix
+
+KUBECTL_TS = Prefix(
+    "kubectl_ts", r"^(?P<xport_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (?P<rest>.*)$",
+    source="kubectl logs --timestamps (RFC 3339 nanoseconds, UTC)",
+    example="2024-11-29T22:58:55.104211337Z [default0]:step 5",
+)
+KUBECTL_POD = Prefix(
+    "kubectl_pod", r"^\[pod/(?P<xport_host>[^/\]]+)/[^\]]+\] (?P<rest>.*)$",
+    source="kubectl logs --prefix", example="[pod/trainer-worker-1/main] hello",
+)
+MPI_TAG = Prefix(
+    "mpi_tag",
+    r"^(?P<mpi_ctime>\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(?P<mpi_job>[^,\]]+),(?P<xport_rank>\d+)\]"
+    r"<(?P<mpi_stream>stdout|stderr|stddiag)>:(?P<rest>.*)$",
+    source="Open MPI --tag-output (ORTE 4.x, PRRTE 5.x iof_base_output.c)",
+    example="[1,3]<stderr>:Traceback (most recent call last):",
+)
+SRUN_LABEL = Prefix(
+    "srun", r"^ *(?P<srun_label>\d+): (?P<rest>.*)$",
+    source="Slurm srun --label (write_labelled_message.c)", example=" 3: [default3]:step 5",
+)
+PDSH_HOST = Prefix(
+    "pdsh", r"^(?P<xport_host>[A-Za-z][A-Za-z0-9-]*[0-9-][A-Za-z0-9.-]*): (?P<rest>.*)$",
+    source="pdsh -w (DeepSpeed multinode runner)", example="node-b: [2024-11-29 22:41:07,512] [INFO] x",
+)
+#: torchrun --tee: `[<role><local_rank>]:` with no trailing space. `[rankN]:` counts as tee only when
+#: followed by another prefix that is not a c10 severity bracket or the excepthook space.
+TEE = Prefix(
+    "tee", r"^\[(?P<tee_role>[A-Za-z_][A-Za-z_-]*?)(?P<tee_local_rank>\d+)\]:(?P<rest>.*)$",
+    source="torchrun --tee (torch.distributed.elastic TailLog, torch 1.9 – 2.13)",
+    example="[default2]:2026-11-29 23:08:29,847 INFO [trainer] rank=2 step=- starting worker pid=13401",
+)
+
+_TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"
+_RANK_IS_TEE = r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])"
+
+
+def _file_share(df: pl.DataFrame, pattern: str) -> pl.Series:
+    """Per row: the share of non-blank lines of the row's file that match ``pattern``."""
+    nonblank = df["body"].str.len_chars() > 0
+    hit = df["body"].str.contains(pattern) & nonblank
+    share = pl.DataFrame({"path": df["path"], "hit": hit, "nb": nonblank}).select(
+        (pl.col("hit").sum().over("path") / pl.col("nb").sum().over("path").clip(1, None)).alias("share")
+    )
+    return share["share"]
+
+
+def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
+    """Split physical lines where a torn line of one rank is glued to another rank's tee'd line.
+
+    torchrun's tee reads with ``readline()`` polling, so a progress bar without newline can be followed,
+    on the same physical line, by ``[default2]:[E …]`` of another rank. Such a line becomes several rows;
+    the extra rows keep the line number and have ``line_count`` 0 so line accounting still adds up.
+    Only the role seen at line starts in the same file (``default`` by default) splits a line.
+    """
+    roles = (
+        df.select(pl.col("path"), pl.col("body").str.extract(r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S", 1).alias("r"))
+        .drop_nulls().filter(pl.col("r") != "rank").unique()
+    )
+    if roles.height == 0:
+        return df
+    role_alt = "|".join(sorted(set(roles["r"].to_list())))
+    glued = rf"[^:\s]\[(?:{role_alt})\d+\]:"
+    hit = df["body"].str.contains(glued)
+    if not hit.any():
+        return df
+    pieces = (
+        df.filter(hit)
+        .with_columns(
+            pl.col("body").str.replace_all(rf"([^:\s])(\[(?:{role_alt})\d+\]:)", "${1}\u0000${2}").str.split("\u0000")
+            .alias("body")
+        )
+        .explode("body")
+        .with_columns(
+            (pl.int_range(pl.len()).over("path", "line") > 0).alias("_extra"),
+        )
+        .with_columns(
+            pl.when(pl.col("_extra")).then(0).otherwise(pl.col("line_count")).alias("line_count"),
+            pl.when(pl.col("_extra")).then(pl.col("body")).otherwise(pl.col("raw")).alias("raw"),
+        )
+        .drop("_extra")
+    )
+    return pl.concat([df.filter(~hit), pieces]).sort("path", "line", maintain_order=True)
+
+
+def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
+    """Strip L1 transport and L2 tee prefixes from ``body`` into columns.
+
+    Adds ``xport_ts``, ``xport_host``, ``xport_rank``, ``srun_label``, ``tee_role``, ``tee_local_rank``
+    (and ``pfx_*`` markers). Input: the lines frame with ``path``, ``line``, ``body``.
+    """
+    df = strip_prefix(df, KUBECTL_TS)
+    df = strip_prefix(df, KUBECTL_POD)
+    df = strip_prefix(df, MPI_TAG)
+    srun_file = _file_share(df, SRUN_LABEL.pattern) >= 0.5
+    df = strip_prefix(df, SRUN_LABEL, mask=srun_file)
+    pdsh_file = _file_share(df, PDSH_HOST.pattern) >= 0.5
+    df = strip_prefix(df, PDSH_HOST, mask=pdsh_file)
+    df = split_glued_tee(df)
+    body = df["body"]
+    tee_mask = (body.str.contains(_TEE_NOT_RANK) & ~body.str.starts_with("[rank")) | body.str.contains(_RANK_IS_TEE)
+    df = strip_prefix(df, TEE, mask=tee_mask)
+    return df
