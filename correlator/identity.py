@@ -96,7 +96,9 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     both = df.filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
     offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
         (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
-    nodes_with_local = set(df.filter(pl.col("local_rank").is_not_null())["node_key"].drop_nulls().unique().to_list())
+    nodes_with_local = set(df.filter(pl.col("local_rank").is_not_null() | (pl.col("local_rank_stated").is_not_null()
+                                     & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])))
+                           ["node_key"].drop_nulls().unique().to_list())
     if len(nodes_with_local) == 1:
         (only,) = nodes_with_local
         offsets.setdefault(only, 0)

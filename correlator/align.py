@@ -1,0 +1,61 @@
+"""Collective alignment: how far each rank got on each process group.
+
+Pure function of the event table. Sources of progress, all per (process group, rank):
+- DETAIL fingerprints ``CollectiveFingerPrint(SequenceNumber=N)`` — entered N;
+- watchdog timeouts ``WorkNCCL(SeqNum=N)`` — entered N (and still in it);
+- watchdog status ``last enqueued … last completed …`` — entered / completed;
+- NCCL COLL ``opCount`` per communicator (``nccl:<commId or comm ptr>``) — entered;
+- training steps from progress lines (``pg = "step"``).
+
+c10d lines without a PG id (DETAIL fingerprints, ``[Rank r]`` watchdog lines) count for the default
+group ``"0"``; a SeqNum is only compared with SeqNums of the same group.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+_ENTERED_KINDS = ["collective_fingerprint", "watchdog_timeout", "watchdog_teardown", "async_error",
+                  "watchdog_status", "heartbeat_timeout", "collective_mismatch", "nccl_coll"]
+
+
+def pg_key() -> pl.Expr:
+    """The process-group key an event's ``seq`` belongs to."""
+    return (
+        pl.when(pl.col("kind") == "nccl_coll").then(pl.lit("nccl:") + pl.coalesce(pl.col("pg"), pl.lit("?")))
+        .otherwise(pl.coalesce(pl.col("pg"), pl.lit("0")))
+    )
+
+
+def progress(table: pl.DataFrame) -> pl.DataFrame:
+    """Per (pg, rank): ``entered`` (highest seq entered), ``completed`` (highest known completed),
+    ``last_ts`` (time of the last progress event). Columns: pg (str), rank (i32), entered (i64),
+    completed (i64, nullable), last_ts (datetime µs UTC). Rows of unknown rank are ignored.
+    """
+    t = table.filter(pl.col("rank").is_not_null() & ~pl.col("duplicate"))
+    seq_rows = t.filter(pl.col("kind").is_in(_ENTERED_KINDS) & (pl.col("seq").is_not_null() | pl.col("seq_enqueued").is_not_null()))
+    seq_rows = seq_rows.with_columns(pg_key().alias("pgk"))
+    steps = t.filter(pl.col("step").is_not_null()).with_columns(pl.lit("step").alias("pgk"), pl.col("step").alias("seq"))
+    both = pl.concat([seq_rows, steps], how="diagonal_relaxed")
+    if both.height == 0:
+        return pl.DataFrame(schema={"pg": pl.String, "rank": pl.Int32, "entered": pl.Int64, "completed": pl.Int64,
+                                    "last_ts": pl.Datetime("us", "UTC")})
+    return (
+        both.group_by("pgk", "rank")
+        .agg(
+            pl.max_horizontal(pl.col("seq").max(), pl.col("seq_enqueued").max()).alias("entered"),
+            pl.col("seq_completed").max().alias("completed"),
+            pl.col("ts").max().alias("last_ts"),
+        )
+        .rename({"pgk": "pg"})
+        .sort("pg", "rank")
+    )
+
+
+def behind(prog: pl.DataFrame) -> pl.DataFrame:
+    """Per pg: ranks whose ``entered`` is below the group's maximum. Columns: pg, rank, entered, max_entered."""
+    return (
+        prog.filter(pl.col("pg") != "step")
+        .with_columns(pl.col("entered").max().over("pg").alias("max_entered"))
+        .filter(pl.col("entered") < pl.col("max_entered"))
+    )

@@ -1,0 +1,264 @@
+"""Diagnosis: read the verdict off the causal graph — initiating, collateral, clean and missing ranks,
+the failure kind, the evidence lines and a confidence with the reasons that lowered it.
+
+``diagnose(table)`` is a pure function of the event table. With several torchelastic attempts each
+failing attempt is diagnosed (``Diagnosis.attempts``); the top-level verdict is the first failing
+attempt's, because later attempts usually fail only as a consequence (a restart reading the dead
+attempt's stale store addresses).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import networkx as nx
+import polars as pl
+
+from correlator.graph import build_graph, failing_attempts
+
+SCHEMA_VERSION = 1
+FAILURE_KINDS = ("rank_crash", "straggler_hang", "collective_mismatch", "network_error", "oom_kill", "cuda_oom",
+                 "cuda_error", "early_exit", "launcher_error", "none", "unknown")
+
+
+@dataclass
+class Evidence:
+    """One log line that supports the verdict: ``path:line`` relative to the input directory."""
+
+    rank: int | None
+    path: str
+    line: int
+    ts: str | None
+    kind: str
+    text: str
+    role: str = ""
+
+
+@dataclass
+class Explanation:
+    rank: int
+    edge: str
+    pg: str | None = None
+    seq: int | None = None
+
+
+@dataclass
+class RankStatus:
+    rank: int
+    host: str | None
+    local_rank: int | None
+    status: str  # initiating | collateral | clean | missing
+    first_fault_ts: str | None = None
+    first_fault_kind: str | None = None
+    explained_by: Explanation | None = None
+
+
+@dataclass
+class Diagnosis:
+    """The verdict for one attempt (and, at top level, for the job).
+
+    ``confidence`` is in [0, 1]; ``confidence_reasons`` say what lowered it. ``attempts`` holds the
+    per-attempt verdicts when the job restarted. ``to_json()`` gives the documented JSON contract.
+    """
+
+    world_size: int | None
+    ranks_seen: list[int]
+    attempt: int
+    initiating_ranks: list[int]
+    collateral_ranks: list[int]
+    clean_ranks: list[int]
+    missing_ranks: list[int]
+    failure_kind: str
+    confidence: float
+    summary: str
+    evidence: list[Evidence] = field(default_factory=list)
+    per_rank: list[RankStatus] = field(default_factory=list)
+    confidence_reasons: list[str] = field(default_factory=list)
+    initiator_basis: str = ""
+    focus: dict[str, Any] = field(default_factory=dict)
+    attempts: list[Diagnosis] = field(default_factory=list)
+    signatures: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON contract (``schema_version`` 1); extra keys may be added, none renamed."""
+        d = {"schema_version": SCHEMA_VERSION}
+        body = asdict(self)
+        body["attempts"] = [
+            {k: v for k, v in a.to_json().items() if k not in ("attempts", "schema_version", "per_rank")}
+            for a in self.attempts
+        ]
+        d.update(body)
+        return d
+
+
+def _iso(ts: Any) -> str | None:
+    if ts is None:
+        return None
+    if isinstance(ts, dt.datetime):
+        return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
+    return str(ts)
+
+
+def _first_line(text: str | None, limit: int = 400) -> str:
+    s = (text or "").split("\n")[0]
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
+    ids: list[tuple[int, str]] = []
+    for r in G.graph["initiators"]:
+        ev = G.nodes[r].get("cause_event")
+        if ev is not None:
+            ids.append((ev, "initiating fault"))
+    focus = G.graph.get("focus") or {}
+    for ev in (focus.get("evidence") or [])[:3]:
+        ids.append((ev, "collective disagreement"))
+    # Launcher view of the initiators (exit status), then one line per explanation edge type.
+    t = table.filter(~pl.col("duplicate"))
+    launch = t.filter(pl.col("rank").is_in(G.graph["initiators"]) & pl.col("kind").is_in(["worker_failed", "root_cause_entry"]))
+    for eid, kind in launch.select("event_id", "kind").head(2).iter_rows():
+        ids.append((eid, "launcher (weak: torchrun's root cause is often wrong)" if kind == "root_cause_entry" else "launcher"))
+    seen_edges: set[str] = set()
+    for a, b, data in sorted(G.edges(data=True), key=lambda e: (e[2]["edge"], e[0])):
+        if data["edge"] in seen_edges:
+            continue
+        seen_edges.add(data["edge"])
+        for ev in data["evidence"][:1]:
+            ids.append((ev, f"collateral: rank {a} {data['edge'].replace('_', ' ')} rank {b}"))
+    out: list[Evidence] = []
+    done: set[int] = set()
+    rows = {r["event_id"]: r for r in t.filter(pl.col("event_id").is_in([i for i, _ in ids])).iter_rows(named=True)}
+    for eid, role in ids:
+        if eid in done or eid not in rows:
+            continue
+        done.add(eid)
+        r = rows[eid]
+        text = r["message"] if r["kind"] in ("python_exception", "cuda_oom", "cuda_error") and r["message"] else r["raw"]
+        out.append(Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role))
+    return out
+
+
+def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
+    kind = G.graph["failure_kind"]
+    inits = G.graph["initiators"]
+    if kind == "none":
+        return f"No failure found: {len(G.graph['ranks_seen'])} ranks, no rank reported a fault."
+    if not inits:
+        return f"Failure of kind {kind}, but no rank could be named as its origin."
+
+    def who(r: int) -> str:
+        n = G.nodes[r]
+        bits = [b for b in (n.get("host"), f"local rank {n['local_rank']}" if n.get("local_rank") is not None else None) if b]
+        return f"rank {r}" + (f" ({', '.join(bits)})" if bits else "")
+
+    names = ", ".join(who(r) for r in inits)
+    ev = G.nodes[inits[0]].get("cause_event")
+    what = ""
+    if ev is not None:
+        row = table.filter(pl.col("event_id") == ev)
+        if row.height:
+            r = row.row(0, named=True)
+            if r["exc_type"]:
+                what = r["exc_type"]
+            elif r["exit_code"] is not None:
+                what = f"exit code {r['exit_code']}" + (f" ({r['signal']})" if r["signal"] else "")
+            else:
+                what = r["kind"].replace("_", " ")
+    basis = G.graph["initiator_basis"]
+    verb = {
+        "odd one out": "ran a different collective than the others",
+        "silent while the others failed": "went silent (no error) while the others failed",
+        "behind on the collective sequence": "fell behind on the collective sequence",
+        "named by monitoredBarrier": "never reached the monitored barrier",
+        "left no log": "left no log",
+    }.get(basis, "failed first")
+    if kind == "early_exit":
+        verb = "exited early while the others still waited"
+    head = f"{names} {verb}" + (f": {what}" if what and basis in ("first fault", "common mode", "exit status") else "")
+    focus = G.graph.get("focus") or {}
+    waits = [a for a, b, d in G.edges(data=True) if d["edge"] == "waits_for"]
+    tail = ""
+    if collateral:
+        seqs = {(d.get("pg"), d.get("seq"), ) for _, _, d in G.edges(data=True) if d.get("seq") is not None}
+        where = ""
+        if focus.get("seq") is not None:
+            where = f" in {focus.get('op') or 'collective'} SeqNum {focus['seq']}"
+        elif len(seqs) == 1:
+            where = f" in SeqNum {next(iter(seqs))[1]}"
+        n = len(collateral)
+        if waits and len(waits) == n:
+            tail = f"; {n} rank{'s' if n > 1 else ''} timed out waiting for it{where}"
+        else:
+            tail = f"; {n} other rank{'s' if n > 1 else ''} failed as a consequence{where}"
+    return f"{head}{tail}."
+
+
+def _confidence(G: nx.DiGraph) -> float:
+    base = 0.95
+    penalties = {
+        "common mode": 0.05, "independently": 0.15, "silence": 0.2, "lagging": 0.15, "missing": 0.35,
+        "left no log": 0.05, "no launcher": 0.05, "inferred": 0.1, "clocks": 0.1, "evenly": 0.3,
+        "only an exit status": 0.15, "none explains": 0.5,
+    }
+    for reason in G.graph["reasons"]:
+        for key, p in penalties.items():
+            if key in reason:
+                base -= p
+                break
+    if G.graph["failure_kind"] == "none":
+        base = 0.9 if G.graph["ranks_seen"] else 0.3
+    return round(max(0.05, min(1.0, base)), 2)
+
+
+def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
+    """Diagnose one attempt (default: the first attempt with a fault)."""
+    G = build_graph(table, attempt)
+    per_rank: list[RankStatus] = []
+    groups: dict[str, list[int]] = {"initiating": [], "collateral": [], "clean": [], "missing": []}
+    for r in sorted(G.nodes):
+        n = G.nodes[r]
+        status = n["status"]
+        if status == "clean" and n.get("first_fault_kind"):
+            status = "collateral" if G.graph["initiators"] else "clean"
+        groups.setdefault(status, []).append(r)
+        ex = n.get("explained_by")
+        per_rank.append(RankStatus(r, n.get("host"), n.get("local_rank"), status, _iso(n.get("first_fault_ts")),
+                                   n.get("first_fault_kind"), Explanation(**ex) if ex else None))
+    clean = [r for r in groups["clean"] if r in G.graph["ranks_seen"]]
+    d = Diagnosis(
+        world_size=G.graph["world_size"], ranks_seen=G.graph["ranks_seen"], attempt=G.graph["attempt"],
+        initiating_ranks=sorted(G.graph["initiators"]), collateral_ranks=sorted(groups["collateral"]),
+        clean_ranks=clean, missing_ranks=[r for r in G.graph["missing"] if r not in G.graph["initiators"]],
+        failure_kind=G.graph["failure_kind"], confidence=_confidence(G), summary="",
+        evidence=_evidence(table, G), per_rank=per_rank, confidence_reasons=list(G.graph["reasons"]),
+        initiator_basis=G.graph["initiator_basis"],
+        focus={k: v for k, v in (G.graph.get("focus") or {}).items() if k != "evidence"},
+    )
+    d.summary = _summary(G, table, d.collateral_ranks)
+    return d
+
+
+def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
+    """Diagnose the job: every failing attempt, with the first one's verdict on top.
+
+    ``table`` is the event table (``correlator.load``). ``attempt`` selects one attempt's verdict for the
+    top level instead of the first failing one. Never raises on an empty table (the verdict is ``none``).
+    """
+    attempts = failing_attempts(table)
+    if not attempts:
+        top = diagnose_attempt(table, attempt)
+        return top
+    per = [diagnose_attempt(table, a) for a in attempts]
+    chosen = next((d for d in per if d.attempt == attempt), None) if attempt is not None else None
+    if chosen is None:
+        chosen = next((d for d in per if d.failure_kind != "none"), per[0])
+    if len(per) > 1:
+        chosen.attempts = per
+        later = [d for d in per if d.attempt > chosen.attempt and d.failure_kind != "none"]
+        if later and attempt is None:
+            chosen.confidence_reasons.append(
+                f"{len(later)} later attempt(s) also failed; the verdict is the first failed attempt's"
+            )
+    return chosen
