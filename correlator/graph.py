@@ -158,8 +158,9 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         for row in chosen.iter_rows(named=True):
             # Prefer the rank's most specific cause (an exception over a bare exit status).
             own = causes.filter(pl.col("rank") == row["rank"])
-            specific = own.filter(~pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry", "process_exit"]))
-            pick = (specific if specific.height else own).row(0, named=True)
+            pref = {"worker_failed": 1, "process_exit": 1, "failure_entry": 2, "root_cause_entry": 3}
+            own = own.with_columns(pl.col("kind").replace_strict(pref, default=0, return_dtype=pl.Int8).alias("__p"))
+            pick = own.sort("__p", "tc", nulls_last=True, maintain_order=True).row(0, named=True)
             cause_event[row["rank"]] = pick["event_id"]
         kinds = [_cause_kind(causes.filter(pl.col("rank") == r)) for r in initiators]
         failure_kind = Counter(kinds).most_common(1)[0][0]

@@ -1,0 +1,5 @@
+"""``python -m correlator`` runs the rankscope command line."""
+
+from correlator.cli import main
+
+main()

@@ -1,0 +1,354 @@
+"""The ``rankscope`` command line (typer). A thin shell over the Python API.
+
+Exit codes: 0 — the command did its job (a diagnosis was made, whatever it found; an eval with no
+regression); 1 — ``eval`` found regressions; 2 — usage error or unreadable/empty input; 3 — internal error
+(a bug: please report it with the command line).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from correlator.discover import DiscoveryError, Source
+from correlator.ingest import IngestResult, ingest
+
+app = typer.Typer(
+    name="rankscope",
+    help="Find which rank of a failed distributed training job failed first, why, and which errors on the "
+    "other ranks are only collateral. Point it at the directory of per-rank logs "
+    "(a torchrun --log-dir, rank*.log files, SLURM output, NCCL_DEBUG files).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+out = Console()
+
+
+class UsageError(Exception):
+    """Bad arguments or input: printed as one line, exit code 2."""
+
+
+class DiagFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class TableFormat(str, Enum):
+    parquet = "parquet"
+    jsonl = "jsonl"
+    csv = "csv"
+    perfetto = "perfetto"
+
+
+class EventsFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+DirArg = Annotated[Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)]
+TzOpt = Annotated[Optional[str], typer.Option("--tz", help="Time zone (IANA name, e.g. Europe/Berlin) of stamps that carry none. Default: UTC.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")]
+RedactOpt = Annotated[bool, typer.Option("--redact", help="Replace host names, IPs, user names, e-mails and secrets by stable "
+                                         "pseudonyms (host-1, ip-3, user-1) in everything written.")]
+
+
+def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False) -> IngestResult:
+    if not directory.exists():
+        raise UsageError(f"{directory}: no such file or directory")
+    if tz:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise UsageError(f"--tz {tz!r}: unknown time zone (use an IANA name such as UTC or America/New_York)")
+    show = not quiet and err.is_terminal
+    if not show:
+        res = ingest(directory, tz=tz)
+    else:
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as progress:
+            task = progress.add_task("reading logs", total=None)
+
+            def on_sources(srcs: list[Source]) -> None:
+                progress.update(task, total=len(srcs))
+
+            def step(_src: Source) -> None:
+                progress.advance(task)
+
+            res = ingest(directory, tz=tz, progress=step, on_sources=on_sources)
+    if redact:
+        from correlator.redact import redact_result
+
+        res = redact_result(res)
+    if not quiet:
+        for w in res.warnings[:20]:
+            err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        if len(res.warnings) > 20:
+            err.print(f"[yellow]warning:[/] … and {len(res.warnings) - 20} more warnings", highlight=False)
+    return res
+
+
+def _summary(res: IngestResult) -> None:
+    s = res.summary()
+    kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[union-attr]
+    err.print(f"[bold]{s['files']}[/] files, [bold]{s['lines_read']}[/] lines ({s['lines_skipped']} skipped), "
+              f"[bold]{s['rows']}[/] events; ranks {_r(s['ranks'])}; hosts {', '.join(s['hosts']) or 'unknown'}; "  # type: ignore[arg-type]
+              f"attempts {s['attempts']}", highlight=False)
+    err.print(f"events by kind: {kinds}", highlight=False)
+    err.print(f"lines not understood: {s['lines_not_understood']}", highlight=False)
+
+
+def _r(ranks: list[int]) -> str:
+    from correlator.report import ranges
+
+    return ranges(ranks)
+
+
+@app.command()
+def diagnose(
+    directory: DirArg,
+    format: Annotated[DiagFormat, typer.Option("--format", "-f", help="text (for people), json (for scripts), markdown (for tickets).")] = DiagFormat.text,
+    attempt: Annotated[Optional[int], typer.Option("--attempt", help="Show this torchelastic attempt's verdict instead of the first failed one.")] = None,
+    signatures: Annotated[Optional[list[Path]], typer.Option("--signatures", help="Extra signature file(s) (TOML) to match besides the built-in library.")] = None,
+    tz: TzOpt = None,
+    quiet: QuietOpt = False,
+    redact: RedactOpt = False,
+) -> None:
+    """Name the initiating rank(s), the failure kind, the collateral ranks and the evidence lines."""
+    from correlator.diagnose import diagnose as run_diagnose
+    from correlator.report import render_markdown, render_text, to_json
+
+    res = _load(directory, tz, quiet or format != DiagFormat.text, redact)
+    d = run_diagnose(res.table, attempt=attempt)
+    _attach_signatures(d, res.table, signatures or [])
+    if format == DiagFormat.json:
+        print(to_json(d))
+    elif format == DiagFormat.markdown:
+        print(render_markdown(d), end="")
+    else:
+        render_text(d, out)
+
+
+def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> None:
+    """Attach the known-failure signatures that match (``correlator.signatures``)."""
+    import importlib
+
+    try:
+        signatures = importlib.import_module("correlator.signatures")
+    except ModuleNotFoundError as e:
+        if e.name != "correlator.signatures":
+            raise
+        if extra:
+            raise UsageError("--signatures: the signature library is not available in this build")
+        return
+    signatures.attach(d, table, extra)  # type: ignore[attr-defined]
+
+
+@app.command()
+def timeline(
+    directory: DirArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output file (.parquet by default).")] = Path("timeline.parquet"),
+    format: Annotated[TableFormat, typer.Option("--format", "-f", help="parquet (DuckDB, polars, Spark), jsonl, csv, or perfetto "
+                                                "(Chrome trace-event JSON for ui.perfetto.dev).")] = TableFormat.parquet,
+    tz: TzOpt = None,
+    quiet: QuietOpt = False,
+    redact: RedactOpt = False,
+) -> None:
+    """Write the normalized event table (one row per log line or multi-line record, every rank)."""
+    res = _load(directory, tz, quiet, redact)
+    t = res.table
+    try:
+        if format == TableFormat.perfetto:
+            from correlator.diagnose import diagnose as run_diagnose
+            from correlator.perfetto import write_trace
+
+            write_trace(t, run_diagnose(t), output)
+        elif format == TableFormat.parquet:
+            t.write_parquet(output)
+        elif format == TableFormat.jsonl:
+            t.write_ndjson(output)
+        else:
+            t.write_csv(output)
+    except OSError as e:
+        raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+    if not quiet:
+        _summary(res)
+        err.print(f"wrote {t.height} events to {output}", highlight=False)
+
+
+@app.command()
+def events(
+    directory: DirArg,
+    rank: Annotated[Optional[list[int]], typer.Option("--rank", "-r", help="Only these global ranks (repeatable).")] = None,
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout.")] = None,
+    faults: Annotated[bool, typer.Option("--faults", help="Only events that mean something went wrong.")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many events (0: all).")] = 50,
+    format: Annotated[EventsFormat, typer.Option("--format", "-f")] = EventsFormat.table,
+    tz: TzOpt = None,
+    quiet: QuietOpt = False,
+    redact: RedactOpt = False,
+) -> None:
+    """Print events as a table (or JSON/CSV), filtered by rank and kind."""
+    from correlator.schema import FAULT_KINDS, Kind
+
+    if kind:
+        bad = [k for k in kind if k not in {m.value for m in Kind}]
+        if bad:
+            raise UsageError(f"unknown kind {', '.join(bad)}; known kinds: {', '.join(m.value for m in Kind)}")
+    res = _load(directory, tz, quiet, redact)
+    t = res.table.filter(~pl.col("duplicate"))
+    if rank:
+        t = t.filter(pl.col("rank").is_in(rank))
+    if kind:
+        t = t.filter(pl.col("kind").is_in(kind))
+    if faults:
+        t = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
+    t = t.sort("ts", "event_id", nulls_last=True)
+    if limit:
+        t = t.head(limit)
+    cols = ["ts", "rank", "host", "kind", "pg", "seq", "op", "path", "line", "message"]
+    if format == EventsFormat.json:
+        print(t.write_ndjson(), end="")
+    elif format == EventsFormat.csv:
+        print(t.select(cols).write_csv(), end="")
+    else:
+        from rich.table import Table
+
+        tab = Table(show_lines=False)
+        for c in cols:
+            tab.add_column(c, overflow="fold" if c == "message" else "ellipsis", no_wrap=c != "message")
+        for row in t.select(cols).iter_rows():
+            tab.add_row(*["" if v is None else str(v) for v in row])
+        out.print(tab)
+
+
+@app.command()
+def graph(
+    directory: DirArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="graph.graphml, graph.json (node-link) or graph.dot.")] = Path("graph.graphml"),
+    attempt: Annotated[Optional[int], typer.Option("--attempt", help="Attempt to graph (default: the first failed one).")] = None,
+    tz: TzOpt = None,
+    quiet: QuietOpt = False,
+    redact: RedactOpt = False,
+) -> None:
+    """Export the causal graph: ranks as nodes, edges 'A is explained by B' (waits_for, peer_error, …)."""
+    from correlator.graph import build_graph
+    from correlator.report import write_graph
+
+    if output.suffix.lower() not in (".graphml", ".json", ".dot", ".gv"):
+        raise UsageError(f"{output}: unknown graph format; use .graphml, .json or .dot")
+    res = _load(directory, tz, quiet, redact)
+    G = build_graph(res.table, attempt)
+    try:
+        fmt = write_graph(G, output)
+    except OSError as e:
+        raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+    if not quiet:
+        err.print(f"wrote {G.number_of_nodes()} ranks and {G.number_of_edges()} edges to {output} ({fmt})", highlight=False)
+
+
+@app.command(name="eval")
+def eval_cmd(
+    cases_dir: Annotated[Path, typer.Argument(help="Folder of cases: each case folder holds logs/ and expected.json.")],
+    format: Annotated[DiagFormat, typer.Option("--format", "-f", help="text or json (markdown prints text).")] = DiagFormat.text,
+) -> None:
+    """Score the diagnosis on a labelled corpus; exit 1 when a case regressed (not a listed known miss)."""
+    from correlator.evaluate import evaluate, find_cases
+
+    if not cases_dir.is_dir():
+        raise UsageError(f"{cases_dir}: not a directory")
+    if not find_cases(cases_dir):
+        raise UsageError(f"{cases_dir}: no case folders (none holds an expected.json)")
+    rep = evaluate(cases_dir)
+    tot = rep.totals()
+    if format == DiagFormat.json:
+        print(json.dumps(rep.to_json(), indent=2, default=str))
+    else:
+        for c in rep.cases:
+            mark = "[green]PASS[/]" if c.passed else ("[yellow]KNOWN[/]" if c.known_miss else "[red]FAIL[/]")
+            line = (f"{mark} {c.name}: initiating {c.got['initiating_ranks']} (want {c.want['initiating_ranks']}), "
+                    f"collateral {'ok' if c.collateral_ok else str(c.got['collateral_ranks']) + ' (want ' + str(c.want['collateral_ranks']) + ')'}, "
+                    f"kind {c.got['failure_kind']}" + ("" if c.kind_ok is not False else f" (want {c.want['failure_kind']})")
+                    + f", {c.seconds:.2f}s")
+            if c.error:
+                line += f" [red]error: {c.error}[/]"
+            if c.known_miss and not c.passed:
+                line += f" [dim](known miss: {c.known_miss})[/]"
+            out.print(line, highlight=False)
+        out.print(f"\n{tot['passed']}/{tot['cases']} cases pass; initiating accuracy {tot['initiating_accuracy']:.3f}, "
+                  f"collateral P/R/F1 {tot['collateral_precision']:.3f}/{tot['collateral_recall']:.3f}/{tot['collateral_f1']:.3f}, "
+                  f"kind accuracy {tot['kind_accuracy']:.3f}, {tot['seconds_per_case']:.2f} s per case", highlight=False)
+    if tot["regressions"]:
+        raise typer.Exit(1)
+
+
+#: Feature modules that add their own commands with ``register(app)``.
+_COMMAND_MODULES = ("correlator.plot", "correlator.redact", "correlator.signatures")
+
+
+def _register_plugins() -> None:
+    import importlib
+
+    for name in _COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        register = getattr(mod, "register", None)
+        if register:
+            register(app)
+
+
+_register_plugins()
+
+
+def main() -> None:
+    """Console-script entry point: one-line errors with meaningful exit codes, never a raw traceback."""
+    try:
+        app(standalone_mode=False)
+    except UsageError as e:
+        err.print(f"[red]error:[/] {e}", highlight=False)
+        sys.exit(2)
+    except DiscoveryError as e:
+        err.print(f"[red]error:[/] {e}", highlight=False)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as e:  # click usage errors, then genuine bugs
+        try:
+            import click
+        except ModuleNotFoundError:  # typer >= 0.20 vendors click
+            from typer import _click as click  # type: ignore[no-redef]
+
+        if isinstance(e, click.exceptions.UsageError):
+            e.show()
+            sys.exit(2)
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if isinstance(e, BrokenPipeError):
+            sys.exit(0)
+        err.print(f"[red]internal error:[/] {type(e).__name__}: {e} — please report this with the command line", highlight=False)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Score diagnoses against a labelled corpus: ``rankscope eval CASES_DIR``.
+
+A case is a folder with ``logs/`` and ``expected.json`` (``initiating_ranks``, ``collateral_ranks``,
+``failure_kind``, ``source``; optional ``known_miss``: why the tool is known to get it wrong). A case
+passes when the initiating and collateral rank sets and the failure kind all match. Totals: initiating-rank
+accuracy, collateral precision/recall/F1 (over all collateral labels), kind accuracy, time per case.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from correlator.diagnose import FAILURE_KINDS, diagnose
+from correlator.ingest import load
+
+
+@dataclass
+class CaseResult:
+    name: str
+    passed: bool
+    initiating_ok: bool
+    collateral_ok: bool
+    kind_ok: bool | None  # None: the label is not in the vocabulary
+    want: dict[str, object]
+    got: dict[str, object]
+    seconds: float
+    known_miss: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class EvalReport:
+    cases: list[CaseResult] = field(default_factory=list)
+
+    def totals(self) -> dict[str, float | int]:
+        n = len(self.cases)
+        tp = fp = fn = 0
+        for c in self.cases:
+            want = set(c.want.get("collateral_ranks") or [])  # type: ignore[arg-type]
+            got = set(c.got.get("collateral_ranks") or [])  # type: ignore[arg-type]
+            tp += len(want & got)
+            fp += len(got - want)
+            fn += len(want - got)
+        prec = tp / (tp + fp) if tp + fp else 1.0
+        rec = tp / (tp + fn) if tp + fn else 1.0
+        kinds = [c.kind_ok for c in self.cases if c.kind_ok is not None]
+        return {
+            "cases": n,
+            "passed": sum(c.passed for c in self.cases),
+            "known_misses": sum(1 for c in self.cases if not c.passed and c.known_miss),
+            "regressions": sum(1 for c in self.cases if not c.passed and not c.known_miss),
+            "initiating_accuracy": round(sum(c.initiating_ok for c in self.cases) / n, 3) if n else 0.0,
+            "collateral_precision": round(prec, 3),
+            "collateral_recall": round(rec, 3),
+            "collateral_f1": round(2 * prec * rec / (prec + rec), 3) if prec + rec else 0.0,
+            "kind_accuracy": round(sum(kinds) / len(kinds), 3) if kinds else 0.0,
+            "seconds_per_case": round(sum(c.seconds for c in self.cases) / n, 3) if n else 0.0,
+        }
+
+    def to_json(self) -> dict[str, object]:
+        return {"totals": self.totals(), "cases": [asdict(c) for c in self.cases]}
+
+
+def find_cases(root: Path) -> list[Path]:
+    """Case folders under ``root`` (any folder holding an ``expected.json``), sorted by name."""
+    return sorted(p.parent for p in root.rglob("expected.json"))
+
+
+def run_case(case: Path) -> CaseResult:
+    want = json.loads((case / "expected.json").read_text())
+    logs = case / "logs" if (case / "logs").is_dir() else case
+    t0 = time.perf_counter()
+    try:
+        d = diagnose(load(logs)).to_json()
+        err = None
+    except Exception as e:  # a crash is a failed case, not a crashed scorer
+        d, err = {}, f"{type(e).__name__}: {e}"
+    secs = time.perf_counter() - t0
+    got = {k: d.get(k) for k in ("initiating_ranks", "collateral_ranks", "failure_kind", "confidence")}
+    init_ok = sorted(got["initiating_ranks"] or []) == sorted(want.get("initiating_ranks", []))  # type: ignore[arg-type]
+    coll_ok = sorted(got["collateral_ranks"] or []) == sorted(want.get("collateral_ranks", []))  # type: ignore[arg-type]
+    wk = want.get("failure_kind")
+    kind_ok = (got["failure_kind"] == wk) if wk in FAILURE_KINDS else None
+    passed = init_ok and coll_ok and kind_ok is not False and err is None
+    return CaseResult(case.name, passed, init_ok, coll_ok, kind_ok,
+                      {k: want.get(k) for k in ("initiating_ranks", "collateral_ranks", "failure_kind")},
+                      got, round(secs, 3), want.get("known_miss"), err)
+
+
+def evaluate(root: Path) -> EvalReport:
+    """Diagnose every case under ``root`` and compare with its ``expected.json``."""
+    return EvalReport([run_case(c) for c in find_cases(root)])

@@ -1,0 +1,160 @@
+"""Render a Diagnosis for people (terminal text, Markdown) and for scripts (JSON), and the causal graph
+as GraphML / node-link JSON / Graphviz DOT."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from correlator.diagnose import Diagnosis
+
+_STATUS_STYLE = {"initiating": "bold red", "collateral": "yellow", "clean": "green", "missing": "magenta"}
+
+
+def ranges(nums: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    out: list[str] = []
+    nums = sorted(nums)
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(out) if out else "none"
+
+
+def to_json(d: Diagnosis) -> str:
+    return json.dumps(d.to_json(), indent=2, default=str)
+
+
+def _explained(s: Any) -> str:
+    e = s.explained_by
+    if not e:
+        return ""
+    where = f" (pg {e.pg}, SeqNum {e.seq})" if e.seq is not None else ""
+    return f"{e.edge.replace('_', ' ')} rank {e.rank}{where}"
+
+
+def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
+    """The 3 a.m. report: verdict, evidence lines, per-rank status."""
+    style = "bold green" if d.failure_kind == "none" else "bold red"
+    console.print(Text("VERDICT  ", style="bold") + Text(d.summary, style=style))
+    console.print(f"kind: [bold]{d.failure_kind}[/]   confidence: [bold]{d.confidence:.2f}[/]   attempt: {d.attempt}"
+                  f"   world size: {d.world_size if d.world_size is not None else 'unknown'}"
+                  f"   ranks seen: {len(d.ranks_seen)}")
+    if d.confidence_reasons:
+        console.print("confidence lowered by: " + "; ".join(d.confidence_reasons), style="dim")
+    for sig in d.signatures[:3]:
+        console.print(f"[bold]likely cause[/] [cyan]{sig.get('id')}[/]: {sig.get('title')}")
+        if sig.get("fix"):
+            console.print(f"  fix: {sig['fix']}")
+    if d.evidence:
+        console.print("\n[bold]Evidence[/]")
+        for e in d.evidence:
+            rank = f"rank {e.rank}" if e.rank is not None else "launcher"
+            console.print(Text(f"  {e.path}:{e.line}", style="cyan") + Text(f"  [{rank}, {e.kind}] {e.role}", style="dim"))
+            console.print(Text(f"    {e.text}"), soft_wrap=True)
+    involved = [s for s in d.per_rank if s.status in ("initiating", "collateral")]
+    if involved:
+        console.print()
+        table = Table(title="Ranks involved", title_justify="left", show_lines=False)
+        for col in ("rank", "host", "local", "status", "first fault", "at", "explained by"):
+            table.add_column(col)
+        for s in involved[:max_rows]:
+            table.add_row(str(s.rank), s.host or "", "" if s.local_rank is None else str(s.local_rank),
+                          Text(s.status, style=_STATUS_STYLE.get(s.status, "")), s.first_fault_kind or "",
+                          (s.first_fault_ts or "").replace("T", " ").replace("Z", ""), _explained(s))
+        console.print(table)
+        if len(involved) > max_rows:
+            console.print(f"  … and {len(involved) - max_rows} more ranks (use --format json for all)", style="dim")
+    console.print(f"clean ranks: {ranges(d.clean_ranks)}   missing ranks (no log): {ranges(d.missing_ranks)}")
+    if len(d.attempts) > 1:
+        console.print("\n[bold]Attempts[/]")
+        for a in d.attempts:
+            console.print(f"  attempt {a.attempt}: {a.failure_kind}, initiating {ranges(a.initiating_ranks)} — {a.summary}")
+
+
+def render_markdown(d: Diagnosis) -> str:
+    """A Markdown report for pasting into an incident ticket."""
+    lines = [f"## rankscope verdict: {d.failure_kind}", "", f"**{d.summary}**", "",
+             f"- initiating ranks: {ranges(d.initiating_ranks)}",
+             f"- collateral ranks: {ranges(d.collateral_ranks)}",
+             f"- clean ranks: {ranges(d.clean_ranks)}",
+             f"- missing ranks (no log): {ranges(d.missing_ranks)}",
+             f"- confidence: {d.confidence:.2f}" + (f" (lowered by: {'; '.join(d.confidence_reasons)})" if d.confidence_reasons else ""),
+             f"- attempt: {d.attempt}, world size: {d.world_size if d.world_size is not None else 'unknown'}", ""]
+    for sig in d.signatures[:3]:
+        lines += [f"### Likely cause: {sig.get('title')} (`{sig.get('id')}`)", "", str(sig.get("meaning", "")), "",
+                  f"**Fix:** {sig.get('fix', '')}", ""]
+    if d.evidence:
+        lines += ["### Evidence", ""]
+        for e in d.evidence:
+            rank = f"rank {e.rank}" if e.rank is not None else "launcher"
+            lines += [f"- `{e.path}:{e.line}` ({rank}, {e.kind}; {e.role})", "", "  ```", f"  {e.text}", "  ```"]
+        lines.append("")
+    involved = [s for s in d.per_rank if s.status in ("initiating", "collateral")]
+    if involved:
+        lines += ["### Ranks involved", "", "| rank | host | status | first fault | at | explained by |",
+                  "|---|---|---|---|---|---|"]
+        for s in involved:
+            lines.append(f"| {s.rank} | {s.host or ''} | {s.status} | {s.first_fault_kind or ''} | {s.first_fault_ts or ''} | "
+                         f"{_explained(s)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _flat(G: nx.DiGraph) -> nx.DiGraph:
+    """A copy whose attributes are GraphML-safe scalars (lists/dicts become JSON text)."""
+    H = nx.DiGraph()
+
+    def conv(v: Any) -> Any:
+        if v is None:
+            return ""
+        if isinstance(v, (str, int, float, bool)):
+            return v
+        return json.dumps(v, default=str)
+
+    H.graph.update({k: conv(v) for k, v in G.graph.items()})
+    for n, data in G.nodes(data=True):
+        H.add_node(str(n), **{k: conv(v) for k, v in data.items()})
+    for a, b, data in G.edges(data=True):
+        H.add_edge(str(a), str(b), **{k: conv(v) for k, v in data.items()})
+    return H
+
+
+def write_graph(G: nx.DiGraph, out: Path) -> str:
+    """Write ``G`` by the extension of ``out``: .graphml, .json (node-link), .dot. Returns the format used.
+
+    Raises ValueError for other extensions.
+    """
+    ext = out.suffix.lower()
+    if ext == ".graphml":
+        nx.write_graphml(_flat(G), out)
+    elif ext == ".json":
+        out.write_text(json.dumps(nx.node_link_data(G, edges="edges"), indent=2, default=str))
+    elif ext in (".dot", ".gv"):
+        out.write_text(to_dot(G))
+    else:
+        raise ValueError(f"unknown graph format {ext!r}: use .graphml, .json or .dot")
+    return ext.lstrip(".")
+
+
+def to_dot(G: nx.DiGraph) -> str:
+    """Graphviz DOT text: initiating ranks red, collateral orange, edges labelled with their type."""
+    colors = {"initiating": "red", "collateral": "orange", "clean": "darkgreen", "missing": "purple"}
+    lines = ["digraph rankscope {", "  rankdir=LR;", "  node [shape=box, style=rounded];"]
+    for n, d in G.nodes(data=True):
+        label = f"rank {n}" + (f"\\n{d['host']}" if d.get("host") else "") + (f"\\n{d['first_fault_kind']}" if d.get("first_fault_kind") else "")
+        lines.append(f'  "{n}" [label="{label}", color={colors.get(d.get("status"), "black")}];')
+    for a, b, d in G.edges(data=True):
+        extra = f" SeqNum {d['seq']}" if d.get("seq") is not None else ""
+        lines.append(f'  "{a}" -> "{b}" [label="{d["edge"]}{extra}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
