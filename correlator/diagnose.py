@@ -83,12 +83,20 @@ class Diagnosis:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON contract (``schema_version`` 1); extra keys may be added, none renamed."""
-        d = {"schema_version": SCHEMA_VERSION}
-        body = asdict(self)
+        from dataclasses import fields
+
+        d: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        body: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "attempts":
+                continue
+            v = getattr(self, f.name)
+            body[f.name] = [asdict(x) for x in v] if f.name in ("evidence", "per_rank") else v
         body["attempts"] = [
             {k: v for k, v in a.to_json().items() if k not in ("attempts", "schema_version", "per_rank")}
-            for a in self.attempts
-        ]
+            for a in self.attempts if a is not self
+        ] + ([{k: v for k, v in body.items() if k not in ("per_rank",)}] if any(a is self for a in self.attempts) else [])
+        body["attempts"].sort(key=lambda a: a["attempt"])
         d.update(body)
         return d
 

@@ -159,4 +159,17 @@ def discover(root: str | os.PathLike[str]) -> tuple[list[Source], list[str]]:
             files.append(p)
     if not files:
         raise DiscoveryError(f"{root}: no log files found (empty directory)")
-    return [classify(p, rootp) for p in files], warnings
+    sources = [classify(p, rootp) for p in files]
+    warnings.extend(_rank_clashes(sources))
+    return sources, warnings
+
+
+def _rank_clashes(sources: list[Source]) -> list[str]:
+    """One warning per rank that several files claim by name (same rank, stream and attempt): the
+    lines of all of them are kept, but their order across files is a guess."""
+    claims: dict[tuple[int, str, int | None, str | None], list[str]] = {}
+    for s in sources:
+        if s.layout == "rank_file" and s.rank is not None:
+            claims.setdefault((s.rank, s.stream, s.attempt, s.host), []).append(s.rel)
+    return [f"{', '.join(rels)}: {len(rels)} files claim rank {rank} ({stream}); all are read, lines of that rank "
+            f"may interleave" for (rank, stream, _a, _h), rels in claims.items() if len(rels) > 1]

@@ -12,7 +12,7 @@ import polars as pl
 
 from correlator.schema import FAULT_KINDS
 
-CAUSE_KINDS = ["python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error"]
+CAUSE_KINDS = ["python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error", "watchdog_hang"]
 EXIT_KINDS = ["worker_failed", "failure_entry", "root_cause_entry", "process_exit"]
 #: Effect kinds that point at a peer rather than at a collective.
 PEER_KINDS = ["gloo_connection_closed", "nccl_net_error", "nccl_peer_closed", "monitored_barrier_peer", "store_error",
@@ -23,7 +23,7 @@ FAILURE_KIND_OF = {
     "python_exception": "rank_crash", "cuda_oom": "cuda_oom", "cuda_error": "cuda_error",
     "process_killed": "oom_kill", "ddp_error": "collective_mismatch", "collective_mismatch": "collective_mismatch",
     "nccl_net_error": "network_error", "gloo_connection_closed": "network_error", "store_error": "launcher_error",
-    "launcher_error": "launcher_error",
+    "launcher_error": "launcher_error", "watchdog_hang": "straggler_hang",
 }
 
 

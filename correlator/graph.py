@@ -15,6 +15,7 @@ Pure function of the event table; :mod:`correlator.diagnose` reads the verdict f
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 import networkx as nx
@@ -64,13 +65,17 @@ def _divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, object]]
                 claims.append((pg, r["seq"], r["peer_rank"], f"{pop} {pshape or ''}", r["event_id"]))
         else:
             claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
-    by_key: dict[tuple[str, int], dict[int, str]] = {}
+    by_key: dict[tuple[str, int], dict[int, set[str]]] = {}
     ev: dict[tuple[str, int], list[int]] = {}
     for pg, seq, rank, sig, eid in claims:
-        by_key.setdefault((pg, seq), {})[rank] = sig
+        by_key.setdefault((pg, seq), {}).setdefault(rank, set()).add(sig)
         ev.setdefault((pg, seq), []).append(eid)
     for key in sorted(by_key, key=lambda k: (k[1], k[0])):
-        sigs = by_key[key]
+        # A rank with two signatures at one (pg, seq) means lines of several process groups were mixed
+        # (DETAIL fingerprints do not name their PG): that key says nothing reliable.
+        if any(len(v) > 1 for v in by_key[key].values()):
+            continue
+        sigs = {r: next(iter(v)) for r, v in by_key[key].items()}
         counts = Counter(sigs.values())
         if len(counts) < 2:
             continue
@@ -143,6 +148,16 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         if not majority:
             reasons.append("the ranks disagree evenly on the collective; no single odd one out")
 
+    # 1b. A mismatch was detected but the collectives do not say who is odd: compare what the ranks said
+    #     about themselves (configuration lines every rank printed, where exactly one rank differs).
+    if not initiators and fr.filter(pl.col("kind") == "collective_mismatch").height:
+        odd, ev_ids = _config_outlier(t)
+        if odd is not None:
+            initiators, basis, failure_kind = [odd], "odd one out", "collective_mismatch"
+            cause_event[odd] = ev_ids[0]
+            focus = {"evidence": ev_ids}
+            reasons.append("the odd rank was found from its own configuration line, not from the collective itself")
+
     # 2. Causes: exceptions, CUDA errors, SIGKILL.
     if not initiators and causes.height:
         t0 = causes["tc"].min()
@@ -173,31 +188,61 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             else:
                 reasons.append(f"{len(initiators)} ranks failed independently before any other rank reacted")
 
-    # 3. Exit statuses with nothing else (a rank that just died with exit 1, -6 …).
+    # 3. Exit statuses with nothing else (a rank that just died with exit 1, -6 …, and said nothing).
+    explained = set(fr.filter(pl.col("role").is_in(["cause", "effect"]) & (pl.col("kind") != "worker_signalled"))["rank"].to_list())
     if not initiators:
-        exits = fr.filter(pl.col("role") == "exit")
+        exits = fr.filter((pl.col("role") == "exit") & ~pl.col("rank").is_in(list(explained)))
         if exits.height:
-            initiators = sorted(set(exits.group_by("rank", maintain_order=True).first()["rank"].to_list())[:1])
+            initiators = exits.group_by("rank", maintain_order=True).first()["rank"].to_list()[:1]
             for r in initiators:
                 cause_event[r] = exits.filter(pl.col("rank") == r)["event_id"][0]
             failure_kind, basis = "rank_crash", "exit status"
             reasons.append("the initiating rank logged no error text, only an exit status")
 
     effects = fr.filter(pl.col("role") == "effect")
-    # 4. monitoredBarrier names the ranks that never arrived.
+    # 3b. Network errors with no crash behind them: the rank whose link failed first.
+    if not initiators:
+        net = fr.filter(pl.col("kind") == "nccl_net_error").sort("tc", "event_id", nulls_last=True)
+        if net.height:
+            firsts = net.group_by("rank", maintain_order=True).first()
+            t_first = firsts["tc"][0]
+            if t_first is not None:
+                tol = dt.timedelta(seconds=1)
+                tied = firsts.filter(pl.col("tc") < t_first + tol)
+            else:
+                tied = firsts.head(1)
+            initiators = sorted(tied["rank"].to_list())
+            for row in tied.iter_rows(named=True):
+                cause_event[row["rank"]] = row["event_id"]
+            failure_kind, basis = "network_error", "first network error"
+            if len(initiators) > 1:
+                reasons.append("several ranks saw network errors within the clock uncertainty")
+
+    # 4. monitoredBarrier names the ranks that never arrived (in the numbering of the barrier's group:
+    #    a reporter whose PG rank differs from its global rank reports sub-group ranks, mapped by offset).
+    own_error_ranks = set(fr.filter((pl.col("role") == "effect") & (pl.col("kind") != "worker_signalled") & ~(
+        pl.col("kind").is_in(["failure_entry", "root_cause_entry"]) & (pl.col("exit_code") == -15)))["rank"].to_list())
     if not initiators:
         named: list[int] = []
         for row in f.filter(pl.col("kind") == "monitored_barrier_failed").iter_rows(named=True):
-            named.extend(barrier_ranks(row["message"] or ""))
-        named = sorted(set(named))
-        if named:
-            initiators, basis = named, "named by monitoredBarrier"
-            failure_kind = "straggler_hang"
+            shift = (row["rank"] - row["pg_rank"]) if row["rank"] is not None and row["pg_rank"] is not None else 0
+            named.extend(r + shift for r in barrier_ranks(row["message"] or ""))
+        named_set = set(named)
+        quiet = named_set - own_error_ranks
+        if named_set:
+            initiators, basis = sorted(quiet or named_set), "named by monitoredBarrier"
+            # A named rank that is stuck says nothing; one that went on and failed elsewhere ran another collective.
+            failure_kind = "straggler_hang" if quiet else "collective_mismatch"
+            if not quiet:
+                reasons.append("the rank named by monitoredBarrier did not wait in the barrier: it ran a different collective")
 
     # 5. Silence is evidence: a rank behind everyone else, or with no error while the others time out.
     if not initiators and effects.height:
         prog = align.progress(t)
-        faulty = set(effects["rank"].to_list())
+        # Being SIGTERMed by the agent is not an error of the rank's own: such a rank is still "silent".
+        own_errors = effects.filter((pl.col("kind") != "worker_signalled") & ~(
+            pl.col("kind").is_in(["failure_entry", "root_cause_entry"]) & ((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))))
+        faulty = set(own_errors["rank"].to_list())
         silent = [r for r in seen if r not in faulty]
         waited = effects.filter(pl.col("seq").is_not_null()).sort("tc")
         if waited.height:
@@ -256,9 +301,39 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     return G
 
 
+def _config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
+    """The one rank whose application line differs in its numbers from the same line on every other rank.
+
+    Lines are compared by template (digits masked); templates with the rank's own number in them
+    (``rank=3``, ``pid=…``) differ on every rank and never single one out. Returns (rank, event ids).
+    """
+    app = t.filter((pl.col("layer") == "app") & pl.col("rank").is_not_null())
+    if app.height == 0:
+        return None, []
+    nranks = app["rank"].n_unique()
+    if nranks < 3:
+        return None, []
+    num = r"\d+(?:\.\d+)?"
+    # Numbers that differ by construction on every rank (its rank, pid, ports) are not configuration.
+    own = r"\b(?:\w*rank\w*|pid|port|master)[=:]\s*[\w.]*(?::\d+)?"
+    app = app.with_columns(pl.col("message").str.replace_all(own, "").alias("message"))
+    rows = (app.with_columns(pl.col("message").str.replace_all(num, "#").alias("tpl"),
+                             pl.col("message").str.extract_all(num).list.join(",").alias("vals"))
+            .group_by("tpl", "rank").agg(pl.col("vals").first(), pl.col("event_id").first()))
+    for tpl, grp in rows.group_by("tpl"):
+        if grp.height != nranks:
+            continue
+        counts = grp.group_by("vals").len().sort("len", descending=True)
+        if counts.height == 2 and counts["len"][1] == 1 and counts["len"][0] == nranks - 1:
+            odd = grp.filter(pl.col("vals") == counts["vals"][1])
+            ref = grp.filter(pl.col("vals") == counts["vals"][0])
+            return int(odd["rank"][0]), [int(odd["event_id"][0]), int(ref["event_id"][0])]
+    return None, []
+
+
 def _cause_kind(rows: pl.DataFrame) -> str:
     kinds = rows["kind"].to_list()
-    for k in ("cuda_oom", "cuda_error", "process_killed", "ddp_error", "python_exception"):
+    for k in ("cuda_oom", "cuda_error", "process_killed", "ddp_error", "watchdog_hang", "python_exception"):
         if k in kinds:
             return FAILURE_KIND_OF[k]
     if ((rows["exit_code"] == -9) | (rows["signal"] == "SIGKILL")).any():

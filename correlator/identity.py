@@ -49,12 +49,34 @@ def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _demote_multi_rank_files(df: pl.DataFrame) -> pl.DataFrame:
+    """A file named like a rank's (``worker-0.log``) that holds several ranks' prefixed lines is a node's
+    or pod's combined stream, not one rank's file: its name's number is not a rank."""
+    named = df.filter(pl.col("layout") == "rank_file")
+    if named.height == 0:
+        return df
+    multi = (named.group_by("path")
+             .agg(pl.col("c10_rank").n_unique().alias("g"), pl.col("tee_local_rank").n_unique().alias("l"),
+                  pl.col("c10_rank").null_count().alias("gn"), pl.col("tee_local_rank").null_count().alias("ln"),
+                  pl.len().alias("n"))
+             .filter((pl.col("g") - (pl.col("gn") > 0).cast(pl.UInt32) > 1) | (pl.col("l") - (pl.col("ln") > 0).cast(pl.UInt32) > 1)))
+    paths = multi["path"].to_list()
+    if not paths:
+        return df
+    hit = pl.col("path").is_in(paths)
+    return df.with_columns(
+        pl.when(hit).then(pl.lit("stream")).otherwise(pl.col("layout")).alias("layout"),
+        pl.when(hit).then(None).otherwise(pl.col("src_rank")).alias("src_rank"),
+    )
+
+
 def resolve(df: pl.DataFrame) -> pl.DataFrame:
     """Fill ``rank``, ``rank_source``, ``local_rank``, ``host`` and ``attempt`` for every row.
 
     Expects the parsed frame with source columns (``layout``, ``src_*``, ``node_key``) and prefix
     columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``).
     """
+    df = _demote_multi_rank_files(df)
     df = _pair_launchers(df)
     # srun labels: a node index when the labelled lines are tee'd by torchrun, otherwise a rank.
     labelled_tee = df.filter(pl.col("srun_label").is_not_null() & pl.col("tee_local_rank").is_not_null()).height > 0
@@ -111,6 +133,7 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .when(via_local.is_not_null()).then(pl.lit("tee+offset")).alias("rank_source"),
     )
 
+    df = _attempts(df)
     df = _launcher_ranks(df, offsets)
     df = _nccl_ranks(df)
     df = df.with_columns(
@@ -120,7 +143,6 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("rank")).alias("rank"),
     )
     df = _hosts(df)
-    df = _attempts(df)
     return df.drop([c for c in df.columns if c.startswith("__")])
 
 
@@ -166,7 +188,7 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
     if workers.filter(pl.col("rank").is_null()).height == 0:
         return df
     assign: dict[int, int] = {}
-    for (node,), grp in workers.group_by(["node_key"]):
+    for (node, _attempt), grp in workers.group_by(["node_key", "attempt"]):
         pids = sorted(set(grp["pid"].to_list()))
         anchors = {p: lr for p, lr in grp.select("pid", "local_rank").drop_nulls().iter_rows()}
         if not anchors or any(pids.index(p) != lr for p, lr in anchors.items()):

@@ -29,6 +29,8 @@ class ReadResult:
     physical_lines: int
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
+    #: Why ``skipped_lines`` were skipped (``binary content``, ``cannot read``); None when nothing was.
+    skip_reason: str | None = None
 
 
 def _decompress_gz(data: bytes, rel: str, warnings: list[str]) -> bytes:
@@ -65,11 +67,15 @@ def read_lines(path: Path, rel: str) -> ReadResult:
     except OSError as e:
         return ReadResult(pl.Series("text", [], dtype=pl.String), 0, 0, [f"{rel}: skipped, cannot read ({e.strerror or e})"])
     if path.name.endswith(".gz"):
-        data = _decompress_gz(data, rel, warnings)
+        if data[:2] == b"\x1f\x8b":
+            data = _decompress_gz(data, rel, warnings)
+        elif data:
+            warnings.append(f"{rel}: named .gz but not gzip-compressed; read as plain text")
     if _looks_binary(data):
         n = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
         return ReadResult(pl.Series("text", [], dtype=pl.String), n, n,
-                          [f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)"])
+                          [*warnings, f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)"],
+                          skip_reason="binary content")
     if b"\x00" in data:
         nul = data.count(b"\x00")
         warnings.append(f"{rel}: {nul} NUL bytes dropped")

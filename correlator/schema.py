@@ -76,7 +76,8 @@ class Kind(StrEnum):
     WATCHDOG_TIMEOUT = "watchdog_timeout"  #: ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=…)``
     WATCHDOG_STATUS = "watchdog_status"  #: ``Timeout at NCCL work: N, last enqueued … last completed …`` (all eras)
     WATCHDOG_TEARDOWN = "watchdog_teardown"  #: "taking the entire process down", "watchdog thread terminated"
-    HEARTBEAT_TIMEOUT = "heartbeat_timeout"  #: heartbeat monitor / "watchdog got stuck" / dump-signal lines
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"  #: dump-signal lines: a collective timeout seen here or on another rank
+    WATCHDOG_HANG = "watchdog_hang"  #: "Heartbeat monitor timed out", "watchdog got stuck": a CUDA/NCCL call hung HERE
     ASYNC_ERROR = "async_error"  #: ``Collective WorkNCCL(…) raised the following async exception``
     COLLECTIVE_MISMATCH = "collective_mismatch"  #: ``Detected mismatch between collectives on ranks``
     MONITORED_BARRIER_FAILED = "monitored_barrier_failed"  #: ``Ranks X failed to pass monitoredBarrier`` (names X)
@@ -109,7 +110,7 @@ class Kind(StrEnum):
 FAULT_KINDS: frozenset[str] = frozenset(
     {
         Kind.NCCL_NET_ERROR, Kind.NCCL_WARN, Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS,
-        Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT, Kind.ASYNC_ERROR, Kind.COLLECTIVE_MISMATCH,
+        Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT, Kind.WATCHDOG_HANG, Kind.ASYNC_ERROR, Kind.COLLECTIVE_MISMATCH,
         Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER, Kind.DDP_ERROR,
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
         Kind.PYTHON_EXCEPTION, Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED,
@@ -158,7 +159,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("elapsed_ms", pa.int64(), "How long the work ran before timing out, milliseconds."),
     ("step", pa.int64(), "Training step / iteration number from progress lines."),
     ("world_size", pa.int32(), "World size stated by the line (NCCL nranks, torchrun summaries, app lines)."),
-    ("peer_rank", pa.int32(), "Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL)."),
+    ("pg_rank", pa.int32(), "The logging rank's rank WITHIN the process group (`[Rank r]`, `[PG … Rank r]`)."),
+    ("peer_rank", pa.int32(), "Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL); in the "
+     "numbering of the line's process group."),
     ("peer_addr", pa.string(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
     ("exit_code", pa.int32(), "Process exit code; negative means killed by that signal (-9 SIGKILL)."),
     ("signal", pa.string(), "Signal name (SIGKILL, SIGTERM, …) sent to or received by the process."),

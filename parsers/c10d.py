@@ -106,13 +106,17 @@ RULES: list[Rule] = [
          "error", PGNCCL.format("2.4 – 2.13 heartbeat monitor"),
          "[PG ID 0 PG GUID 0(default_pg) Rank 3] Received a dump signal due to a collective timeout from this local "
          "rank and we will try our best to dump the debug info. Last enqueued NCCL work: 88, last completed NCCL work: 87."),
-    Rule("heartbeat", "heartbeat_timeout", "c10d", "Heartbeat monitor timed out", None, "error", PGNCCL.format("2.2 – 2.3"),
+    Rule("heartbeat", "watchdog_hang", "c10d", "Heartbeat monitor timed out", None, "error", PGNCCL.format("2.2 – 2.3"),
          "[PG 0 Rank 2] Heartbeat monitor timed out! Process will be terminated after dumping debug info. "
          "workMetaList_.size()=1"),
-    Rule("watchdog_stuck", "heartbeat_timeout", "c10d", "watchdog got stuck for",
+    Rule("watchdog_stuck", "watchdog_hang", "c10d", "watchdog got stuck for",
          r"watchdog got stuck for (?P<stuck_s>\d+) seconds", "fatal", PGNCCL.format("2.2 – 2.13"),
          "[PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
          "progress in monitoring enqueued collectives."),
+    Rule("terminating_watchdog_hang", "watchdog_hang", "c10d", "due to ProcessGroupNCCL watchdog hang", None, "fatal",
+         PGNCCL.format("2.5 – 2.13"),
+         "[PG ID 0 PG GUID 0(default_pg) Rank 6] Terminating the process after attempting to dump debug info, due to "
+         "ProcessGroupNCCL watchdog hang."),
     Rule("terminating_after_dump", "heartbeat_timeout", "c10d", "Terminating the process after attempting to dump",
          None, "fatal", PGNCCL.format("2.5 – 2.13"),
          "[PG ID 0 PG GUID 0(default_pg) Rank 6] Terminating the process after attempting to dump debug info, due to "
@@ -137,6 +141,12 @@ RULES: list[Rule] = [
          "RuntimeError: Detected mismatch between collectives on ranks. Rank 3 is running collective: "
          "CollectiveFingerPrint(SequenceNumber=34, OpType=BROADCAST, TensorShape=[2], TensorDtypes=Float), but Rank 0 is "
          "running collective: CollectiveFingerPrint(SequenceNumber=34, OpType=ALLREDUCE, TensorShape=[2], TensorDtypes=Float)"),
+    Rule("gloo_size_mismatch", "collective_mismatch", "c10d", "Received data size doesn't match expected size",
+         r"(?P<recv_bytes>\d+) vs (?P<expect_bytes>\d+)", "error",
+         "gloo transport/tcp/pair.cc enforce (gloo 2024 – 2025, torch 2.13)",
+         "terminate called after throwing an instance of 'gloo::EnforceNotMet' what():  [enforce fail at "
+         "/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. 384 vs "
+         "256. Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?"),
     Rule("fingerprint", "collective_fingerprint", "c10d", "Running collective: CollectiveFingerPrint", _FP, "debug",
          "ProcessGroupWrapper.cpp:710, TORCH_DISTRIBUTED_DEBUG=DETAIL, torch 2.x",
          "[rank2]:[I1129 23:08:34.843647925 ProcessGroupWrapper.cpp:710] [Rank 2] Running collective: "

@@ -23,7 +23,7 @@ FIELD_TYPES: dict[str, pl.DataType] = {
     "timeout_ms": pl.Int64(), "elapsed_ms": pl.Int64(), "step": pl.Int64(), "world_size": pl.Int32(),
     "peer_rank": pl.Int32(), "exit_code": pl.Int32(), "pid": pl.Int64(), "rank_stated": pl.Int32(),
     "local_rank_stated": pl.Int32(), "c10_rank": pl.Int32(), "tee_local_rank": pl.Int32(),
-    "xport_rank": pl.Int32(), "cuda_dev": pl.Int32(), "epoch_s": pl.Int64(),
+    "xport_rank": pl.Int32(), "cuda_dev": pl.Int32(), "epoch_s": pl.Int64(), "pg_rank": pl.Int32(),
 }
 
 #: Columns a rule can set; the engine creates them (null) before the first rule runs.

@@ -1,0 +1,251 @@
+"""Chrome trace-event JSON of a failed job, for ui.perfetto.dev (or chrome://tracing).
+
+One process per host (per host and attempt when the job restarted), one thread per rank, plus a
+``launcher / no rank`` thread for lines no rank owns. Every event (blank lines excepted) is an instant
+(``ph: "i"``); collectives whose start and end are known are slices (``ph: "X"``): a watchdog timeout
+(end = its stamp, start = end - ``elapsed_ms``), a gloo timeout (``timeout_ms``), and the time between
+consecutive collective entries of the same process group (DETAIL fingerprints, NCCL opCounts). The
+initiating event(s) of the diagnosis are named ``INITIATING …``, carry the category ``initiating`` and
+``args.initiating = true``.
+
+Times are microseconds since the Unix epoch (ints), corrected per host by the clock offsets of
+:mod:`correlator.clock`. Rows without a stamp take the stamp of the nearest stamped row of the same file
+(``args.ts_inferred``); when no row has a stamp the trace runs in event order, 1 ms per event.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from correlator import clock
+from correlator.diagnose import Diagnosis
+from correlator.schema import EFFECT_KINDS, FAULT_KINDS
+
+#: Kinds that say where a rank is in its collective sequence (entries, not faults).
+PROGRESS_KINDS = frozenset({"collective_fingerprint", "nccl_coll", "step_progress"})
+#: Kinds that carry no information worth a mark.
+SKIP_KINDS = frozenset({"blank"})
+NO_RANK_TID = 0
+_CAUSE_KINDS = ["python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error", "collective_mismatch"]
+UNKNOWN_HOST = "unknown host"
+
+
+def category(kind: str) -> str:
+    """Coarse category of an event kind: cause | effect | launcher | progress | log."""
+    if kind in ("python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error", "collective_mismatch"):
+        return "cause"
+    if kind in ("worker_failed", "worker_signalled", "failure_entry", "root_cause_entry", "error_file",
+                "launcher_error", "process_exit", "job_cancelled", "restart", "rendezvous"):
+        return "launcher"
+    if kind in EFFECT_KINDS or kind in FAULT_KINDS or kind in ("nccl_peer_closed", "nccl_abort"):
+        return "effect"
+    if kind in PROGRESS_KINDS:
+        return "progress"
+    return "log"
+
+
+def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]:
+    """Event ids of the diagnosis' initiating fault(s): its ``initiating fault`` evidence lines, or else
+    each initiating rank's first fault of its ``first_fault_kind``."""
+    t = table.filter(~pl.col("duplicate"))
+    ids: list[int] = []
+    for e in diagnosis.evidence:
+        if e.role != "initiating fault":
+            continue
+        m = t.filter((pl.col("path") == e.path) & (pl.col("line") == e.line))
+        if e.rank is not None and m.filter(pl.col("rank") == e.rank).height:
+            m = m.filter(pl.col("rank") == e.rank)
+        if m.filter(pl.col("kind") == e.kind).height:
+            m = m.filter(pl.col("kind") == e.kind)
+        if m.height:
+            ids.append(int(m["event_id"][0]))
+    have = set(t.filter(pl.col("event_id").is_in(ids))["rank"].drop_nulls().to_list())
+    status = {s.rank: s for s in diagnosis.per_rank}
+    for r in diagnosis.initiating_ranks:
+        if r in have:
+            continue
+        rows = t.filter((pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt)
+                        & pl.col("kind").is_in(list(FAULT_KINDS)))
+        s = status.get(r)
+        causes = rows.filter(pl.col("kind").is_in(_CAUSE_KINDS))
+        alive = t.filter((pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt)
+                         & pl.col("kind").is_in(list(PROGRESS_KINDS)))
+        if causes.height:
+            rows = causes
+        elif alive.height and diagnosis.initiator_basis and diagnosis.initiator_basis != "first fault":
+            # Found by its silence: its last sign of life is the event to look at.
+            ids.append(int(alive.sort("ts", "event_id", nulls_last=True)["event_id"][-1]))
+            continue
+        elif s is not None and s.first_fault_kind and rows.filter(pl.col("kind") == s.first_fault_kind).height:
+            rows = rows.filter(pl.col("kind") == s.first_fault_kind)
+        if rows.height:
+            ids.append(int(rows.sort("ts", "event_id", nulls_last=True)["event_id"][0]))
+    return list(dict.fromkeys(ids))
+
+
+def prepare(table: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """The non-duplicate rows with ``host_label``, ``tc`` (corrected time, µs since the epoch, never null)
+    and ``ts_inferred``, and the name of the time base (``time`` or ``event order``)."""
+    t = table.filter(~pl.col("duplicate") & ~pl.col("kind").is_in(list(SKIP_KINDS)))
+    t = t.with_columns(
+        pl.when(pl.col("host").is_null() | (pl.col("host") == "")).then(pl.lit(UNKNOWN_HOST))
+        .otherwise(pl.col("host")).alias("host_label")
+    )
+    parts = []
+    for (_att,), part in t.group_by("attempt", maintain_order=True):
+        clocks = clock.estimate(part)
+        parts.append(part.with_columns(clock.corrected(part, clocks).alias("tcd")))
+    t = pl.concat(parts) if parts else t.with_columns(pl.col("ts").alias("tcd"))
+    t = t.with_columns(pl.col("tcd").dt.epoch("us").alias("tc"), pl.col("tcd").is_null().alias("ts_inferred")).drop("tcd")
+    if t.height and t["tc"].null_count() == t.height:
+        t = t.sort("event_id").with_columns((pl.int_range(pl.len()) * 1000).cast(pl.Int64).alias("tc"))
+        return t, "event order"
+    if t["tc"].null_count():
+        t = (t.sort("path", "line", "event_id")
+             .with_columns(pl.col("tc").forward_fill().backward_fill().over("path").alias("tc")))
+        t = t.with_columns(pl.col("tc").fill_null(t["tc"].min()))
+    return t.sort("tc", "event_id"), "time"
+
+
+def _thread_name(rank: int | None, local_rank: int | None) -> str:
+    if rank is None:
+        return "launcher / no rank"
+    return f"rank {rank}" + (f" (local {local_rank})" if local_rank is not None else "")
+
+
+def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
+    """The trace as a dict (``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``)."""
+    t, base = prepare(table)
+    init_ids = set(initiating_event_ids(table, diagnosis))
+    multi = t["attempt"].n_unique() > 1 if t.height else False
+    focus = diagnosis.focus or {}
+
+    # pids: one per (attempt, host), hosts in order of their lowest rank; tids: rank + 1 (0 = no rank).
+    keys = (t.group_by("attempt", "host_label").agg(pl.col("rank").min().alias("r0"))
+            .sort("attempt", pl.col("host_label") == UNKNOWN_HOST, "r0", "host_label", nulls_last=True))
+    pid_of: dict[tuple[int, str], int] = {}
+    events: list[dict[str, Any]] = []
+    for i, (att, host, _r0) in enumerate(keys.iter_rows()):
+        pid = i + 1
+        pid_of[(att, host)] = pid
+        name = f"{host} (attempt {att})" if multi else host
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": i}})
+    threads = (t.group_by("attempt", "host_label", "rank")
+               .agg(pl.col("local_rank").drop_nulls().mode().first().alias("lr")))
+    for att, host, rank, lr in threads.iter_rows():
+        pid = pid_of[(att, host)]
+        tid = NO_RANK_TID if rank is None else int(rank) + 1
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": _thread_name(rank, lr)}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                       "args": {"sort_index": -1 if rank is None else int(rank)}})
+
+    cols = ["event_id", "attempt", "host_label", "rank", "kind", "tc", "ts_inferred", "path", "line", "pg", "seq",
+            "op", "elapsed_ms", "timeout_ms", "exc_type", "exit_code", "signal", "peer_rank", "message", "severity"]
+    slices: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in t.select(cols).iter_rows(named=True):
+        pid = pid_of[(r["attempt"], r["host_label"])]
+        tid = NO_RANK_TID if r["rank"] is None else int(r["rank"]) + 1
+        kind = r["kind"]
+        cat = category(kind)
+        initiating = r["event_id"] in init_ids
+        label = kind
+        if r["exc_type"]:
+            label = f"{kind}: {r['exc_type']}"
+        elif r["op"] and r["seq"] is not None:
+            label = f"{kind}: {r['op']} #{r['seq']}"
+        elif r["exit_code"] is not None:
+            label = f"{kind}: exit {r['exit_code']}" + (f" ({r['signal']})" if r["signal"] else "")
+        args: dict[str, Any] = {"kind": kind, "where": f"{r['path']}:{r['line']}", "message": (r["message"] or "")[:500]}
+        for k in ("pg", "seq", "op", "peer_rank", "exit_code", "signal", "elapsed_ms", "timeout_ms"):
+            if r[k] is not None:
+                args[k] = r[k]
+        if r["ts_inferred"]:
+            args["ts_inferred"] = True
+        in_focus = (focus.get("seq") is not None and r["seq"] == focus.get("seq")
+                    and (r["pg"] or "0") == str(focus.get("pg") or "0"))
+        if in_focus:
+            args["focus"] = True
+        if initiating:
+            args["initiating"] = True
+            label = f"INITIATING {label}"
+            cat = f"initiating,{cat}"
+        events.append({"ph": "i", "s": "t", "name": label, "cat": cat, "ts": int(r["tc"]), "pid": pid, "tid": tid,
+                       "args": args})
+        # Slices for collectives with a known start and end.
+        dur_ms = r["elapsed_ms"] if kind == "watchdog_timeout" else (r["timeout_ms"] if kind == "gloo_timeout" else None)
+        if dur_ms is not None and dur_ms > 0 and r["rank"] is not None:
+            name = f"{r['op'] or 'collective'}" + (f" #{r['seq']}" if r["seq"] is not None else "") + " (timed out)"
+            slices.setdefault((pid, tid), []).append(
+                {"ph": "X", "name": name, "cat": "collective,timeout" + (",focus" if in_focus else ""),
+                 "ts": int(r["tc"]) - int(dur_ms) * 1000, "dur": int(dur_ms) * 1000, "pid": pid, "tid": tid,
+                 "args": {"pg": r["pg"] or "0", "seq": r["seq"], "op": r["op"], "elapsed_ms": int(dur_ms),
+                          "where": f"{r['path']}:{r['line']}", "strong": True}})
+
+    # Consecutive collective entries of one rank on one process group: entered N .. entered N+1.
+    ent = t.filter(pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"]) & pl.col("seq").is_not_null()
+                   & pl.col("rank").is_not_null() & ~pl.col("ts_inferred"))
+    if ent.height:
+        ent = ent.with_columns(pl.when(pl.col("kind") == "nccl_coll").then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?")))
+                               .otherwise(pl.coalesce("pg", pl.lit("0"))).alias("pgk"))
+        ent = ent.sort("tc", "event_id").with_columns(
+            pl.col("tc").shift(-1).over("attempt", "rank", "pgk").alias("tc_next"),
+            pl.col("seq").shift(-1).over("attempt", "rank", "pgk").alias("seq_next"))
+        for r in ent.filter(pl.col("tc_next").is_not_null() & (pl.col("seq_next") > pl.col("seq"))).iter_rows(named=True):
+            pid = pid_of[(r["attempt"], r["host_label"])]
+            tid = int(r["rank"]) + 1
+            slices.setdefault((pid, tid), []).append(
+                {"ph": "X", "name": f"{r['op'] or 'collective'} #{r['seq']}", "cat": "collective",
+                 "ts": int(r["tc"]), "dur": int(r["tc_next"] - r["tc"]), "pid": pid, "tid": tid,
+                 "args": {"pg": r["pgk"], "seq": r["seq"], "op": r["op"], "where": f"{r['path']}:{r['line']}",
+                          "note": "from entering this collective to entering the next on the same group"}})
+    for lst in slices.values():
+        events.extend(_no_partial_overlap(lst))
+
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "generator": "rankscope",
+            "time_base": "corrected wall time, µs since the Unix epoch" if base == "time"
+            else "event order (the logs carry no timestamps): 1 ms per event",
+            "summary": diagnosis.summary,
+            "failure_kind": diagnosis.failure_kind,
+            "initiating_ranks": diagnosis.initiating_ranks,
+            "collateral_ranks": diagnosis.collateral_ranks,
+            "attempt": diagnosis.attempt,
+        },
+    }
+
+
+def _no_partial_overlap(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Slices of one thread must nest or be disjoint; a timeout slice wins over an entry-to-entry slice."""
+    slices.sort(key=lambda s: (s["ts"], -s["dur"]))
+    out: list[dict[str, Any]] = []
+    stack: list[dict[str, Any]] = []
+    for s in slices:
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= s["ts"]:
+            stack.pop()
+        while stack and s["ts"] + s["dur"] > stack[-1]["ts"] + stack[-1]["dur"]:
+            top = stack[-1]
+            if top["args"].get("strong") and not s["args"].get("strong"):
+                end = s["ts"] + s["dur"]
+                s = {**s, "ts": top["ts"] + top["dur"]}
+                s["dur"] = max(0, end - s["ts"])
+            else:
+                top["dur"] = max(0, s["ts"] - top["ts"])
+            stack.pop()
+        out.append(s)
+        stack.append(s)
+    for s in out:
+        s["args"].pop("strong", None)
+    return out
+
+
+def write_trace(table: pl.DataFrame, diagnosis: Diagnosis, path: str | Path) -> None:
+    """Write :func:`to_trace` as JSON to ``path``."""
+    Path(path).write_text(json.dumps(to_trace(table, diagnosis), default=str, ensure_ascii=False))
