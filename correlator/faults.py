@@ -31,23 +31,61 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     """Rows that mean trouble on the rank that logged them, with a ``role`` column.
 
     ``role``: ``cause`` (exceptions, CUDA, SIGKILL), ``effect`` (timeouts, closed connections, SIGTERM by
-    the agent, teardown) or ``exit`` (an exit status with no signal). Duplicates are excluded; agent rows
+    the agent, teardown), ``exit`` (an exit status with no signal) or ``weak`` (a bare NCCL WARN, a store
+    retry warning: trouble only when something else failed too, and never enough to explain a rank). Duplicates are excluded; agent rows
     without a rank are kept (rank null).
     """
+    srun_ranks = table.filter(pl.col("rank_source") == "transport_prefix").height > 0
     t = table.filter(~pl.col("duplicate") & pl.col("kind").is_in(list(FAULT_KINDS) + ["root_cause_entry"]))
+    if srun_ranks:
+        t = _expand_task_lists(t)
     killed = (pl.col("exit_code") == -9) | (pl.col("signal") == "SIGKILL")
     crashed = pl.col("exit_code").is_in([-11, -7, -4, -8]) | (pl.col("signal") == "SIGSEGV")
     role = (
-        pl.when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
+        pl.when(pl.col("kind").is_in(CAUSE_KINDS) & (pl.col("signal").fill_null("") == "SIGTERM")).then(pl.lit("effect"))
+        .when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (killed | crashed)).then(pl.lit("cause"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM")
                                                  | (pl.col("exit_code") == -2))).then(pl.lit("effect"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (pl.col("exit_code") == 0)).then(pl.lit("none"))
         .when(pl.col("kind").is_in(EXIT_KINDS)).then(pl.lit("exit"))
         .when(pl.col("kind") == "error_file").then(pl.lit("exit"))
+        # A bare NCCL WARN (no finer rule matched) or a store retry warning is not a failure by itself.
+        .when((pl.col("kind") == "nccl_warn") | ((pl.col("kind") == "store_error") & (pl.col("severity") == "warning")))
+        .then(pl.lit("weak"))
         .otherwise(pl.lit("effect"))
     )
     return t.with_columns(role.alias("role")).filter(pl.col("role") != "none")
+
+
+_TASKS = r"srun: error: [^:\s]+: tasks? ([\d,\-\[\] ]+):"
+
+
+def _task_ids(spec: str) -> list[int]:
+    """Slurm task list ``0-7`` / ``8-10,12-15`` / ``[3,5]`` -> task ids."""
+    out: list[int] = []
+    for part in spec.strip().strip("[]").split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-", 1)
+            if a.isdigit() and b.isdigit():
+                out.extend(range(int(a), int(b) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+def _expand_task_lists(t: pl.DataFrame) -> pl.DataFrame:
+    """srun reports a whole task list per line; when srun ran one task per rank (the rows' ranks came from
+    ``srun --label``), the task ids are global ranks: one fault row per rank."""
+    rows = t.filter(pl.col("rank").is_null() & pl.col("message").str.contains(_TASKS))
+    if rows.height == 0:
+        return t
+    ids = rows["message"].str.extract(_TASKS, 1).map_elements(_task_ids, return_dtype=pl.List(pl.Int32))
+    expanded = rows.with_columns(ids.alias("rank")).explode("rank").with_columns(
+        pl.col("rank").cast(pl.Int32), pl.lit("srun_task").alias("rank_source"))
+    return pl.concat([t.filter(~(pl.col("rank").is_null() & pl.col("message").str.contains(_TASKS))), expanded],
+                     how="vertical_relaxed")
 
 
 def mismatch_peers(message: str) -> tuple[str | None, str | None]:

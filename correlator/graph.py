@@ -29,7 +29,7 @@ _SIG_KINDS = ["collective_fingerprint", "watchdog_timeout", "collective_mismatch
 
 def failing_attempts(table: pl.DataFrame) -> list[int]:
     """Attempts (torchelastic restarts) that hold any fault, in order."""
-    f = fault_rows(table)
+    f = fault_rows(table).filter(pl.col("role") != "weak")
     return sorted(int(a) for a in f["attempt"].drop_nulls().unique().to_list())
 
 
@@ -57,17 +57,20 @@ def _divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, object]]
                          "event_id").iter_rows(named=True):
         pg = r["pg"] or "0"
         size = r["shape"] if r["shape"] is not None else (str(r["numel"]) if r["numel"] is not None else "")
-        sig = f"{r['op']} {size}"
+        sig = f"{r['op']}|{size}"
         if r["kind"] == "collective_mismatch":
             claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
             pop, pshape = mismatch_peers(r["message"] or "")
             if r["peer_rank"] is not None and pop:
-                claims.append((pg, r["seq"], r["peer_rank"], f"{pop} {pshape or ''}", r["event_id"]))
+                claims.append((pg, r["seq"], r["peer_rank"], f"{pop}|{pshape or ''}", r["event_id"]))
         else:
             claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
     by_key: dict[tuple[str, int], dict[int, set[str]]] = {}
     ev: dict[tuple[str, int], list[int]] = {}
+    sizeless = {(pg, seq) for pg, seq, _, sig, _ in claims if sig.endswith("|")}
     for pg, seq, rank, sig, eid in claims:
+        if (pg, seq) in sizeless:  # some claim has no shape: compare the op types only
+            sig = sig.split("|")[0]
         by_key.setdefault((pg, seq), {}).setdefault(rank, set()).add(sig)
         ev.setdefault((pg, seq), []).append(eid)
     for key in sorted(by_key, key=lambda k: (k[1], k[0])):
@@ -117,7 +120,8 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     for r in sorted(set(seen) | set(missing)):
         G.add_node(r, host=hosts.get(r), local_rank=locals_.get(r), status="missing" if r in missing else "clean")
 
-    f = fault_rows(t).with_columns(clock.corrected(fault_rows(t), clocks).alias("tc")).sort("tc", "event_id", nulls_last=True)
+    f = fault_rows(t)
+    f = f.with_columns(clock.corrected(f, clocks).alias("tc")).filter(pl.col("role") != "weak").sort("tc", "event_id", nulls_last=True)
     fr = f.filter(pl.col("rank").is_not_null())
     first = fr.group_by("rank", maintain_order=True).first()
     for row in first.iter_rows(named=True):
@@ -321,10 +325,10 @@ def _config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
                              pl.col("message").str.extract_all(num).list.join(",").alias("vals"))
             .group_by("tpl", "rank").agg(pl.col("vals").first(), pl.col("event_id").first()))
     for tpl, grp in rows.group_by("tpl"):
-        if grp.height != nranks:
+        if grp.height < 3:
             continue
         counts = grp.group_by("vals").len().sort("len", descending=True)
-        if counts.height == 2 and counts["len"][1] == 1 and counts["len"][0] == nranks - 1:
+        if counts.height == 2 and counts["len"][1] == 1 and counts["len"][0] == grp.height - 1:
             odd = grp.filter(pl.col("vals") == counts["vals"][1])
             ref = grp.filter(pl.col("vals") == counts["vals"][0])
             return int(odd["rank"][0]), [int(odd["event_id"][0]), int(ref["event_id"][0])]

@@ -2,7 +2,8 @@
 
 Rank identity is evidence, not a path (DESIGN.md). Sources, strongest first, recorded in ``rank_source``:
 - ``c10d_prefix`` / ``excepthook_prefix``: ``[rankN]:`` from c10 logging or the excepthook — global rank;
-- ``mpi_tag``: Open MPI ``[1,N]<stdout>:`` — global rank; ``srun_label``: srun task id when one task per rank;
+- ``transport_prefix``: Open MPI ``[1,N]<stdout>:``, a ``[${rank}]:`` tee template, or an ``srun --label`` task id
+  when srun runs one task per rank — global rank;
 - ``path``: a per-rank file named by rank (``rank3.log``);
 - ``folder+offset`` / ``tee+offset``: a torchrun local rank (log-dir folder, ``[defaultN]:``) plus the node's
   offset, learned from rows that carry both a local and a global rank (single-node jobs: offset 0);
@@ -95,7 +96,7 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     direct = pl.coalesce(pl.col("c10_rank"), pl.col("xport_rank"), pl.col("src_rank"))
     direct_src = (
         pl.when(pl.col("c10_rank").is_not_null()).then(pl.lit("c10d_prefix"))
-        .when(pl.col("xport_rank").is_not_null()).then(pl.lit("mpi_tag"))
+        .when(pl.col("xport_rank").is_not_null()).then(pl.lit("transport_prefix"))
         .when(pl.col("src_rank").is_not_null()).then(pl.lit("path"))
     )
     local = pl.coalesce(pl.col("src_local_rank"), pl.col("tee_local_rank"))

@@ -10,7 +10,8 @@ initiating event(s) of the diagnosis are named ``INITIATING …``, carry the cat
 
 Times are microseconds since the Unix epoch (ints), corrected per host by the clock offsets of
 :mod:`correlator.clock`. Rows without a stamp take the stamp of the nearest stamped row of the same file
-(``args.ts_inferred``); when no row has a stamp the trace runs in event order, 1 ms per event.
+(``args.ts_inferred``); when most rows have no stamp the trace runs in event order, 1 ms per event (and
+timeouts are not drawn as slices).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
         if e.role != "initiating fault":
             continue
         m = t.filter((pl.col("path") == e.path) & (pl.col("line") == e.line))
+        if e.rank is not None and e.rank not in diagnosis.initiating_ranks:
+            continue  # the line that proves it, written by another rank: not the initiating event itself
         if e.rank is not None and m.filter(pl.col("rank") == e.rank).height:
             m = m.filter(pl.col("rank") == e.rank)
         if m.filter(pl.col("kind") == e.kind).height:
@@ -101,7 +104,8 @@ def prepare(table: pl.DataFrame) -> tuple[pl.DataFrame, str]:
         parts.append(part.with_columns(clock.corrected(part, clocks).alias("tcd")))
     t = pl.concat(parts) if parts else t.with_columns(pl.col("ts").alias("tcd"))
     t = t.with_columns(pl.col("tcd").dt.epoch("us").alias("tc"), pl.col("tcd").is_null().alias("ts_inferred")).drop("tcd")
-    if t.height and t["tc"].null_count() == t.height:
+    if t.height and t["tc"].null_count() * 2 > t.height:
+        # Mostly unstamped: stamps copied from a few lines would put every event at the same moment.
         t = t.sort("event_id").with_columns((pl.int_range(pl.len()) * 1000).cast(pl.Int64).alias("tc"))
         return t, "event order"
     if t["tc"].null_count():
@@ -178,7 +182,7 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
                        "args": args})
         # Slices for collectives with a known start and end.
         dur_ms = r["elapsed_ms"] if kind == "watchdog_timeout" else (r["timeout_ms"] if kind == "gloo_timeout" else None)
-        if dur_ms is not None and dur_ms > 0 and r["rank"] is not None:
+        if dur_ms is not None and dur_ms > 0 and r["rank"] is not None and base == "time":
             name = f"{r['op'] or 'collective'}" + (f" #{r['seq']}" if r["seq"] is not None else "") + " (timed out)"
             slices.setdefault((pid, tid), []).append(
                 {"ph": "X", "name": name, "cat": "collective,timeout" + (",focus" if in_focus else ""),
@@ -187,7 +191,7 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
                           "where": f"{r['path']}:{r['line']}", "strong": True}})
 
     # Consecutive collective entries of one rank on one process group: entered N .. entered N+1.
-    ent = t.filter(pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"]) & pl.col("seq").is_not_null()
+    ent = t.filter(pl.lit(base == "time") & pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"]) & pl.col("seq").is_not_null()
                    & pl.col("rank").is_not_null() & ~pl.col("ts_inferred"))
     if ent.height:
         ent = ent.with_columns(pl.when(pl.col("kind") == "nccl_coll").then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?")))

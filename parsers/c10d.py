@@ -120,7 +120,7 @@ RULES: list[Rule] = [
     Rule("terminating_after_dump", "heartbeat_timeout", "c10d", "Terminating the process after attempting to dump",
          None, "fatal", PGNCCL.format("2.5 – 2.13"),
          "[PG ID 0 PG GUID 0(default_pg) Rank 6] Terminating the process after attempting to dump debug info, due to "
-         "ProcessGroupNCCL watchdog hang."),
+         "collective timeout or exception."),
     Rule("async_exception", "async_error", "c10d", "raised the following async exception",
          r"Collective " + _WORK + r" raised the following async exception", "error", PGNCCL.format("1.10 – 2.13"),
          "[Rank 3] Collective WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) raised "

@@ -67,6 +67,9 @@ RULES: list[Rule] = [
          "warning", SRC.format("agent/server/api.py"),
          "W1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:725] [default] Worker group FAILED. "
          "1/1 attempts left; will restart worker group"),
+    Rule("rendezvous_error", "launcher_error", "elastic", "Rendezvous",
+         r"(?P<exc_type>Rendezvous\w*Error)", "error", SRC.format("rendezvous"),
+         "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"),
     Rule("rendezvous", "rendezvous", "elastic", "Rendezvous", None, "info", SRC.format("agent/server/api.py"),
          "I1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:525] [default] Rendezvous complete "
          "for workers. Result:"),
@@ -80,9 +83,6 @@ RULES: list[Rule] = [
          "error", SRC.format("ChildFailedError summary"), "Root Cause (first observed failure):"),
     Rule("child_failed", "launcher_error", "elastic", "ChildFailedError", None, "error",
          SRC.format("launcher/api.py"), "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "),
-    Rule("rendezvous_error", "launcher_error", "elastic", "Rendezvous",
-         r"(?P<exc_type>Rendezvous\w*Error)", "error", SRC.format("rendezvous"),
-         "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"),
 ]
 
 #: Rules run on the whole multi-line record (the ChildFailedError ``[i]:`` blocks).

@@ -51,6 +51,14 @@ TEE = Prefix(
     example="[default2]:2026-11-29 23:08:29,847 INFO [trainer] rank=2 step=- starting worker pid=13401",
 )
 
+#: A custom tee template ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:'`` gives ``[13]:`` with the GLOBAL
+#: rank. Never the ChildFailedError ``[i]:`` entry lines, which end right after the colon.
+TEE_RANK = Prefix(
+    "tee_rank", r"^\[(?P<xport_rank>\d+)\]:(?P<rest>.+)$",
+    source="torchrun --tee with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:' (torch 2.3+)",
+    example="[5]:[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB.",
+)
+
 _TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"
 _RANK_IS_TEE = r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])"
 
@@ -116,6 +124,8 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     df = strip_prefix(df, SRUN_LABEL, mask=srun_file)
     pdsh_file = _file_share(df, PDSH_HOST.pattern) >= 0.5
     df = strip_prefix(df, PDSH_HOST, mask=pdsh_file)
+    tee_rank_file = _file_share(df, TEE_RANK.pattern) >= 0.3
+    df = strip_prefix(df, TEE_RANK, mask=tee_rank_file)
     df = split_glued_tee(df)
     body = df["body"]
     tee_mask = (body.str.contains(_TEE_NOT_RANK) & ~body.str.starts_with("[rank")) | body.str.contains(_RANK_IS_TEE)

@@ -1,0 +1,505 @@
+"""Known-failure signatures: match the event table against a library of documented failure patterns and
+attach the ones that fit to the diagnosis (``Diagnosis.signatures``).
+
+A signature says what a pattern of log events *means*, its usual root cause, the fix, how to confirm it
+(a checklist), how to verify the fix, related signatures and upstream references. The built-in library is
+``correlator/signatures.toml`` (the rule language is documented at the top of that file); users add their
+own files with ``rankscope diagnose DIR --signatures my.toml``. A user signature with the id of a built-in
+one replaces it.
+
+API::
+
+    sigs = load_signatures([Path("extra.toml")])   # built-in + user files; ValueError on a bad file
+    hits = match(diagnosis, table, sigs)            # list of dicts, most specific first
+    attach(diagnosis, table, extra)                 # sets diagnosis.signatures = match(...)
+
+Matching is a pure function of the event table (and, secondarily, of the diagnosis: ``failure_kind`` and
+``where`` rules). Rows marked ``duplicate`` are ignored. Each rule filters rows with polars expressions;
+nothing re-reads files.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import polars as pl
+
+from correlator.schema import Kind
+
+#: ``position = "first_collective"`` means a SeqNum / opCount at or below this number.
+FIRST_COLLECTIVE_MAX_SEQ = 4
+#: At most this many event ids are listed per matched signature.
+MAX_MATCHED_EVENTS = 200
+
+_KINDS = frozenset(k.value for k in Kind)
+_FAILURE_KINDS = frozenset({"rank_crash", "straggler_hang", "collective_mismatch", "network_error", "oom_kill",
+                            "cuda_oom", "cuda_error", "early_exit", "launcher_error", "none", "unknown"})
+_ROLES = ("cause", "effect", "context")
+_WHERE = ("initiating", "collateral", "any")
+_POSITIONS = ("first_collective",)
+#: Numeric columns that accept ``<column>_min`` / ``<column>_max`` bounds.
+_NUMERIC = ("seq", "numel", "timeout_ms", "elapsed_ms", "step", "attempt", "exit_code", "world_size", "rank")
+#: Columns ``differs`` may name.
+_DIFFERS = ("numel", "shape", "op", "seq", "exc_type", "host", "timeout_ms", "exit_code")
+
+_ROW_KEYS = {
+    "kinds", "message_regex", "raw_regex", "exc_type_regex", "not_message_regex", "not_exc_type_regex", "op", "exit_code", "signal", "ranks", "where",
+    "position", "rank_without_kinds", "layers",
+} | {f"{c}_{b}" for c in _NUMERIC for b in ("min", "max")}
+_GROUP_KEYS = {"min_count", "min_ranks", "max_ranks", "differs", "differs_capture"}
+_DIAG_KEYS = {"failure_kind"}
+_COMBINATORS = {"all_of", "any_of", "none_of"}
+_RULE_KEYS = _ROW_KEYS | _GROUP_KEYS | _DIAG_KEYS | _COMBINATORS
+
+_REQUIRED_TEXT = ("id", "title", "layer", "meaning", "root_cause", "fix", "verify")
+_SIG_KEYS = set(_REQUIRED_TEXT) | {"confirm", "related", "references", "match", "role", "priority",
+                                   "likely_failure_kind", "near_miss"}
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known-failure signature (see ``signatures.toml`` for the meaning of each field)."""
+
+    id: str
+    title: str
+    layer: str
+    meaning: str
+    root_cause: str
+    fix: str
+    confirm: tuple[str, ...]
+    verify: str
+    related: tuple[str, ...]
+    references: tuple[str, ...]
+    match: dict[str, Any]
+    role: str = "cause"
+    priority: int = 0
+    likely_failure_kind: tuple[str, ...] = ()
+    near_miss: str = ""
+    source: str = ""
+    specificity: int = field(default=0, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "title": self.title, "layer": self.layer, "role": self.role, "meaning": self.meaning,
+            "root_cause": self.root_cause, "fix": self.fix, "confirm": list(self.confirm), "verify": self.verify,
+            "related": list(self.related), "references": list(self.references), "near_miss": self.near_miss,
+            "likely_failure_kind": list(self.likely_failure_kind), "match": self.match, "source": self.source,
+        }
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def builtin_path() -> Path:
+    """Path of the built-in library (``correlator/signatures.toml``)."""
+    try:
+        p = resources.files("correlator").joinpath("signatures.toml")
+        return Path(str(p))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - unusual packaging
+        return Path(__file__).with_name("signatures.toml")
+
+
+def _check_regex(pattern: Any, where: str) -> None:
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(f"{where}: must be a non-empty string (a regular expression)")
+    try:
+        pl.Series([""], dtype=pl.String).str.contains(pattern)
+    except Exception as e:  # polars raises ComputeError for bad patterns
+        raise ValueError(f"{where}: bad regular expression {pattern!r}: {e}") from None
+
+
+def _str_list(v: Any, where: str) -> list[str]:
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{where}: must be a string or a list of strings")
+    return v
+
+
+def _int_list(v: Any, where: str) -> list[int]:
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise ValueError(f"{where}: must be an integer or a list of integers")
+    return v
+
+
+def _validate_rule(rule: Any, where: str) -> int:
+    """Check one rule (recursively); return its specificity (number of conditions)."""
+    if not isinstance(rule, dict):
+        raise ValueError(f"{where}: a rule must be a table")
+    unknown = set(rule) - _RULE_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(sorted(_RULE_KEYS))}")
+    if not rule:
+        raise ValueError(f"{where}: empty rule")
+    score = 0
+    for key, val in rule.items():
+        w = f"{where}.{key}"
+        if key in ("kinds", "rank_without_kinds"):
+            bad = [k for k in _str_list(val, w) if k not in _KINDS]
+            if bad:
+                raise ValueError(f"{w}: unknown event kind(s) {', '.join(bad)}")
+            score += 1
+        elif key in ("message_regex", "raw_regex", "exc_type_regex", "differs_capture"):
+            _check_regex(val, w)
+            score += 2
+        elif key in ("not_message_regex", "not_exc_type_regex"):
+            _check_regex(val, w)
+            score += 1
+        elif key in ("op", "signal", "layers"):
+            _str_list(val, w)
+            score += 1
+        elif key in ("exit_code", "ranks"):
+            _int_list(val, w)
+            score += 1
+        elif key == "where":
+            if val not in _WHERE:
+                raise ValueError(f"{w}: must be one of {', '.join(_WHERE)}")
+            score += 0 if val == "any" else 1
+        elif key == "position":
+            if val not in _POSITIONS:
+                raise ValueError(f"{w}: must be one of {', '.join(_POSITIONS)}")
+            score += 1
+        elif key in ("min_count", "min_ranks", "max_ranks") or key.endswith(("_min", "_max")):
+            if not isinstance(val, int) or isinstance(val, bool):
+                raise ValueError(f"{w}: must be an integer")
+            score += 1
+        elif key == "differs":
+            bad = [c for c in _str_list(val, w) if c not in _DIFFERS]
+            if bad:
+                raise ValueError(f"{w}: cannot compare column(s) {', '.join(bad)}; use {', '.join(_DIFFERS)}")
+            score += 2
+        elif key == "failure_kind":
+            bad = [k for k in _str_list(val, w) if k not in _FAILURE_KINDS]
+            if bad:
+                raise ValueError(f"{w}: unknown failure kind(s) {', '.join(bad)}")
+            score += 1
+        elif key in _COMBINATORS:
+            if not isinstance(val, list) or not val:
+                raise ValueError(f"{w}: must be a non-empty list of rules")
+            subs = [_validate_rule(r, f"{w}[{i}]") for i, r in enumerate(val)]
+            # all_of adds its parts; any_of counts as its weakest branch; a none_of guard counts once.
+            score += sum(subs) if key == "all_of" else (min(subs) if key == "any_of" else 1)
+    return score
+
+
+def _parse_signature(raw: Any, where: str, source: str) -> Signature:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: each [[signature]] must be a table")
+    unknown = set(raw) - _SIG_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    for k in _REQUIRED_TEXT:
+        if not isinstance(raw.get(k), str) or not raw[k].strip():
+            raise ValueError(f"{where}: missing or empty '{k}'")
+    where = f"{where} ({raw['id']})"
+    if "match" not in raw:
+        raise ValueError(f"{where}: missing [signature.match]")
+    spec = _validate_rule(raw["match"], f"{where}.match")
+    role = raw.get("role", "cause")
+    if role not in _ROLES:
+        raise ValueError(f"{where}.role: must be one of {', '.join(_ROLES)}")
+    priority = raw.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise ValueError(f"{where}.priority: must be an integer")
+    likely = _str_list(raw.get("likely_failure_kind", []), f"{where}.likely_failure_kind")
+    bad = [k for k in likely if k not in _FAILURE_KINDS]
+    if bad:
+        raise ValueError(f"{where}.likely_failure_kind: unknown failure kind(s) {', '.join(bad)}")
+    near = raw.get("near_miss", "")
+    if not isinstance(near, str):
+        raise ValueError(f"{where}.near_miss: must be a string")
+    return Signature(
+        id=raw["id"].strip(), title=raw["title"].strip(), layer=raw["layer"].strip(), meaning=raw["meaning"].strip(),
+        root_cause=raw["root_cause"].strip(), fix=raw["fix"].strip(),
+        confirm=tuple(_str_list(raw.get("confirm", []), f"{where}.confirm")), verify=raw["verify"].strip(),
+        related=tuple(_str_list(raw.get("related", []), f"{where}.related")),
+        references=tuple(_str_list(raw.get("references", []), f"{where}.references")),
+        match=raw["match"], role=role, priority=priority, likely_failure_kind=tuple(likely), near_miss=near.strip(),
+        source=source, specificity=spec,
+    )
+
+
+def _load_file(path: Path) -> list[Signature]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read signature file ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from None
+    sigs = data.get("signature")
+    extra_top = set(data) - {"signature"}
+    if extra_top:
+        raise ValueError(f"{path}: unknown top-level key(s) {', '.join(sorted(extra_top))}; "
+                         "signatures go in [[signature]] tables")
+    if not isinstance(sigs, list) or not sigs:
+        raise ValueError(f"{path}: no [[signature]] tables")
+    out: list[Signature] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(sigs):
+        s = _parse_signature(raw, f"{path}: signature #{i + 1}", str(path))
+        if s.id in seen:
+            raise ValueError(f"{path}: duplicate signature id {s.id!r}")
+        seen.add(s.id)
+        out.append(s)
+    return out
+
+
+def load_signatures(extra: Iterable[Path | str] = ()) -> list[Signature]:
+    """The built-in signatures plus those of each file in ``extra`` (later files override earlier ids).
+
+    Raises ``ValueError`` naming the file and the reason when a file is unreadable or invalid.
+    """
+    by_id: dict[str, Signature] = {s.id: s for s in _load_file(builtin_path())}
+    for p in extra:
+        for s in _load_file(Path(p)):
+            by_id[s.id] = s
+    return list(by_id.values())
+
+
+# --------------------------------------------------------------------------------------------- matching
+
+
+@dataclass
+class _Ctx:
+    table: pl.DataFrame  # non-duplicate rows
+    initiating: frozenset[int]
+    collateral: frozenset[int]
+    failure_kind: str
+
+
+def _row_expr(rule: dict[str, Any], ctx: _Ctx) -> pl.Expr | None:
+    """The row filter of ``rule`` (None when the rule has no row conditions)."""
+    conds: list[pl.Expr] = []
+    for key, val in rule.items():
+        if key == "kinds":
+            conds.append(pl.col("kind").is_in(_str_list(val, key)))
+        elif key == "layers":
+            conds.append(pl.col("layer").is_in(_str_list(val, key)))
+        elif key == "message_regex":
+            conds.append(pl.coalesce(pl.col("message"), pl.col("raw")).fill_null("").str.contains(val))
+        elif key == "raw_regex":
+            conds.append(pl.col("raw").fill_null("").str.contains(val))
+        elif key == "exc_type_regex":
+            conds.append(pl.col("exc_type").fill_null("").str.contains(val))
+        elif key == "not_message_regex":
+            conds.append(~pl.coalesce(pl.col("message"), pl.col("raw")).fill_null("").str.contains(val))
+        elif key == "not_exc_type_regex":
+            conds.append(~pl.col("exc_type").fill_null("").str.contains(val))
+        elif key == "op":
+            conds.append(pl.col("op").is_in(_str_list(val, key)))
+        elif key == "signal":
+            conds.append(pl.col("signal").is_in(_str_list(val, key)))
+        elif key == "exit_code":
+            conds.append(pl.col("exit_code").is_in(_int_list(val, key)))
+        elif key == "ranks":
+            conds.append(pl.col("rank").is_in(_int_list(val, key)))
+        elif key == "where":
+            if val == "initiating":
+                conds.append(pl.col("rank").is_in(list(ctx.initiating)))
+            elif val == "collateral":
+                conds.append(pl.col("rank").is_in(list(ctx.collateral)))
+        elif key == "position":
+            conds.append(pl.col("seq").is_not_null() & (pl.col("seq") <= FIRST_COLLECTIVE_MAX_SEQ))
+        elif key == "rank_without_kinds":
+            bad = ctx.table.filter(pl.col("kind").is_in(_str_list(val, key)) & pl.col("rank").is_not_null())
+            conds.append(pl.col("rank").is_not_null() & ~pl.col("rank").is_in(bad["rank"].unique().to_list()))
+        elif key.endswith("_min") and key[:-4] in _NUMERIC:
+            conds.append(pl.col(key[:-4]) >= val)
+        elif key.endswith("_max") and key[:-4] in _NUMERIC:
+            conds.append(pl.col(key[:-4]) <= val)
+    if not conds:
+        return None
+    expr = conds[0]
+    for c in conds[1:]:
+        expr = expr & c
+    return expr.fill_null(False)
+
+
+def _group_ok(rule: dict[str, Any], rows: pl.DataFrame) -> bool:
+    if rows.height < rule.get("min_count", 1):
+        return False
+    n_ranks = rows["rank"].drop_nulls().n_unique()
+    if "min_ranks" in rule and n_ranks < rule["min_ranks"]:
+        return False
+    if "max_ranks" in rule and n_ranks > rule["max_ranks"]:
+        return False
+    for col in _str_list(rule.get("differs", []), "differs"):
+        if rows[col].drop_nulls().n_unique() < 2:
+            return False
+    if "differs_capture" in rule:
+        caps = rows.select(pl.coalesce(pl.col("message"), pl.col("raw")).str.extract(rule["differs_capture"], 1))
+        if caps.to_series().drop_nulls().n_unique() < 2:
+            return False
+    return True
+
+
+def _eval(rule: dict[str, Any], ctx: _Ctx) -> tuple[bool, set[int]]:
+    """Whether ``rule`` holds, and the event ids of the rows that made it hold."""
+    events: set[int] = set()
+    if "failure_kind" in rule and ctx.failure_kind not in _str_list(rule["failure_kind"], "failure_kind"):
+        return False, events
+    expr = _row_expr(rule, ctx)
+    has_group = any(k in rule for k in _GROUP_KEYS)
+    if expr is not None or has_group:
+        rows = ctx.table.filter(expr) if expr is not None else ctx.table
+        if rows.height == 0 or not _group_ok(rule, rows):
+            return False, events
+        events.update(rows["event_id"].to_list())
+    for sub in rule.get("all_of", []):
+        ok, ev = _eval(sub, ctx)
+        if not ok:
+            return False, set()
+        events |= ev
+    if "any_of" in rule:
+        hit = False
+        for sub in rule["any_of"]:
+            ok, ev = _eval(sub, ctx)
+            if ok:
+                hit = True
+                events |= ev
+        if not hit:
+            return False, set()
+    for sub in rule.get("none_of", []):
+        ok, _ = _eval(sub, ctx)
+        if ok:
+            return False, set()
+    return True, events
+
+
+def _context(diagnosis: Any, table: pl.DataFrame) -> _Ctx:
+    t = table
+    if "duplicate" in t.columns:
+        t = t.filter(~pl.col("duplicate").fill_null(False))
+    return _Ctx(
+        table=t,
+        initiating=frozenset(getattr(diagnosis, "initiating_ranks", None) or ()),
+        collateral=frozenset(getattr(diagnosis, "collateral_ranks", None) or ()),
+        failure_kind=str(getattr(diagnosis, "failure_kind", None) or "unknown"),
+    )
+
+
+def match(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature]) -> list[dict[str, Any]]:
+    """The signatures whose rules hold on ``table``, most specific first.
+
+    Ranking: root causes before effects before context; then the rule's specificity (number of conditions)
+    plus its ``priority``, plus a bonus when the diagnosis's ``failure_kind`` is one the signature lists as
+    likely; then the id. Each result is a dict with ``id, title, layer, role, meaning, root_cause, fix,
+    confirm, verify, related, references, matched_events, matched_ranks, score``.
+    """
+    ctx = _context(diagnosis, table)
+    hits: list[tuple[tuple[int, int, str], dict[str, Any]]] = []
+    for s in sigs:
+        ok, events = _eval(s.match, ctx)
+        if not ok:
+            continue
+        score = s.specificity + s.priority + (3 if ctx.failure_kind in s.likely_failure_kind else 0)
+        ev = sorted(events)
+        ranks = sorted(
+            {int(r) for r in ctx.table.filter(pl.col("event_id").is_in(ev))["rank"].drop_nulls().to_list()}
+        ) if ev else []
+        d = {
+            "id": s.id, "title": s.title, "layer": s.layer, "role": s.role, "meaning": s.meaning,
+            "root_cause": s.root_cause, "fix": s.fix, "confirm": list(s.confirm), "verify": s.verify,
+            "related": list(s.related), "references": list(s.references),
+            "matched_events": ev[:MAX_MATCHED_EVENTS], "matched_ranks": ranks, "score": score,
+        }
+        hits.append(((_ROLES.index(s.role), -score, s.id), d))
+    hits.sort(key=lambda h: h[0])
+    return [d for _, d in hits]
+
+
+def attach(diagnosis: Any, table: pl.DataFrame, extra: Iterable[Path | str] = ()) -> None:
+    """Set ``diagnosis.signatures`` to the matching signatures (built-in library plus ``extra`` files)."""
+    diagnosis.signatures = match(diagnosis, table, load_signatures(list(extra)))
+
+
+def find(sigs: list[Signature], sig_id: str) -> Signature | None:
+    return next((s for s in sigs if s.id == sig_id), None)
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+
+def explain_text(s: Signature) -> str:
+    """The full, plain-text description of one signature (``rankscope explain ID``)."""
+    lines = [f"{s.id}: {s.title}", f"layer: {s.layer}   role: {s.role}"]
+    if s.likely_failure_kind:
+        lines.append(f"usual failure kind: {', '.join(s.likely_failure_kind)}")
+    lines += ["", "What it means:", f"  {s.meaning}", "", "Root cause:", f"  {s.root_cause}", "", "Fix:", f"  {s.fix}"]
+    if s.confirm:
+        lines += ["", "Confirm:"] + [f"  - {c}" for c in s.confirm]
+    lines += ["", "Verify:", f"  {s.verify}"]
+    if s.near_miss:
+        lines += ["", "Not to be confused with:", f"  {s.near_miss}"]
+    if s.related:
+        lines += ["", f"Related: {', '.join(s.related)}"]
+    if s.references:
+        lines += ["", "References:"] + [f"  {r}" for r in s.references]
+    lines += ["", "Match rule:", "  " + json.dumps(s.match, sort_keys=True)]
+    return "\n".join(lines)
+
+
+def register(app: Any) -> None:
+    """Add ``rankscope signatures`` and ``rankscope explain ID`` to the typer ``app``."""
+    from enum import Enum
+    from typing import Annotated, Optional
+
+    import typer
+
+    class SigFormat(str, Enum):
+        table = "table"
+        json = "json"
+
+    ExtraOpt = Annotated[Optional[list[Path]], typer.Option(
+        "--signatures", help="Extra signature file(s) (TOML) besides the built-in library.")]
+
+    def _load(extra: list[Path] | None) -> list[Signature]:
+        try:
+            return load_signatures(extra or [])
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
+
+    @app.command(name="signatures")
+    def signatures_cmd(
+        format: Annotated[SigFormat, typer.Option("--format", "-f", help="table (for people) or json.")] = SigFormat.table,
+        signatures: ExtraOpt = None,
+    ) -> None:
+        """List the known-failure signatures (built-in library plus --signatures files)."""
+        sigs = _load(signatures)
+        if format == SigFormat.json:
+            print(json.dumps([s.to_dict() for s in sigs], indent=2))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        tab = Table(title=f"{len(sigs)} known-failure signatures (rankscope explain ID for details)",
+                    title_justify="left")
+        for col in ("id", "layer", "role", "title"):
+            tab.add_column(col, overflow="fold", no_wrap=col == "id")
+        for s in sigs:
+            tab.add_row(s.id, s.layer, s.role, s.title)
+        Console().print(tab)
+
+    @app.command(name="explain")
+    def explain_cmd(
+        sig_id: Annotated[str, typer.Argument(metavar="ID", help="Signature id (see `rankscope signatures`).")],
+        signatures: ExtraOpt = None,
+    ) -> None:
+        """Print one known-failure signature in full: meaning, root cause, fix, checklist, references."""
+        sigs = _load(signatures)
+        s = find(sigs, sig_id)
+        if s is None:
+            typer.echo(f"error: unknown signature id {sig_id!r} (run `rankscope signatures` for the list)", err=True)
+            raise typer.Exit(2)
+        print(explain_text(s))

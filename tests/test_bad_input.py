@@ -1,0 +1,399 @@
+"""Bad input gets a clear answer and loses nothing (issue 6).
+
+Every input is generated in ``tmp_path``. For each case the CLI runs in-process (``correlator.cli.main``
+with ``sys.argv`` patched; a few exit-code checks also run it as ``python -m correlator``) and the test
+asserts: no raw traceback, a one-line warning naming the file and the reason, the documented exit code
+(0 done, 2 usage/unreadable/empty input, 3 internal error), and that every readable line is accounted
+for: ``lines_read == sum(line_count) + skipped_lines``, with ``lines_read`` also checked against the
+line count computed here from the bytes the test wrote.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from correlator import cli
+from correlator.ingest import ingest
+
+GLOO01 = next((Path(__file__).resolve().parent.parent / "fixtures" / "cases").glob("gloo-01-*")) / "logs"
+RANK0_STDERR = next(GLOO01.glob("torchrun_logs/*/attempt_0/0/stderr.log"))
+
+
+def _nlines(data: bytes) -> int:
+    """Physical lines in ``data`` the way a reader should count them (a last line without newline counts)."""
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def write(path: Path, data: bytes | str) -> int:
+    """Write ``data`` (creating parents) and return its physical line count."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    b = data.encode() if isinstance(data, str) else data
+    path.write_bytes(b)
+    return _nlines(b)
+
+
+def run(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the CLI in-process the way the console script does; return (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["rankscope", *map(str, args)])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    o, e = capsys.readouterr()
+    return code, o, e
+
+
+def flat(text: str) -> str:
+    """Undo console wrapping so a warning can be searched as one line."""
+    return " ".join(text.split())
+
+
+def assert_clean(code: int, out: str, errtext: str, want: int = 0) -> None:
+    assert "Traceback (most recent call last)" not in out + errtext
+    assert "internal error" not in errtext, errtext
+    assert code == want, (code, out[-2000:], errtext[-2000:])
+
+
+def check_accounting(root: Path, expected_lines: int | None = None) -> object:
+    res = ingest(root)
+    covered = int(res.table["line_count"].sum() or 0)
+    assert res.lines_read == covered + res.skipped_lines, (res.lines_read, covered, res.skipped_lines, res.warnings)
+    if expected_lines is not None:
+        assert res.lines_read == expected_lines, (res.lines_read, expected_lines, res.warnings)
+    s = res.summary()
+    assert s["lines_read"] == res.lines_read and s["lines_skipped"] == res.skipped_lines
+    if res.skipped_lines:
+        assert s.get("skipped_by_reason"), s
+        assert sum(s["skipped_by_reason"].values()) == res.skipped_lines  # type: ignore[union-attr]
+    for w in res.warnings:
+        assert "\n" not in w, w
+    return res
+
+
+def diag(root: Path, mp: pytest.MonkeyPatch, cap: pytest.CaptureFixture[str], want: int = 0) -> tuple[str, str]:
+    """``diagnose --format json`` must parse; ``diagnose`` (text) prints the warnings on stderr: return
+    the JSON output and the text run's stderr."""
+    code, out, errtext = run(["diagnose", root, "--format", "json"], mp, cap)
+    assert_clean(code, out, errtext, want)
+    if want == 0:
+        json.loads(out)
+    code, _, errtext = run(["diagnose", root], mp, cap)
+    assert_clean(code, "", errtext, want)
+    return out, errtext
+
+
+def warned(res: object, name: str, *reason: str) -> str:
+    ws = [w for w in res.warnings if name in w]  # type: ignore[attr-defined]
+    assert ws, (name, res.warnings)  # type: ignore[attr-defined]
+    for r in reason:
+        assert any(r in w for w in ws), (name, r, ws)
+    return ws[0]
+
+
+def warned_cli(errtext: str, name: str, reason: str) -> None:
+    f = flat(errtext)
+    assert "warning:" in f and name in f and reason in f, errtext
+
+
+# --------------------------------------------------------------------------------------- nothing to read
+
+
+def test_empty_dir(tmp_path, monkeypatch, capsys):
+    (tmp_path / "logs").mkdir()
+    code, out, errtext = run(["diagnose", tmp_path / "logs"], monkeypatch, capsys)
+    assert_clean(code, out, errtext, 2)
+    assert "error:" in errtext and "logs" in errtext and "empty" in flat(errtext)
+
+
+def test_dir_with_no_logs(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    (root / "attempt_0" / "0").mkdir(parents=True)
+    write(root / "attempt_0" / "0" / "stdout.log", b"")
+    write(root / "empty.txt", b"")
+    code, out, errtext = run(["diagnose", root], monkeypatch, capsys)
+    assert_clean(code, out, errtext, 2)
+    assert "error:" in errtext and "no log lines" in flat(errtext)
+
+
+def test_nonexistent_path(tmp_path, monkeypatch, capsys):
+    code, out, errtext = run(["diagnose", tmp_path / "nope"], monkeypatch, capsys)
+    assert_clean(code, out, errtext, 2)
+    assert "nope" in errtext and "no such file" in errtext
+
+
+def test_exit_codes_as_a_process(tmp_path):
+    """The real entry point (``python -m correlator``): 2 for missing and empty input, 0 for a fixture."""
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "COLUMNS": "400"}
+    for arg, want in ((tmp_path / "nope", 2), (tmp_path / "empty", 2), (GLOO01, 0)):
+        p = subprocess.run([sys.executable, "-m", "correlator", "diagnose", str(arg), "-f", "json"],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == want, (arg, p.returncode, p.stderr[-2000:])
+        assert "Traceback" not in p.stderr
+        if want == 2:
+            assert p.stderr.startswith("error:") and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_unreadable_file(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    n_ok = write(root / "rank0.log", "[rank0]: hello\n[rank0]: world\n")
+    write(root / "rank1.log", "secret stuff\n")
+    (root / "rank1.log").chmod(0)
+    if os.access(root / "rank1.log", os.R_OK):  # root reads anyway: simulate EACCES
+        real = Path.read_bytes
+
+        def read_bytes(self: Path) -> bytes:
+            if self.name == "rank1.log":
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self)
+
+        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    res = check_accounting(root, n_ok)
+    warned(res, "rank1.log", "cannot read", "Permission denied")
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "rank1.log", "cannot read")
+
+
+def test_fifo_and_dir_named_like_a_file(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    n = write(root / "rank0.log", "[rank0]: ok\n")
+    os.mkfifo(root / "rank1.log")  # reading it would block forever
+    (root / "rank2.log").mkdir()
+    res = check_accounting(root, n)
+    warned(res, "rank1.log", "not a regular file")
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "rank1.log", "not a regular file")
+
+
+def test_only_unreadable_input_is_exit_2(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    write(root / "core.bin", bytes(range(256)) * 64)
+    code, out, errtext = run(["diagnose", root], monkeypatch, capsys)
+    assert_clean(code, out, errtext, 2)
+    assert "core.bin" in errtext and "binary" in errtext
+
+
+# ------------------------------------------------------------------------------------------ bytes
+
+
+def test_binary_file_and_nul_bytes(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    blob = bytes(range(256)) * 40 + b"\n\x00\x01\n"
+    nb = write(root / "core.1234", blob)
+    nul = b"[rank0]: before\x00\x00 nul\n\x00[rank0]: after\n"
+    nn = write(root / "rank0.log", nul)
+    res = check_accounting(root, nb + nn)
+    warned(res, "core.1234", "binary")
+    warned(res, "rank0.log", "NUL")
+    assert res.skipped_lines == nb
+    raw = res.table.filter(pl.col("path") == "rank0.log")["raw"].to_list()
+    assert raw == ["[rank0]: before nul", "[rank0]: after"]
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "core.1234", "binary")
+
+
+def test_invalid_utf8(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    data = b"[rank0]: caf\xe9 \xff\xfe ok\n[rank0]: \xc3\x28 end\n[rank0]: fine \xe2\x9c\x93\n"
+    n = write(root / "rank0.log", data)
+    res = check_accounting(root, n)
+    warned(res, "rank0.log", "invalid UTF-8")
+    raw = res.table["raw"].to_list()
+    assert raw[2].endswith("fine \u2713") and "\ufffd" in raw[0]
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "rank0.log", "UTF-8")
+
+
+def test_text_with_literal_replacement_char_is_not_invalid(tmp_path):
+    root = tmp_path / "logs"
+    n = write(root / "rank0.log", "already replaced \ufffd here\n")
+    res = check_accounting(root, n)
+    assert not [w for w in res.warnings if "UTF-8" in w], res.warnings
+
+
+def test_crlf(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    lines = [l for l in RANK0_STDERR.read_text().splitlines() if l][:40]
+    n = write(root / "rank0.log", "\r\n".join(lines) + "\r\n")
+    res = check_accounting(root, n)
+    assert "\n".join(res.table.sort("line")["raw"].to_list()) == "\n".join(lines)  # no CR left anywhere
+    diag(root, monkeypatch, capsys)
+
+
+def test_ansi_colour_codes(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    data = ("\x1b[31m[rank1]: Traceback (most recent call last):\x1b[0m\n"
+            "\x1b[1;33m[rank1]:   File \"train.py\", line 3, in <module>\x1b[0m\n"
+            "\x1b[31m[rank1]: RuntimeError: boom\x1b[0m\n\x1b[2K\x1b[?25l[rank0]: step 1\n")
+    n = write(root / "combined.log", data)
+    res = check_accounting(root, n)
+    t = res.table
+    assert not t["raw"].str.contains("\x1b").any()
+    assert "RuntimeError" in (t.filter(pl.col("rank") == 1)["exc_type"].drop_nulls().to_list() or [""])[0]
+    diag(root, monkeypatch, capsys)
+
+
+def test_carriage_return_progress_bars(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    bar = "".join(f"\rEpoch 0: {i // 100:3d}%|{'#' * (i // 1000)}| {i}/10000 [00:01<00:00]" for i in range(10_000))
+    rich_bar = "".join(f"\r\x1b[2K\x1b[32m━━━━\x1b[0m {i}/500" for i in range(500))
+    data = "[rank0]: start\n" + bar + "\n[rank0]: after bar\n" + rich_bar + "\n[rank0]: done"
+    n = write(root / "rank0.log", data)
+    assert n == 5
+    res = check_accounting(root, n)
+    raw = res.table.sort("line")["raw"].to_list()
+    assert len(raw) == 5
+    assert raw[1].endswith("9999/10000 [00:01<00:00]") and "\r" not in raw[1] and "0/10000" not in raw[1][:20]
+    assert raw[3] == "━━━━ 499/500"
+    warned(res, "rank0.log", "no newline")
+    diag(root, monkeypatch, capsys)
+
+
+def test_single_50mb_line(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    big = "[rank0]: " + "x" * (50 * 1024 * 1024) + "\n"
+    n = write(root / "rank0.log", "[rank0]: before\n" + big + "[rank0]: after\n")
+    t0 = time.perf_counter()
+    res = check_accounting(root, n)
+    assert res.table.height == 3
+    diag(root, monkeypatch, capsys)
+    assert time.perf_counter() - t0 < 30
+
+
+def test_truncated_last_line(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    lines = RANK0_STDERR.read_bytes().splitlines(keepends=True)[:30]
+    data = b"".join(lines)[:-20]  # cut in the middle of the last line
+    n = write(root / "rank0.log", data)
+    res = check_accounting(root, n)
+    warned(res, "rank0.log", "no newline")
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "rank0.log", "no newline")
+
+
+def test_truncated_gzip(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    text = "".join(f"[rank0]: step {i} loss=0.{i:04d}\n" for i in range(5000)).encode()
+    gz = gzip.compress(text)
+    cut = gz[: len(gz) // 2]
+    write(root / "rank0.log.gz", cut)
+    good = gzip.compress(b"[rank1]: fine\n[rank1]: also fine\n")
+    write(root / "rank1.log.gz", good)
+    d = __import__("zlib").decompressobj(16 + 15)
+    got = d.decompress(cut)
+    expected = _nlines(got) + 2
+    res = check_accounting(root, expected)
+    warned(res, "rank0.log.gz", "truncated gzip")
+    assert not [w for w in res.warnings if "rank1.log.gz" in w], res.warnings
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "rank0.log.gz", "truncated gzip")
+
+
+def test_gz_named_file_that_is_not_gzip(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    n = write(root / "rank0.log.gz", "[rank0]: plain text with a .gz name\n")
+    res = check_accounting(root, n)
+    warned(res, "rank0.log.gz", "not gzip")
+    diag(root, monkeypatch, capsys)
+
+
+# ------------------------------------------------------------------------------------------- layout
+
+
+def test_symlink_loop(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    n = write(root / "a" / "rank0.log", "[rank0]: hello\n")
+    os.symlink("..", root / "a" / "loop")
+    os.symlink("self", root / "self")  # a link to itself
+    res = check_accounting(root, n)
+    warned(res, "loop", "symlink loop")
+    warned(res, "self", "broken link")
+    assert len(res.sources) == 1
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "loop", "symlink loop")
+
+
+def test_two_files_claim_the_same_rank(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    n = write(root / "rank3.log", "[rank3]: from file one\n")
+    n += write(root / "old" / "rank3.log", "[rank3]: from file two\n")
+    n += write(root / "rank3.err", "[rank3]: stderr is another stream, no clash\n")
+    res = check_accounting(root, n)
+    w = warned(res, "rank3.log", "rank 3")
+    assert "old/rank3.log" in w and "rank3.err" not in w
+    _, errtext = diag(root, monkeypatch, capsys)
+    warned_cli(errtext, "old/rank3.log", "rank 3")
+
+
+def test_garbled_prefixes_and_split_lines(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    data = (
+        "[rank0]:[rank1]:[E1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 2 failed to pass monitoredBarrier\n"
+        "[rank0]:Traceback (most recent call last):[rank1]:Traceback (most recent call last):\n"
+        "[rank1]:  File \"t.py\", line 1, in <module>\n"
+        "[rank0]:  File \"t.py\", line 2, in [rank1]:RuntimeError: boom\n"
+        "<module>\n"
+        "[rank0]:RuntimeError: also boom\n"
+        "[default0]:Grouping texts:   8%|8  | 726000/9672101 [02:32<30:38][default2]:[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught \n"
+        "collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600037 milliseconds before timing out.\n"
+    )
+    n = write(root / "combined.log", data)
+    check_accounting(root, n)
+    diag(root, monkeypatch, capsys)
+
+
+def test_timestamps_going_backwards(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    # Real torch 2.13 lines (gloo-01, rank 0): the c10 sub-second digits go backwards within one second
+    # (…34.917299611 then …34.140239971) because they come from another clock than the seconds.
+    real = [l for l in RANK0_STDERR.read_text().splitlines() if "SequenceNumber=" in l][:8]
+    assert any(".917299611" in l for l in real) and any(".140239971" in l for l in real)
+    py = ["2026-11-29 23:08:40,000 INFO [trainer] rank=0 step=3 loss=1.0",
+          "2026-11-29 23:08:35,000 INFO [trainer] rank=0 step=4 loss=1.0",  # wall clock stepped back
+          "2026-11-29 22:00:00,000 INFO [trainer] rank=0 step=5 loss=1.0"]
+    n = write(root / "rank0.log", "\n".join(real + py) + "\n")
+    res = check_accounting(root, n)
+    t = res.table.sort("line")
+    assert t["line"].to_list() == sorted(t["line"].to_list())  # file order is kept
+    diag(root, monkeypatch, capsys)
+    code, out, errtext = run(["events", root, "-f", "json", "-n", "0"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    assert len(out.splitlines()) == t.height
+
+
+def test_two_attempts_in_one_dir(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    n = 0
+    for a in (0, 1):
+        for lr in (0, 1):
+            n += write(root / "run_x" / f"attempt_{a}" / str(lr) / "stderr.log",
+                       f"[rank{lr}]: attempt {a} local rank {lr}\n")
+    res = check_accounting(root, n)
+    assert sorted(res.table["attempt"].unique().to_list()) == [0, 1]
+    diag(root, monkeypatch, capsys)
+    code, out, errtext = run(["diagnose", root, "--attempt", "1", "-f", "json"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+
+
+def test_ten_thousand_tiny_files(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    root.mkdir()
+    for i in range(10_000):
+        (root / f"rank{i}.log").write_bytes(f"[rank{i}]: hello from {i}\n".encode())
+    t0 = time.perf_counter()
+    res = check_accounting(root, 10_000)
+    assert res.table.height == 10_000 and len(res.sources) == 10_000
+    took = time.perf_counter() - t0
+    assert took < 20, took

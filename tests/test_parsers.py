@@ -1,0 +1,125 @@
+"""Every parser rule classifies its own example line (a real line, or one from the format reference),
+and key lines give back the field values written in them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import correlator
+from parsers import app, c10d, elastic, nccl, python, system, transport
+from parsers.rules import Prefix, Rule
+
+RULES: list[Rule] = [*nccl.RULES, nccl.WARN_RULE, *c10d.RULES, *elastic.RULES, *elastic.RECORD_RULES, *python.RULES,
+                     python.CATCH_ALL, python.TERMINATE, *system.RULES]
+PREFIXES: list[Prefix] = [nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.PG_PREFIX,
+                          c10d.RANK_PREFIX, elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, *app.PREFIXES,
+                          transport.KUBECTL_TS, transport.KUBECTL_POD, transport.MPI_TAG, transport.SRUN_LABEL,
+                          transport.PDSH_HOST, transport.TEE, transport.TEE_RANK]
+
+
+def _events(tmp_path: Path, text: str, name: str = "combined.log") -> pl.DataFrame:
+    (tmp_path / name).write_text(text + "\n")
+    return correlator.load(tmp_path)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_rule_has_source_and_example(rule: Rule) -> None:
+    assert rule.source and rule.example
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_rule_example_gets_rule_kind(rule: Rule, tmp_path: Path) -> None:
+    t = _events(tmp_path, rule.example)
+    assert rule.kind in t["kind"].to_list(), t.select("kind", "message").to_dicts()
+
+
+@pytest.mark.parametrize("pfx", PREFIXES, ids=lambda p: p.name)
+def test_prefix_example_matches(pfx: Prefix) -> None:
+    assert pfx.example and pfx.source
+    s = pl.Series([pfx.example]).str.extract_groups(pfx.pattern).struct.field("rest")
+    assert s[0] is not None
+
+
+def test_c10_watchdog_line_fields(tmp_path: Path) -> None:
+    line = ("[rank13]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:616] [Rank 13] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=4471, OpType=ALLREDUCE, NumelIn=25165824, NumelOut=25165824, Timeout(ms)=600000) ran "
+            "for 600049 milliseconds before timing out.")
+    r = _events(tmp_path, line).row(0, named=True)
+    assert (r["kind"], r["rank"], r["pg_rank"], r["seq"], r["op"], r["numel"], r["timeout_ms"], r["elapsed_ms"]) == (
+        "watchdog_timeout", 13, 13, 4471, "ALLREDUCE", 25165824, 600000, 600049)
+    assert (r["severity"], r["layer"], r["ts_quality"]) == ("error", "c10d", "no_year")
+    assert (r["ts"].month, r["ts"].day, r["ts"].hour, r["ts"].second) == (11, 29, 22, 55)
+
+
+def test_pg_prefix_and_status_line(tmp_path: Path) -> None:
+    line = ("[rank13]:[E1129 22:58:55.104420117 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 13] "
+            "Exception (either an error or timeout) detected by watchdog at work: 4471, last enqueued NCCL work: 4473, "
+            "last completed NCCL work: 4470.")
+    r = _events(tmp_path, line).row(0, named=True)
+    assert (r["kind"], r["pg"], r["seq"], r["seq_enqueued"], r["seq_completed"]) == ("watchdog_status", "0", 4471, 4473, 4470)
+
+
+def test_nccl_prefix_init_and_coll(tmp_path: Path) -> None:
+    text = "\n".join([
+        "node-b:52011:52066 [5] NCCL INFO comm 0x562e11f03a90 rank 13 nranks 16 cudaDev 5 nvmlDev 5 busId 9c000 "
+        "commId 0x3f9a6c1be27d4410 - Init COMPLETE",
+        "node-b:52011:52011 [5] NCCL INFO AllReduce: opCount 1f4 sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
+        "count 25165824 datatype 7 op 0 root 0 comm 0x562e11f03a90 [nranks=16] stream 0x55d0c2f1a9e0",
+    ])
+    t = _events(tmp_path, text)
+    init, coll = t.row(0, named=True), t.row(1, named=True)
+    assert (init["kind"], init["host"], init["pid"], init["world_size"]) == ("nccl_init", "node-b", 52011, 16)
+    assert (coll["kind"], coll["seq"], coll["op"], coll["numel"]) == ("nccl_coll", 0x1F4, "ALLREDUCE", 25165824)
+    assert init["rank"] == 13 and coll["rank"] == 13 and coll["rank_source"] == "nccl_pid"
+
+
+def test_nccl_warn_names_peer(tmp_path: Path) -> None:
+    text = ("\n[2025-06-02 14:03:11] node-b:52011:52190 [5] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion "
+            "from peer 192.0.2.11<44871> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129")
+    r = _events(tmp_path, text).filter(pl.col("kind") != "blank").row(0, named=True)
+    assert (r["kind"], r["peer_addr"], r["severity"], r["ts_quality"]) == ("nccl_net_error", "192.0.2.11", "warning", "no_tz")
+    assert (r["ts"].year, r["ts"].hour) == (2025, 14)
+
+
+def test_traceback_is_one_record(tmp_path: Path) -> None:
+    text = "\n".join([
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "/workspace/train.py", line 88, in <module>',
+        "[rank3]:     main()",
+        "[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+        "remote process exited or there was a network error, NCCL version 2.26.2",
+        "[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+    ])
+    t = _events(tmp_path, text)
+    assert t.height == 1
+    r = t.row(0, named=True)
+    assert (r["kind"], r["rank"], r["line_count"], r["exc_type"]) == ("nccl_error", 3, 5, "torch.distributed.DistBackendError")
+
+
+def test_child_failed_entry_fields(tmp_path: Path) -> None:
+    text = "\n".join([
+        "Root Cause (first observed failure):", "[0]:", "  time      : 2024-11-29_22:58:55",
+        "  host      : node-b.cluster.example", "  rank      : 13 (local_rank: 5)", "  exitcode  : -6 (pid: 52011)",
+        "  error_file: <N/A>", "  traceback : Signal 6 (SIGABRT) received by PID 52011",
+    ])
+    r = _events(tmp_path, text).filter(pl.col("kind") == "root_cause_entry").row(0, named=True)
+    assert (r["rank"], r["local_rank"], r["host"], r["exit_code"], r["pid"], r["line_count"]) == (13, 5, "node-b", -6, 52011, 7)
+    assert r["ts_quality"] == "no_tz" and r["ts"].hour == 22
+
+
+def test_srun_label_and_mpi_tag(tmp_path: Path) -> None:
+    srun = "\n".join(f"{i:2d}: 2026-11-29 23:08:29,847 INFO step={i}" for i in range(12))
+    t = _events(tmp_path, srun, "slurm-812345.out")
+    assert sorted(t["rank"].to_list()) == list(range(12)) and t["step"].to_list() == list(range(12))
+    (tmp_path / "slurm-812345.out").unlink()
+    mpi = "[1,3]<stderr>:[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered"
+    r = _events(tmp_path, mpi, "mpirun.log").row(0, named=True)
+    assert (r["rank"], r["kind"]) == (3, "cuda_error")
+
+
+def test_kubectl_stamp_is_exact(tmp_path: Path) -> None:
+    r = _events(tmp_path, "2024-11-29T22:58:55.104211337Z [default0]:hello").row(0, named=True)
+    assert r["ts_quality"] == "exact" and r["ts"].microsecond == 104211 and r["local_rank"] == 0

@@ -1,0 +1,146 @@
+"""The Perfetto / Chrome trace-event export: structure that ui.perfetto.dev needs, on real fixtures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import correlator
+from correlator.cli import app
+from correlator.perfetto import initiating_event_ids, to_trace, write_trace
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synthetic import synthetic_table  # noqa: E402
+
+CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
+REAL = sorted(p.name for p in CASES.iterdir() if p.name.startswith(("gloo-", "public-")))
+MORE = ["recon-01-straggler-silent-rank13-allreduce-16r", "cap-04-straggler-hang-detail-8r",
+        "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r", "recon-11-fsdp-divergent-init-allgather-numel-rank3-16r"]
+REQUIRED = {"i": {"name", "ph", "ts", "pid", "tid", "s"}, "X": {"name", "ph", "ts", "dur", "pid", "tid"},
+            "M": {"name", "ph", "pid", "tid", "args"}}
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_trace(trace: dict, diagnosis: correlator.Diagnosis) -> None:
+    assert set(trace) >= {"traceEvents", "displayTimeUnit"}
+    evs = trace["traceEvents"]
+    assert isinstance(evs, list) and evs
+    procs: set[int] = set()
+    threads: set[tuple[int, int]] = set()
+    used: set[tuple[int, int]] = set()
+    for e in evs:
+        assert e["ph"] in REQUIRED, e
+        missing = REQUIRED[e["ph"]] - set(e)
+        assert not missing, (missing, e)
+        assert _is_int(e["pid"]) and _is_int(e["tid"])
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name", "process_sort_index", "thread_sort_index")
+            if e["name"] == "process_name":
+                procs.add(e["pid"])
+                assert isinstance(e["args"]["name"], str) and e["args"]["name"]
+            elif e["name"] == "thread_name":
+                threads.add((e["pid"], e["tid"]))
+                assert isinstance(e["args"]["name"], str) and e["args"]["name"]
+            else:
+                assert _is_int(e["args"]["sort_index"])
+            continue
+        assert _is_int(e["ts"]) and e["ts"] >= 0, e  # microseconds, integer
+        assert isinstance(e["name"], str) and e["name"]
+        used.add((e["pid"], e["tid"]))
+        if e["ph"] == "X":
+            assert _is_int(e["dur"]) and e["dur"] >= 0
+        else:
+            assert e["s"] in ("t", "p", "g")
+    assert used, "no events"
+    assert {p for p, _ in used} <= procs, "a pid without process_name metadata"
+    assert used <= threads, "a (pid, tid) without thread_name metadata"
+    # Slices of one thread nest or are disjoint.
+    by_thread: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for e in evs:
+        if e["ph"] == "X":
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_thread.values():
+        stack: list[int] = []
+        for a, b in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while stack and stack[-1] <= a:
+                stack.pop()
+            assert not stack or b <= stack[-1], "partially overlapping slices on one thread"
+            stack.append(b)
+    # The initiating event is there, flagged, on an initiating rank's track.
+    if diagnosis.initiating_ranks:
+        flagged = [e for e in evs if e["ph"] == "i" and e.get("args", {}).get("initiating")]
+        assert flagged, "initiating event missing"
+        assert all("initiating" in e["cat"] and e["name"].startswith("INITIATING") for e in flagged)
+        assert {e["tid"] - 1 for e in flagged} & set(diagnosis.initiating_ranks)
+    assert trace["otherData"]["initiating_ranks"] == diagnosis.initiating_ranks
+    json.dumps(trace)  # serializable as is
+
+
+@pytest.mark.parametrize("case", REAL + MORE)
+def test_trace_structure_on_fixtures(case: str) -> None:
+    t = correlator.load(CASES / case / "logs")
+    d = correlator.diagnose(t)
+    check_trace(to_trace(t, d), d)
+
+
+def test_initiating_event_is_on_an_initiating_rank() -> None:
+    t = correlator.load(CASES / "gloo-03-collective-mismatch" / "logs")
+    d = correlator.diagnose(t)
+    ids = initiating_event_ids(t, d)
+    assert ids
+    ranks = set(t.filter(t["event_id"].is_in(ids))["rank"].to_list())
+    assert ranks <= set(d.initiating_ranks)
+
+
+def test_watchdog_timeout_becomes_a_slice() -> None:
+    t = correlator.load(CASES / "recon-01-straggler-silent-rank13-allreduce-16r" / "logs")
+    d = correlator.diagnose(t)
+    tr = to_trace(t, d)
+    xs = [e for e in tr["traceEvents"] if e["ph"] == "X" and "timeout" in e["cat"]]
+    assert len(xs) >= 10
+    assert all(e["dur"] >= 500_000_000 for e in xs)  # ~600 s, in µs
+    names = {e["args"]["name"] for e in tr["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"node-a", "node-b"}
+
+
+def test_restarted_job_has_a_process_per_attempt() -> None:
+    t = correlator.load(CASES / "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r" / "logs")
+    tr = to_trace(t, correlator.diagnose(t))
+    names = [e["args"]["name"] for e in tr["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    assert any("attempt 1" in n for n in names) and any("attempt 0" in n for n in names)
+
+
+def test_256_ranks() -> None:
+    t = synthetic_table(256)
+    d = correlator.diagnose(t)
+    tr = to_trace(t, d)
+    check_trace(tr, d)
+    threads = [e for e in tr["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name" and e["tid"] > 0]
+    assert len(threads) == 256
+    assert len([e for e in tr["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]) == 32
+
+
+def test_cli_timeline_perfetto(tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    r = CliRunner().invoke(app, ["timeline", str(CASES / "gloo-05-sigkill-oom" / "logs"), "--format", "perfetto",
+                                 "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    trace = json.loads(out.read_text())
+    t = correlator.load(CASES / "gloo-05-sigkill-oom" / "logs")
+    check_trace(trace, correlator.diagnose(t))
+
+
+def test_write_trace(tmp_path: Path) -> None:
+    t = correlator.load(CASES / "public-02-oom-rank2-multinode-timeouts" / "logs")
+    d = correlator.diagnose(t)
+    write_trace(t, d, tmp_path / "t.json")
+    tr = json.loads((tmp_path / "t.json").read_text())
+    check_trace(tr, d)
+    assert "event order" in tr["otherData"]["time_base"]  # one stamp in 24 lines: no fake time axis

@@ -1,0 +1,102 @@
+"""``rankscope plot`` and the figures: every real fixture, HTML and PNG; a 256-rank synthetic job."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import networkx as nx
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+import correlator
+from correlator.cli import app
+from correlator.plot import figure_bytes, graph_figure, progress_heatmap, timeline_figure, write_report
+from correlator.schema import empty_table
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synthetic import synthetic_table  # noqa: E402
+
+CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
+REAL = sorted(p.name for p in CASES.iterdir() if p.name.startswith(("gloo-", "public-")))
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_there_are_real_fixtures() -> None:
+    assert len(REAL) >= 6
+
+
+@pytest.mark.parametrize("case", REAL)
+def test_plot_html_and_png(case: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    logs = str(CASES / case / "logs")
+    html = tmp_path / "timeline.html"
+    r = runner.invoke(app, ["plot", logs, "-o", str(html), "-q"])
+    assert r.exit_code == 0, r.output
+    text = html.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 3
+    d = correlator.diagnose(correlator.load(CASES / case / "logs"))
+    assert d.summary.split(";")[0].replace("'", "&#x27;") in text
+    png = tmp_path / "timeline.png"
+    r = runner.invoke(app, ["plot", logs, "-o", str(png), "-q"])
+    assert r.exit_code == 0, r.output
+    data = png.read_bytes()
+    assert data.startswith(PNG) and 5_000 < len(data) < 2_000_000
+
+
+@pytest.mark.parametrize("figure", ["progress", "graph"])
+def test_plot_other_figures(figure: str, tmp_path: Path) -> None:
+    out = tmp_path / f"{figure}.png"
+    r = CliRunner().invoke(app, ["plot", str(CASES / "gloo-01-exception-before-allreduce" / "logs"), "-o", str(out),
+                                 "--figure", figure, "-q"])
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes().startswith(PNG)
+
+
+def test_plot_bad_extension(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["plot", str(CASES / "gloo-01-exception-before-allreduce" / "logs"),
+                                 "-o", str(tmp_path / "x.pdf"), "-q"])
+    assert r.exit_code == 2
+    assert not (tmp_path / "x.pdf").exists()
+
+
+def test_plot_missing_dir(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["plot", str(tmp_path / "nope"), "-o", str(tmp_path / "x.png"), "-q"])
+    assert r.exit_code != 0
+
+
+def test_256_ranks_are_thinned(tmp_path: Path) -> None:
+    t = synthetic_table(256)
+    d = correlator.diagnose(t)
+    fig = timeline_figure(t, d)
+    ax = fig.axes[0]
+    labels = [lab.get_text() for lab in ax.get_yticklabels()]
+    assert 8 <= len(labels) <= 60
+    assert any(str(r) in " ".join(labels) for r in d.initiating_ranks)
+    data = figure_bytes(fig, "png")
+    assert data.startswith(PNG) and len(data) < 2_000_000
+    assert figure_bytes(progress_heatmap(t), "png").startswith(PNG)
+    assert figure_bytes(graph_figure(correlator.build_graph(t)), "png").startswith(PNG)
+    write_report(t, d, tmp_path / "big.html")
+    assert (tmp_path / "big.html").stat().st_size < 8_000_000
+
+
+def test_empty_inputs() -> None:
+    t = empty_table()
+    d = correlator.diagnose(t)
+    assert figure_bytes(timeline_figure(t, d), "png").startswith(PNG)
+    assert figure_bytes(progress_heatmap(t), "png").startswith(PNG)
+    assert figure_bytes(graph_figure(nx.DiGraph()), "png").startswith(PNG)
+
+
+def test_timeline_uses_corrected_time_axis() -> None:
+    t = correlator.load(CASES / "recon-01-straggler-silent-rank13-allreduce-16r" / "logs")
+    fig = timeline_figure(t, correlator.diagnose(t))
+    assert "relative to" in fig.axes[0].get_xlabel()
+    t2 = t.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("ts"))
+    fig2 = timeline_figure(t2, correlator.diagnose(t2))
+    assert "event order" in fig2.axes[0].get_xlabel()
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
