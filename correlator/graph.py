@@ -207,7 +207,15 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     # 3b. Network errors with no crash behind them: the rank whose link failed first.
     if not initiators:
         net = fr.filter(pl.col("kind") == "nccl_net_error").sort("tc", "event_id", nulls_last=True)
-        if net.height:
+        dead_host = _unreachable_peer_host(t, net)
+        if dead_host is not None:
+            on_host = sorted(int(r) for r in t.filter(pl.col("host") == dead_host)["rank"].drop_nulls().unique().to_list())
+            own = set(fr.filter((pl.col("role") == "effect") & (pl.col("kind") != "worker_signalled"))["rank"].to_list())
+            initiators = [r for r in on_host if r not in own] or on_host
+            failure_kind, basis = "network_error", f"peer host {dead_host} unreachable"
+            cause_event.update({r: net["event_id"][0] for r in initiators})
+            reasons.append(f"the ranks of {dead_host} stopped logging; they are named because the others lost their connection to it")
+        elif net.height:
             firsts = net.group_by("rank", maintain_order=True).first()
             t_first = firsts["tc"][0]
             if t_first is not None:
@@ -287,6 +295,16 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         G.nodes[r]["cause_event"] = cause_event.get(r)
 
     _add_edges(G, fr, initiators, failure_kind, signalled, cause_event)
+    # The launcher tore the whole job down (mpirun abort, scheduler cancel, DeepSpeed killing subprocesses):
+    # ranks that said nothing were killed as a consequence too.
+    teardown = f.filter(pl.col("kind").is_in(["job_cancelled"]) | ((pl.col("kind") == "worker_signalled") & pl.col("rank").is_null()))
+    if initiators and teardown.height:
+        ev_id = teardown["event_id"][0]
+        for r in seen:
+            if G.nodes[r]["status"] == "clean":
+                G.nodes[r]["status"] = "collateral"
+                G.nodes[r]["explained_by"] = {"rank": initiators[0], "edge": "killed_by", "pg": None, "seq": None}
+                G.add_edge(r, initiators[0], edge="killed_by", pg=None, seq=None, evidence=[ev_id])
 
     if missing and initiators and not set(initiators) & set(missing):
         reasons.append(f"{len(missing)} of {world} ranks left no log")
@@ -303,6 +321,25 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
                    initiator_basis=basis, failure_kind=failure_kind, reasons=reasons, focus=focus,
                    signalled=sorted(signalled), launcher_present=launcher_present)
     return G
+
+
+def _unreachable_peer_host(t: pl.DataFrame, net: pl.DataFrame) -> str | None:
+    """The host the first network errors point at, when no rank on that host reported a network error
+    itself (the peer went away, rather than a link of one rank failing). Addresses map to hosts through
+    NCCL ``Bootstrap : Using <if>:<ip>`` lines, or are host names already."""
+    named = net.filter(pl.col("peer_addr").is_not_null())
+    if named.height == 0:
+        return None
+    ip_host = dict(t.filter(pl.col("local_addr").is_not_null() & pl.col("host").is_not_null())
+                   .select("local_addr", "host").unique(subset="local_addr").iter_rows())
+    hosts = set(t["host"].drop_nulls().unique().to_list())
+    addr = named["peer_addr"][0]
+    host = ip_host.get(addr) or (addr.split(".")[0] if addr.split(".")[0] in hosts else None)
+    if host is None:
+        return None
+    if net.filter(pl.col("host") == host).height:
+        return None
+    return host
 
 
 def _config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:

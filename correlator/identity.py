@@ -10,6 +10,7 @@ Rank identity is evidence, not a path (DESIGN.md). Sources, strongest first, rec
 - ``nccl_pid``: (host, pid) of NCCL lines mapped by NCCL init lines (``rank R nranks N``);
 - ``launcher``: ChildFailedError ``rank : G (local_rank: L)`` blocks and ``failed … local_rank: L (pid: P)``;
 - ``pid_order``: workers' pids in a launcher's SIGTERM lines ordered as torchrun spawns them (weak);
+- ``pg_prefix``: ProcessGroupNCCL's ``[Rank r]`` in the default PG, for torch ≤ 2.1 lines without ``[rankN]:``;
 - ``message``: ``rank=N`` in the application's own progress lines (weak).
 """
 
@@ -115,10 +116,11 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("file")).otherwise(pl.col("__direct_src")).alias("__direct_src"),
     )
 
-    # Node offsets (global - local), learned wherever a row carries both.
+    # Node offsets (global - local), learned wherever a row carries both, or stated by a launcher's rank map.
     both = df.filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
     offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
         (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
+    offsets.update({k: v for k, v in _stated_offsets(df).items() if offsets.get(k) is None})
     nodes_with_local = set(df.filter(pl.col("local_rank").is_not_null() | (pl.col("local_rank_stated").is_not_null()
                                      & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])))
                            ["node_key"].drop_nulls().unique().to_list())
@@ -137,6 +139,14 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     df = _attempts(df)
     df = _launcher_ranks(df, offsets)
     df = _nccl_ranks(df)
+    # Old c10d lines (torch <= 2.1) carry no [rankN]: prefix; in the default PG the work's [Rank r] is global.
+    pg_default = pl.col("pg").is_null() | (pl.col("pg") == "0")
+    df = df.with_columns(
+        pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default).then(pl.lit("pg_prefix"))
+        .otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default).then(pl.col("pg_rank"))
+        .otherwise(pl.col("rank")).alias("rank"),
+    )
     df = df.with_columns(
         pl.when(pl.col("rank").is_null() & pl.col("rank_stated").is_not_null() & (pl.col("layer") == "app"))
         .then(pl.lit("message")).otherwise(pl.col("rank_source")).alias("rank_source"),
@@ -147,10 +157,28 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     return df.drop([c for c in df.columns if c.startswith("__")])
 
 
+def _stated_offsets(df: pl.DataFrame) -> dict[str, int]:
+    """Node offsets from a launcher's host -> global ranks map (DeepSpeed ``global_rank_mapping``)."""
+    from parsers.deepspeed import rank_mapping
+
+    rows = df.filter(pl.col("message").str.contains("global_rank_mapping=", literal=True))
+    by_host: dict[str, int] = {}
+    for msg in rows["message"].to_list():
+        for host, ranks in rank_mapping(msg).items():
+            if ranks:
+                by_host[host.split(".")[0]] = min(ranks)
+    if not by_host:
+        return {}
+    nodes = df.select("node_key", pl.coalesce(pl.col("xport_host"), pl.col("host"), pl.col("src_host")).alias("h")).drop_nulls().unique()
+    return {k: by_host[h] for k, h in nodes.iter_rows() if h in by_host}
+
+
 def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
     """Ranks of agent lines: failure entries state them; ``failed … local_rank`` and pids map to them."""
-    entries = pl.col("kind").is_in(["failure_entry", "root_cause_entry"])
-    failed = pl.col("kind") == "worker_failed"
+    entries = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]) | (
+        (pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_not_null())
+    spawned = (pl.col("kind") == "log") & (pl.col("layer") == "elastic") & pl.col("local_rank_stated").is_not_null() & pl.col("pid").is_not_null()
+    failed = ((pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_null()) | spawned
     offset = pl.col("__offset")
     df = df.with_columns(
         pl.when(entries).then(pl.col("rank_stated"))

@@ -114,7 +114,8 @@ FAULT_KINDS: frozenset[str] = frozenset(
         Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER, Kind.DDP_ERROR,
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
         Kind.PYTHON_EXCEPTION, Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED,
-        Kind.FAILURE_ENTRY, Kind.ERROR_FILE, Kind.PROCESS_KILLED, Kind.PROCESS_EXIT,
+        Kind.FAILURE_ENTRY, Kind.ERROR_FILE, Kind.PROCESS_KILLED, Kind.PROCESS_EXIT, Kind.JOB_CANCELLED,
+        Kind.LAUNCHER_ERROR,
     }
 )
 
@@ -124,7 +125,7 @@ EFFECT_KINDS: frozenset[str] = frozenset(
         Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT,
         Kind.ASYNC_ERROR, Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER,
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
-        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN,
+        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR,
     }
 )
 
@@ -163,6 +164,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("peer_rank", pa.int32(), "Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL); in the "
      "numbering of the line's process group."),
     ("peer_addr", pa.string(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
+    ("local_addr", pa.string(), "This process's own address stated by the line (NCCL `Bootstrap : Using eth0:ip`)."),
     ("exit_code", pa.int32(), "Process exit code; negative means killed by that signal (-9 SIGKILL)."),
     ("signal", pa.string(), "Signal name (SIGKILL, SIGTERM, …) sent to or received by the process."),
     ("exc_type", pa.string(), "Exception type of a traceback or error line (`torch.cuda.OutOfMemoryError`)."),

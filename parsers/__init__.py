@@ -4,6 +4,7 @@
 - :mod:`parsers.nccl` — NCCL_DEBUG output;
 - :mod:`parsers.c10d` — PyTorch C++ logs (c10/glog), ProcessGroupNCCL/Gloo, DETAIL fingerprints, DDP, TCPStore;
 - :mod:`parsers.elastic` — torchrun / torchelastic agent lines, ChildFailedError summaries, error.json;
+- :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import app, c10d, elastic, nccl, python, system, transport
+from parsers import app, c10d, deepspeed, elastic, nccl, python, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -85,6 +86,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, c10d.RULES)
     df = apply_rules(df, [python.TERMINATE])
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
+    df = apply_rules(df, deepspeed.RULES, where=layer.is_in(["elastic", "", "app"]))
     df = python.exception_fields(df)
     is_exc = (df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"]))
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)

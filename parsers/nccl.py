@@ -29,6 +29,9 @@ _PEER = r"(?P<peer_addr>[^\s<]+)<\d+>"
 RULES: list[Rule] = [
     Rule("nccl_version", "nccl_version", "nccl", "NCCL version", r"NCCL version (?P<nccl_version>\d+\.\d+\.\d+)",
          "info", SRC.format("all; banner §1.5"), "node-a:41237:41237 [0] NCCL INFO NCCL version 2.26.6+cuda12.8"),
+    Rule("nccl_bootstrap", "log", "nccl", "Bootstrap", r"Bootstrap ?: Using (?P<netif>[^:\s]+):(?P<local_addr>[^<\s]+)<\d+>",
+         "info", SRC.format("2.x src/bootstrap.cc"),
+         "node-a:41237:41237 [0] NCCL INFO Bootstrap : Using eth0:192.0.2.11<0>"),
     Rule("nccl_init", "nccl_init", "nccl", "- Init ",
          r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank_stated>\d+) nranks (?P<world_size>\d+) cudaDev (?P<cuda_dev>\d+)"
          r"(?: nvmlDev \d+)?(?: busId [0-9a-f]+)?(?: parent \S+(?: (?:splitCount|childCount) \d+)? color -?\d+ key -?\d+)?"

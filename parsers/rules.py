@@ -30,7 +30,7 @@ FIELD_TYPES: dict[str, pl.DataType] = {
 RULE_FIELDS: tuple[str, ...] = (
     "kind", "severity", "layer", "pg", "seq", "seq_enqueued", "seq_completed", "op", "numel", "shape",
     "timeout_ms", "elapsed_ms", "step", "world_size", "peer_rank", "peer_addr", "exit_code", "signal",
-    "exc_type", "pid", "rank_stated", "local_rank_stated", "host", "comm", "comm_id", "root_cause",
+    "exc_type", "pid", "rank_stated", "local_rank_stated", "host", "comm", "comm_id", "root_cause", "local_addr",
 )
 
 
@@ -80,16 +80,36 @@ def _cast_fields(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(exprs)
 
 
+def _scatter_into(cur: pl.Series | None, idx: pl.Series, vals: pl.Series, n: int, name: str,
+                  only_null: bool) -> pl.Series:
+    """``cur`` (or an all-null column) with ``vals`` written at rows ``idx``; with ``only_null``,
+    only where ``cur`` is still null (an outer layer's value is never overwritten)."""
+    if cur is None:
+        out = pl.Series(name, [None], dtype=vals.dtype).extend_constant(None, n - 1) if n else vals.clear()
+        return out.scatter(idx, vals) if idx.len() else out
+    vals = vals.cast(cur.dtype, strict=False)
+    if only_null:
+        keep = cur.gather(idx).is_null()
+        if not keep.all():
+            idx, vals = idx.filter(keep), vals.filter(keep)
+    if idx.len() == 0:
+        return cur
+    return cur.clone().scatter(idx, vals)
+
+
 def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None) -> pl.DataFrame:
     """Strip ``prefix`` from ``body`` where it matches (and ``mask`` allows).
 
     Named groups fill columns that are still null, so an outer layer's value is never overwritten by
     an inner one. A boolean column ``pfx_<name>`` records where the prefix was found.
+
+    Cost: one ``is_match`` scan of ``body`` (no captures); captures run only on the matching rows.
     """
-    ext = df["body"].str.extract_groups(prefix.pattern).struct.unnest()
-    matched = ext["rest"].is_not_null()
+    body = df["body"]
+    matched = body.str.contains(prefix.pattern)
     if mask is not None:
         matched = matched & mask.fill_null(False)
+    matched = matched.fill_null(False)
     marker = f"pfx_{prefix.name}"
     groups = [g for g in re.compile(prefix.pattern).groupindex if g != "rest"]
     if not matched.any():
@@ -97,21 +117,17 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
         if marker not in df.columns:
             missing.append(pl.lit(False).alias(marker))
         return df.with_columns(missing) if missing else df
+    idx = matched.arg_true()
+    ext = body.gather(idx).str.extract_groups(prefix.pattern).struct.unnest()
     fields = _cast_fields(ext.select(groups)) if groups else pl.DataFrame()
-    out: dict[str, pl.Series] = {
-        "body": pl.select(pl.when(matched).then(ext["rest"]).otherwise(df["body"])).to_series(),
-    }
+    n = df.height
+    out: dict[str, pl.Series] = {"body": _scatter_into(body, idx, ext["rest"], n, "body", False)}
     for c in fields.columns:
-        newv = fields[c]
-        if c in df.columns:
-            cur = df[c]
-            out[c] = pl.select(pl.when(matched & cur.is_null()).then(newv.cast(cur.dtype, strict=False))
-                               .otherwise(cur)).to_series()
-        else:
-            out[c] = pl.select(pl.when(matched).then(newv).otherwise(None)).to_series()
+        out[c] = _scatter_into(df[c] if c in df.columns else None, idx, fields[c], n, c, True)
     if prefix.layer:
-        cur = df["layer"] if "layer" in df.columns else pl.Series("layer", [None] * df.height, dtype=pl.String)
-        out["layer"] = pl.select(pl.when(matched & cur.is_null()).then(pl.lit(prefix.layer)).otherwise(cur)).to_series()
+        cur = df["layer"] if "layer" in df.columns else None
+        out["layer"] = _scatter_into(cur, idx, pl.Series("layer", [prefix.layer] * idx.len(), dtype=pl.String), n,
+                                     "layer", True)
     prev = df[marker] if marker in df.columns else None
     out[marker] = matched if prev is None else (prev | matched)
     return df.with_columns([s.alias(name) for name, s in out.items()])
@@ -123,72 +139,101 @@ def ensure_columns(df: pl.DataFrame, names: tuple[str, ...] = RULE_FIELDS) -> pl
     return df.with_columns(add) if add else df
 
 
+def _ok_pattern(pattern: str) -> str:
+    """``pattern`` with an empty sentinel group first: it is "" where the regex matched, null where not,
+    so one ``extract_groups`` pass tells both the fields and whether the row matched."""
+    return f"(?P<__ok>)(?:{pattern})"
+
+
 def apply_rules(df: pl.DataFrame, rules: list[Rule], text: str = "message",
                 where: pl.Series | None = None) -> pl.DataFrame:
     """Classify rows of ``df`` with ``rules`` (first match wins) and fill fields from named groups.
 
     Only rows whose ``kind`` is null (and, if given, where ``where`` is true) are considered. Returns
     ``df`` with ``kind``/``layer``/``severity`` and the rule fields filled where a rule matched.
+
+    Cost: the rules work on the candidate subset only (unclaimed rows, ``where``, and, when every rule
+    has a literal, rows holding any of the literals: one Aho-Corasick ``contains_any`` scan); each
+    rule's literal is then tested on the rows still unclaimed, its regex (one capture pass, no separate
+    match pass) only on the rows holding its literal. Updates are scattered into the columns, no join.
     """
     df = ensure_columns(df)
-    if df.height == 0:
+    if df.height == 0 or not rules:
         return df
-    claimed = df["kind"].is_not_null()
+    active = df["kind"].is_null()
     if where is not None:
-        claimed = claimed | ~where.fill_null(False)
-    txt = df[text].fill_null("")
-    parts: list[pl.DataFrame] = []
+        active = active & where.fill_null(False)
+    lits = [r.literal for r in rules]
+    txt_all = df[text]
+    if all(lits):
+        active = active & txt_all.str.contains_any(sorted(set(lits))).fill_null(False)
+    pos = active.arg_true()  # rows of df still open, as a shrinking subset
+    if pos.len() == 0:
+        return df
+    txt = txt_all.gather(pos).fill_null("")
+    hits: list[tuple[Rule, pl.Series, pl.DataFrame]] = []
     for rule in rules:
-        cand = txt.str.contains(rule.literal, literal=True) & ~claimed
-        idx = cand.arg_true()
-        if idx.len() == 0:
+        if pos.len() == 0:
+            break
+        if rule.literal:
+            loc = txt.str.contains(rule.literal, literal=True).arg_true()
+        else:
+            loc = pl.int_range(0, pos.len(), dtype=pl.UInt32, eager=True)
+        if loc.len() == 0:
             continue
-        sub = txt.gather(idx)
+        fields = pl.DataFrame()
         if rule.pattern:
-            ext = sub.str.extract_groups(rule.pattern)
-            fields = ext.struct.unnest()
-            ok = sub.str.contains(rule.pattern)
+            ext = txt.gather(loc).str.extract_groups(_ok_pattern(rule.pattern)).struct.unnest()
+            ok = ext["__ok"].is_not_null()
             if not ok.any():
                 continue
-            idx = idx.filter(ok)
-            fields = fields.filter(ok)
+            if not ok.all():
+                loc, ext = loc.filter(ok), ext.filter(ok)
             groups = list(re.compile(rule.pattern).groupindex)
-            fields = _cast_fields(fields.select(groups)) if groups else pl.DataFrame()
-        else:
-            fields = pl.DataFrame()
-        n = idx.len()
-        part = pl.DataFrame({"__row": idx.cast(pl.UInt32)}).with_columns(
-            pl.lit(rule.kind).alias("kind"), pl.lit(rule.layer).alias("layer"),
-            pl.lit(rule.severity, dtype=pl.String).alias("severity"), pl.lit(rule.name).alias("rule"),
-        )
-        if fields.width:
-            part = pl.concat([part, fields.select([c for c in fields.columns if c not in ("kind", "layer", "severity")])],
-                             how="horizontal")
-        for col, val in rule.set_fields:
-            part = part.with_columns(pl.lit(val).alias(col))
-        assert part.height == n
-        parts.append(part)
-        claimed = claimed.scatter(idx, True)
-    if not parts:
+            fields = _cast_fields(ext.select(groups)) if groups else pl.DataFrame()
+        hits.append((rule, pos.gather(loc), fields))
+        # Drop the claimed rows from the open subset.
+        keep = pl.Series([True]).extend_constant(True, pos.len() - 1).scatter(loc, False)
+        pos, txt = pos.filter(keep), txt.filter(keep)
+    if not hits:
         return df
-    upd = pl.concat(parts, how="diagonal_relaxed")
-    df = df.with_row_index("__row")
-    if "rule" not in df.columns:
-        df = df.with_columns(pl.lit(None, dtype=pl.String).alias("rule"))
-    upd_cols = [c for c in upd.columns if c != "__row"]
-    joined = df.join(upd.rename({c: f"__u_{c}" for c in upd_cols}), on="__row", how="left", maintain_order="left")
-    exprs = []
-    for c in upd_cols:
-        target_type = joined[c].dtype if c in joined.columns else upd[c].dtype
-        if c in ("kind", "rule"):
-            exprs.append(pl.coalesce(pl.col(f"__u_{c}").cast(target_type), pl.col(c)).alias(c) if c in joined.columns
-                         else pl.col(f"__u_{c}").alias(c))
-        elif c in joined.columns:
-            # A rule's field wins over a prefix's field for severity/layer; otherwise keep what prefixes set.
-            if c in ("layer", "severity"):
-                exprs.append(pl.coalesce(pl.col(f"__u_{c}").cast(target_type), pl.col(c)).alias(c))
-            else:
-                exprs.append(pl.coalesce(pl.col(c), pl.col(f"__u_{c}").cast(target_type, strict=False)).alias(c))
-        else:
-            exprs.append(pl.col(f"__u_{c}").alias(c))
-    return joined.with_columns(exprs).drop([f"__u_{c}" for c in upd_cols] + ["__row"])
+    n = df.height
+    idx_all = pl.concat([h[1] for h in hits]).cast(pl.UInt32)
+
+    kinds = pl.concat([pl.Series([h[0].kind], dtype=pl.String).extend_constant(h[0].kind, h[1].len() - 1)
+                       for h in hits])
+    names = pl.concat([pl.Series([h[0].name], dtype=pl.String).extend_constant(h[0].name, h[1].len() - 1)
+                       for h in hits])
+    layers = pl.concat([pl.Series([h[0].layer], dtype=pl.String).extend_constant(h[0].layer, h[1].len() - 1)
+                        for h in hits])
+    sevs = pl.concat([pl.Series([h[0].severity], dtype=pl.String).extend_constant(h[0].severity, h[1].len() - 1)
+                      for h in hits])
+    out: dict[str, pl.Series] = {}
+    # kind / rule: always the rule's (the rows were unclaimed). layer / severity: the rule's value wins
+    # when it has one (a prefix's layer is replaced by the rule's).
+    out["kind"] = _scatter_into(df["kind"], idx_all, kinds, n, "kind", False)
+    out["rule"] = _scatter_into(df["rule"] if "rule" in df.columns else None, idx_all, names, n, "rule", False)
+    for col, vals in (("layer", layers), ("severity", sevs)):
+        keep = vals.is_not_null()
+        out[col] = _scatter_into(df[col], idx_all.filter(keep), vals.filter(keep), n, col, False)
+    # Fields from named groups and set_fields: fill only where the column is still null.
+    per_col: dict[str, list[tuple[pl.Series, pl.Series]]] = {}
+    for rule, idx, fields in hits:
+        for c in fields.columns:
+            if c in ("kind", "layer", "severity"):
+                continue
+            per_col.setdefault(c, []).append((idx, fields[c]))
+        for c, val in rule.set_fields:
+            per_col.setdefault(c, []).append((idx, pl.Series(c, [val]).extend_constant(val, idx.len() - 1)))
+    for c, parts in per_col.items():
+        idx = pl.concat([p[0] for p in parts]).cast(pl.UInt32)
+        try:
+            vals = pl.concat([p[1] for p in parts], how="vertical_relaxed")
+        except Exception:  # mixed types from different rules: keep strings
+            vals = pl.concat([p[1].cast(pl.String) for p in parts])
+        keep = vals.is_not_null()
+        if not keep.all():
+            idx, vals = idx.filter(keep), vals.filter(keep)
+        cur = out.get(c, df[c] if c in df.columns else None)
+        out[c] = _scatter_into(cur, idx, vals.alias(c), n, c, True)
+    return df.with_columns([s.alias(name) for name, s in out.items()])

@@ -1,0 +1,48 @@
+"""DeepSpeed launcher output (``deepspeed/launcher/{runner,launch,multinode_runner}.py``, 0.9 – 0.16;
+log-formats.md §7.2). The per-node ``launch.py`` states the host -> global-rank map
+(``global_rank_mapping=…``), the pid of each local rank it spawned, which local rank died with what return
+code, and that it killed the other subprocesses afterwards. Lines arrive behind pdsh's ``<host>: `` prefix.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from parsers.rules import Rule
+
+SRC = "DeepSpeed launcher launch.py (0.9 – 0.16)"
+
+RULES: list[Rule] = [
+    Rule("ds_rank_mapping", "rendezvous", "elastic", "global_rank_mapping=", None, "info", SRC,
+         "[2024-03-05 11:02:15,000] [INFO] [launch.py:162:main] global_rank_mapping=defaultdict(<class 'list'>, "
+         "{'node-a': [0, 1], 'node-b': [2, 3]})"),
+    Rule("ds_spawned", "log", "elastic", "spawned with command",
+         r"process (?P<pid>\d+) spawned with command: .*--local_rank=(?P<local_rank_stated>\d+)", "info", SRC,
+         "[2024-11-29 22:41:07,512] [INFO] [launch.py:256:main] process 52011 spawned with command: "
+         "['/usr/bin/python', '-u', 'train.py', '--local_rank=3']"),
+    Rule("ds_exits", "worker_failed", "elastic", "exits with return code",
+         r"--local_rank=(?P<local_rank_stated>\d+).*exits with return code = (?P<exit_code>-?\d+)", "error", SRC,
+         "[2024-11-29 23:01:44,090] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+         "'--local_rank=3'] exits with return code = -6"),
+    Rule("ds_killing", "worker_signalled", "elastic", "Killing subprocess", r"Killing subprocess (?P<pid>\d+)", "warning",
+         SRC, "[2024-03-05 12:17:32,314] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 41237",
+         (("signal", "SIGKILL"),)),
+]
+
+_MAPPING = re.compile(r"global_rank_mapping=defaultdict\(<class 'list'>, (\{.*\})\)")
+
+
+def rank_mapping(message: str) -> dict[str, list[int]]:
+    """``global_rank_mapping=defaultdict(<class 'list'>, {'node-a': [0, 1]})`` -> ``{'node-a': [0, 1]}``.
+
+    Uses ``ast.literal_eval`` (literals only, nothing executed); a malformed line gives ``{}``.
+    """
+    m = _MAPPING.search(message)
+    if not m:
+        return {}
+    try:
+        value = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):
+        return {}
+    return {str(k): [int(x) for x in v] for k, v in value.items()} if isinstance(value, dict) else {}
