@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import polars as pl
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from correlator.discover import DiscoveryError, Source
@@ -95,7 +96,7 @@ def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False) ->
         res = redact_result(res)
     if not quiet:
         for w in res.warnings[:20]:
-            err.print(f"[yellow]warning:[/] {w}", highlight=False)
+            err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
         if len(res.warnings) > 20:
             err.print(f"[yellow]warning:[/] … and {len(res.warnings) - 20} more warnings", highlight=False)
     return res
@@ -186,7 +187,7 @@ def timeline(
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")
     if not quiet:
         _summary(res)
-        err.print(f"wrote {t.height} events to {output}", highlight=False)
+        err.print(f"wrote {t.height} events to {escape(str(output))}", highlight=False)
 
 
 @app.command()
@@ -224,14 +225,29 @@ def events(
         print(t.write_ndjson(), end="")
     elif format == EventsFormat.csv:
         print(t.select(cols).write_csv(), end="")
+    elif not out.is_terminal or out.width < 100:
+        # Pipes and narrow terminals: one plain line per event (grep- and less-friendly).
+        for r in t.iter_rows(named=True):
+            ts = r["ts"].strftime("%Y-%m-%d %H:%M:%S") if r["ts"] else "-"
+            seq = f" SeqNum={r['seq']}" if r["seq"] is not None and r["kind"] != "step_progress" else ""
+            rank = "-" if r["rank"] is None else str(r["rank"])
+            msg = (r["message"] or "").split("\n")[0]
+            print(f"{ts}  rank {rank:>4}  {r['kind']}{seq}  {r['path']}:{r['line']}  {msg}")
     else:
         from rich.table import Table
+        from rich.text import Text
 
-        tab = Table(show_lines=False)
-        for c in cols:
-            tab.add_column(c, overflow="fold" if c == "message" else "ellipsis", no_wrap=c != "message")
-        for row in t.select(cols).iter_rows():
-            tab.add_row(*["" if v is None else str(v) for v in row])
+        tab = Table(show_lines=False, pad_edge=False, expand=True)
+        tab.add_column("time (UTC)", no_wrap=True, min_width=19)
+        tab.add_column("rank", no_wrap=True, min_width=4, justify="right")
+        tab.add_column("kind", no_wrap=True, min_width=16)
+        tab.add_column("where", overflow="fold", ratio=1)
+        tab.add_column("message", overflow="fold", ratio=3)
+        for r in t.iter_rows(named=True):
+            ts = r["ts"].strftime("%Y-%m-%d %H:%M:%S") if r["ts"] else ""
+            seq = f" SeqNum {r['seq']}" if r["seq"] is not None and r["kind"] != "step_progress" else ""
+            tab.add_row(ts, "" if r["rank"] is None else str(r["rank"]), Text(r["kind"] + seq),
+                        Text(f"{r['path']}:{r['line']}"), Text((r["message"] or "").split("\n")[0]))
         out.print(tab)
 
 
@@ -257,7 +273,7 @@ def graph(
     except OSError as e:
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")
     if not quiet:
-        err.print(f"wrote {G.number_of_nodes()} ranks and {G.number_of_edges()} edges to {output} ({fmt})", highlight=False)
+        err.print(f"wrote {G.number_of_nodes()} ranks and {G.number_of_edges()} edges to {escape(str(output))} ({fmt})", highlight=False)
 
 
 @app.command(name="eval")
@@ -279,14 +295,14 @@ def eval_cmd(
     else:
         for c in rep.cases:
             mark = "[green]PASS[/]" if c.passed else ("[yellow]KNOWN[/]" if c.known_miss else "[red]FAIL[/]")
-            line = (f"{mark} {c.name}: initiating {c.got['initiating_ranks']} (want {c.want['initiating_ranks']}), "
+            line = (f"{mark} {escape(c.name)}: initiating {c.got['initiating_ranks']} (want {c.want['initiating_ranks']}), "
                     f"collateral {'ok' if c.collateral_ok else str(c.got['collateral_ranks']) + ' (want ' + str(c.want['collateral_ranks']) + ')'}, "
                     f"kind {c.got['failure_kind']}" + ("" if c.kind_ok is not False else f" (want {c.want['failure_kind']})")
                     + f", {c.seconds:.2f}s")
             if c.error:
-                line += f" [red]error: {c.error}[/]"
+                line += f" [red]error: {escape(c.error)}[/]"
             if c.known_miss and not c.passed:
-                line += f" [dim](known miss: {c.known_miss})[/]"
+                line += f" [dim](known miss: {escape(c.known_miss)})[/]"
             out.print(line, highlight=False)
         out.print(f"\n{tot['passed']}/{tot['cases']} cases pass; initiating accuracy {tot['initiating_accuracy']:.3f}, "
                   f"collateral P/R/F1 {tot['collateral_precision']:.3f}/{tot['collateral_recall']:.3f}/{tot['collateral_f1']:.3f}, "
@@ -322,10 +338,10 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except UsageError as e:
-        err.print(f"[red]error:[/] {e}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(2)
     except DiscoveryError as e:
-        err.print(f"[red]error:[/] {e}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -346,7 +362,7 @@ def main() -> None:
             sys.exit(e.exit_code)
         if isinstance(e, BrokenPipeError):
             sys.exit(0)
-        err.print(f"[red]internal error:[/] {type(e).__name__}: {e} — please report this with the command line", highlight=False)
+        err.print(f"[red]internal error:[/] {type(e).__name__}: {escape(str(e))} — please report this with the command line", highlight=False)
         sys.exit(3)
 
 

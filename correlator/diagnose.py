@@ -123,8 +123,16 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
     focus = G.graph.get("focus") or {}
     for ev in (focus.get("evidence") or [])[:3]:
         ids.append((ev, "collective disagreement"))
-    # Launcher view of the initiators (exit status), then one line per explanation edge type.
     t = table.filter(~pl.col("duplicate"))
+    # A rank found by its silence: its last sign of life is the evidence.
+    if G.graph["initiator_basis"] in ("silent while the others failed", "behind on the collective sequence",
+                                      "named by monitoredBarrier") or G.graph["initiator_basis"].startswith("peer host"):
+        quiet_kinds = ["worker_signalled", "failure_entry", "root_cause_entry", "blank"]
+        for r in G.graph["initiators"][:3]:
+            last = t.filter((pl.col("rank") == r) & ~pl.col("kind").is_in(quiet_kinds)).sort("ts", "event_id", nulls_last=False)
+            if last.height:
+                ids.append((int(last["event_id"][-1]), f"last sign of life of rank {r}"))
+    # Launcher view of the initiators (exit status), then one line per explanation edge type.
     launch = t.filter(pl.col("rank").is_in(G.graph["initiators"]) & pl.col("kind").is_in(["worker_failed", "root_cause_entry"]))
     for eid, kind in launch.select("event_id", "kind").head(2).iter_rows():
         ids.append((eid, "launcher (weak: torchrun's root cause is often wrong)" if kind == "root_cause_entry" else "launcher"))

@@ -9,6 +9,7 @@ from typing import Any
 
 import networkx as nx
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -43,6 +44,26 @@ def _explained(s: Any) -> str:
     return f"{e.edge.replace('_', ' ')} rank {e.rank}{where}"
 
 
+def _grouped(statuses: list[Any]) -> list[dict[str, Any]]:
+    """Ranks with the same status, first fault and explanation share one row (readable at 512 ranks)."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for s in statuses:
+        key = (s.status, s.first_fault_kind or "", _explained(s))
+        g = groups.setdefault(key, {"ranks": [], "hosts": [], "status": s.status, "kind": key[1], "why": key[2], "ts": []})
+        g["ranks"].append(s.rank)
+        if s.host and s.host not in g["hosts"]:
+            g["hosts"].append(s.host)
+        if s.first_fault_ts:
+            g["ts"].append(s.first_fault_ts)
+    out = []
+    for g in groups.values():
+        ts = sorted(g.pop("ts"))
+        fmt = [t.replace("T", " ").replace("Z", "") for t in ts]
+        g["at"] = "" if not fmt else fmt[0] if fmt[0] == fmt[-1] else f"{fmt[0]} … {fmt[-1][11:]}"
+        out.append(g)
+    return sorted(out, key=lambda g: (g["status"] != "initiating", min(g["ranks"])))
+
+
 def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
     """The 3 a.m. report: verdict, evidence lines, per-rank status."""
     style = "bold green" if d.failure_kind == "none" else "bold red"
@@ -51,11 +72,11 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
                   f"   world size: {d.world_size if d.world_size is not None else 'unknown'}"
                   f"   ranks seen: {len(d.ranks_seen)}")
     if d.confidence_reasons:
-        console.print("confidence lowered by: " + "; ".join(d.confidence_reasons), style="dim")
+        console.print(Text("confidence lowered by: " + "; ".join(d.confidence_reasons), style="dim"))
     for sig in d.signatures[:3]:
-        console.print(f"[bold]likely cause[/] [cyan]{sig.get('id')}[/]: {sig.get('title')}")
+        console.print(f"[bold]likely cause[/] [cyan]{escape(str(sig.get('id')))}[/]: {escape(str(sig.get('title')))}")
         if sig.get("fix"):
-            console.print(f"  fix: {sig['fix']}")
+            console.print(Text(f"  fix: {sig['fix']}"))
     if d.evidence:
         console.print("\n[bold]Evidence[/]")
         for e in d.evidence:
@@ -66,20 +87,19 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
     if involved:
         console.print()
         table = Table(title="Ranks involved", title_justify="left", show_lines=False)
-        for col in ("rank", "host", "local", "status", "first fault", "at", "explained by"):
+        for col in ("rank", "host", "status", "first fault", "at", "explained by"):
             table.add_column(col)
-        for s in involved[:max_rows]:
-            table.add_row(str(s.rank), s.host or "", "" if s.local_rank is None else str(s.local_rank),
-                          Text(s.status, style=_STATUS_STYLE.get(s.status, "")), s.first_fault_kind or "",
-                          (s.first_fault_ts or "").replace("T", " ").replace("Z", ""), _explained(s))
+        for g in _grouped(involved)[:max_rows]:
+            table.add_row(ranges(g["ranks"]), Text(", ".join(g["hosts"])), Text(g["status"], style=_STATUS_STYLE.get(g["status"], "")),
+                          g["kind"], g["at"], Text(g["why"]))
         console.print(table)
-        if len(involved) > max_rows:
-            console.print(f"  … and {len(involved) - max_rows} more ranks (use --format json for all)", style="dim")
+        if len(_grouped(involved)) > max_rows:
+            console.print(f"  … and more (use --format json for every rank)", style="dim")
     console.print(f"clean ranks: {ranges(d.clean_ranks)}   missing ranks (no log): {ranges(d.missing_ranks)}")
     if len(d.attempts) > 1:
         console.print("\n[bold]Attempts[/]")
         for a in d.attempts:
-            console.print(f"  attempt {a.attempt}: {a.failure_kind}, initiating {ranges(a.initiating_ranks)} — {a.summary}")
+            console.print(Text(f"  attempt {a.attempt}: {a.failure_kind}, initiating {ranges(a.initiating_ranks)} — {a.summary}"))
 
 
 def render_markdown(d: Diagnosis) -> str:

@@ -95,13 +95,16 @@ RECORD_RULES: list[Rule] = [
 
 
 def mark_root_cause(df: pl.DataFrame) -> pl.DataFrame:
-    """A failure entry right after ``Root Cause (first observed failure):`` becomes ``root_cause_entry``."""
+    """A failure entry right after ``Root Cause (first observed failure):`` becomes ``root_cause_entry``;
+    an entry's message becomes its fields on one line (``[0]: time … | rank : 2 (local_rank: 2) | exitcode …``)."""
     prev = pl.col("message").shift(1).over("path").fill_null("")
+    entry = pl.col("kind") == "failure_entry"
+    one_line = (pl.col("record").str.split("\n").list.slice(0, 7).list.eval(pl.element().str.strip_chars())
+                .list.join(" | ").str.replace_all(r"\s{2,}", " "))
     return df.with_columns(
-        pl.when((pl.col("kind") == "failure_entry") & prev.str.starts_with("Root Cause"))
-        .then(pl.lit("root_cause_entry"))
-        .otherwise(pl.col("kind"))
-        .alias("kind")
+        pl.when(entry & prev.str.starts_with("Root Cause")).then(pl.lit("root_cause_entry"))
+        .otherwise(pl.col("kind")).alias("kind"),
+        pl.when(entry).then(one_line).otherwise(pl.col("message")).alias("message"),
     )
 
 
