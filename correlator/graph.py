@@ -280,6 +280,10 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         if initiators:
             exited_early = launcher_present and not (set(initiators) & signalled) and basis.startswith("silent")
             failure_kind = "early_exit" if exited_early else "straggler_hang"
+            if fr.filter(pl.col("kind") == "collective_mismatch").height:
+                failure_kind = "collective_mismatch"
+                reasons.append("a collective mismatch was detected but the odd rank could not be determined; "
+                               "the silent ranks are only suspects")
 
     # 6. Only the launcher failed (rendezvous, store) — no rank did.
     if not initiators and f.filter(pl.col("kind").is_in(["launcher_error", "store_error", "job_cancelled"])).height:

@@ -157,3 +157,22 @@ def test_first_failed_attempt_is_the_verdict() -> None:
     js = d.to_json()
     assert [a["attempt"] for a in js["attempts"]] == [0, 1]
     assert diagnose(table(rows), attempt=1).initiating_ranks == [3]
+
+
+def test_mismatch_detected_but_odd_rank_unknown_is_said_honestly() -> None:
+    rows = [progress(r, 3) for r in range(4)]
+    rows += [ev(2, "collective_mismatch", 5, message="op.preamble.length <= op.nbytes. 384 vs 256. Received data size "
+                "doesn't match expected size.")]
+    rows += [ev(r, "worker_signalled", 6, layer="elastic", signal="SIGTERM") for r in (0, 1, 3)]
+    d = diagnose(table(rows))
+    assert d.failure_kind == "collective_mismatch" and 2 not in d.initiating_ranks
+    assert any("could not be determined" in r for r in d.confidence_reasons) and d.confidence < 0.8
+
+
+def test_config_line_names_the_odd_rank() -> None:
+    rows = [ev(r, "log", 0, layer="app", severity="info", message=f"rank={r} model hidden={48 if r == 1 else 32} params="
+               f"{1012 if r == 1 else 676}") for r in range(4)]
+    rows += [ev(2, "collective_mismatch", 5, message="Received data size doesn't match expected size.")]
+    rows += [ev(r, "worker_signalled", 6, layer="elastic", signal="SIGTERM") for r in (0, 1, 3)]
+    d = diagnose(table(rows))
+    assert (d.initiating_ranks, d.failure_kind) == ([1], "collective_mismatch")
