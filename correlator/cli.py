@@ -11,7 +11,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import polars as pl
 import typer
@@ -59,7 +59,7 @@ class EventsFormat(str, Enum):
 
 
 DirArg = Annotated[Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)]
-TzOpt = Annotated[Optional[str], typer.Option("--tz", help="Time zone (IANA name, e.g. Europe/Berlin) of stamps that carry none. Default: UTC.")]
+TzOpt = Annotated[str | None, typer.Option("--tz", help="Time zone (IANA name, e.g. Europe/Berlin) of stamps that carry none. Default: UTC.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")]
 RedactOpt = Annotated[bool, typer.Option("--redact", help="Replace host names, IPs, user names, e-mails and secrets by stable "
                                          "pseudonyms (host-1, ip-3, user-1) in everything written.")]
@@ -122,8 +122,8 @@ def _r(ranks: list[int]) -> str:
 def diagnose(
     directory: DirArg,
     format: Annotated[DiagFormat, typer.Option("--format", "-f", help="text (for people), json (for scripts), markdown (for tickets).")] = DiagFormat.text,
-    attempt: Annotated[Optional[int], typer.Option("--attempt", help="Show this torchelastic attempt's verdict instead of the first failed one.")] = None,
-    signatures: Annotated[Optional[list[Path]], typer.Option("--signatures", help="Extra signature file(s) (TOML) to match besides the built-in library.")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Show this torchelastic attempt's verdict instead of the first failed one.")] = None,
+    signatures: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML) to match besides the built-in library.")] = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -193,8 +193,8 @@ def timeline(
 @app.command()
 def events(
     directory: DirArg,
-    rank: Annotated[Optional[list[int]], typer.Option("--rank", "-r", help="Only these global ranks (repeatable).")] = None,
-    kind: Annotated[Optional[list[str]], typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout.")] = None,
+    rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these global ranks (repeatable).")] = None,
+    kind: Annotated[list[str] | None, typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout.")] = None,
     faults: Annotated[bool, typer.Option("--faults", help="Only events that mean something went wrong.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many events (0: all).")] = 50,
     format: Annotated[EventsFormat, typer.Option("--format", "-f")] = EventsFormat.table,
@@ -255,7 +255,7 @@ def events(
 def graph(
     directory: DirArg,
     output: Annotated[Path, typer.Option("--output", "-o", help="graph.graphml, graph.json (node-link) or graph.dot.")] = Path("graph.graphml"),
-    attempt: Annotated[Optional[int], typer.Option("--attempt", help="Attempt to graph (default: the first failed one).")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Attempt to graph (default: the first failed one).")] = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,

@@ -105,7 +105,7 @@ def _iso(ts: Any) -> str | None:
     if ts is None:
         return None
     if isinstance(ts, dt.datetime):
-        return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
+        return ts.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
     return str(ts)
 
 

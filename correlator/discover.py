@@ -67,7 +67,7 @@ def classify(path: Path, root: Path) -> Source:
     rel = path.relative_to(root).as_posix() if path != root else path.name
     parts = Path(rel).parts
     name = path.name
-    base = name[:-3] if name.endswith(".gz") else name
+    base = name.removesuffix(".gz")
     stem = base.rsplit(".", 1)[0] if "." in base else base
     try:
         size = path.stat().st_size

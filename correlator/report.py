@@ -94,7 +94,7 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
                           g["kind"], g["at"], Text(g["why"]))
         console.print(table)
         if len(_grouped(involved)) > max_rows:
-            console.print(f"  … and more (use --format json for every rank)", style="dim")
+            console.print("  … and more (use --format json for every rank)", style="dim")
     console.print(f"clean ranks: {ranges(d.clean_ranks)}   missing ranks (no log): {ranges(d.missing_ranks)}")
     if len(d.attempts) > 1:
         console.print("\n[bold]Attempts[/]")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-import pyarrow as pa
 import polars as pl
+import pyarrow as pa
 
 
 class Layer(StrEnum):

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import polars as pl
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @lru_cache(maxsize=4096)
@@ -86,7 +86,7 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
         df = df.with_columns(pl.coalesce(pl.col("__full"), parsed).alias("__full"))
 
     zone = tz or "UTC"
-    to_utc = lambda e: e.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")  # noqa: E731
+    to_utc = lambda e: e.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
     df = df.with_columns(
         pl.coalesce(
             pl.col("__exact").dt.replace_time_zone("UTC"),

@@ -10,7 +10,7 @@ import polars as pl
 from correlator import build_graph, diagnose
 from correlator.schema import conform
 
-T0 = dt.datetime(2026, 11, 29, 23, 0, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, 23, 0, 0, tzinfo=dt.UTC)
 
 
 def ev(rank: int | None, kind: str, sec: float = 0, **kw: Any) -> dict[str, Any]:
