@@ -1,0 +1,111 @@
+"""The command line: exit codes, the JSON contract, reports and exports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+import polars as pl
+from typer.testing import CliRunner
+
+from correlator.cli import app
+from tests.conftest import CASES
+
+runner = CliRunner()
+GLOO05 = CASES / "gloo-05-sigkill-oom" / "logs"
+PUBLIC02 = CASES / "public-02-oom-rank2-multinode-timeouts" / "logs"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "correlator", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_json_contract() -> None:
+    r = _cli("diagnose", str(PUBLIC02), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for key in ("schema_version", "world_size", "ranks_seen", "attempt", "initiating_ranks", "collateral_ranks",
+                "clean_ranks", "missing_ranks", "failure_kind", "confidence", "summary", "evidence", "per_rank"):
+        assert key in d
+    assert (d["schema_version"], d["world_size"], d["initiating_ranks"], d["failure_kind"]) == (1, 16, [2], "cuda_oom")
+    assert 0 <= d["confidence"] <= 1
+    ev = d["evidence"][0]
+    assert set(ev) >= {"rank", "path", "line", "ts", "kind", "text"}
+    assert (ev["rank"], ev["path"], ev["line"], ev["kind"]) == (2, "node-a.combined.log", 3, "cuda_oom")
+    line = (PUBLIC02 / ev["path"]).read_text().splitlines()[ev["line"] - 1]
+    assert "OutOfMemoryError" in line
+    r5 = next(p for p in d["per_rank"] if p["rank"] == 5)
+    assert r5["status"] == "collateral" and r5["first_fault_kind"] == "watchdog_timeout"
+    assert r5["explained_by"] == {"rank": 2, "edge": "waits_for", "pg": "0", "seq": 15734}
+
+
+def test_text_and_markdown_reports() -> None:
+    r = runner.invoke(app, ["diagnose", str(GLOO05)])
+    assert r.exit_code == 0
+    assert r.output.startswith("VERDICT") and "rank 3" in r.output.splitlines()[0]
+    assert "launcher.log:" in r.output
+    md = runner.invoke(app, ["diagnose", str(GLOO05), "--format", "markdown"])
+    assert md.exit_code == 0 and md.output.startswith("## rankscope verdict: oom_kill")
+    assert "| rank | host | status |" in md.output
+
+
+def test_exit_codes_for_bad_usage(tmp_path: Path) -> None:
+    assert _cli("diagnose", str(tmp_path / "nope")).returncode == 2
+    assert _cli("diagnose", str(tmp_path)).returncode == 2  # empty directory
+    assert _cli("diagnose", str(GLOO05), "--format", "bogus").returncode == 2
+    assert _cli("diagnose", str(GLOO05), "--tz", "Mars/Olympus").returncode == 2
+    assert _cli("graph", str(GLOO05), "-o", str(tmp_path / "g.png")).returncode == 2
+    r = _cli("timeline", str(GLOO05), "-o", "/proc/nope/x.parquet")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert _cli("events", str(GLOO05), "--kind", "nonsense").returncode == 2
+
+
+def test_timeline_writes_the_event_table(tmp_path: Path) -> None:
+    out = tmp_path / "t.parquet"
+    r = _cli("timeline", str(GLOO05), "-o", str(out))
+    assert r.returncode == 0 and "lines not understood" in r.stderr
+    t = pl.read_parquet(out)
+    assert t.filter(pl.col("kind") == "worker_failed")["exit_code"].to_list() == [-9]
+    jl = tmp_path / "t.jsonl"
+    assert _cli("timeline", str(GLOO05), "-o", str(jl), "--format", "jsonl", "-q").returncode == 0
+    assert len(jl.read_text().splitlines()) == t.height
+
+
+def test_events_filters() -> None:
+    r = _cli("events", str(GLOO05), "--rank", "0", "--kind", "monitored_barrier_failed", "-n", "0")
+    assert r.returncode == 0
+    lines = [x for x in r.stdout.splitlines() if x.strip()]
+    assert lines and all("monitored_barrier_failed" in x and "rank    0" in x for x in lines)
+    js = _cli("events", str(GLOO05), "--faults", "--format", "json", "-n", "0", "-q")
+    kinds = {json.loads(x)["kind"] for x in js.stdout.splitlines()}
+    assert "worker_failed" in kinds and "log" not in kinds
+
+
+def test_graph_exports(tmp_path: Path) -> None:
+    for ext in ("graphml", "json", "dot"):
+        out = tmp_path / f"g.{ext}"
+        assert _cli("graph", str(GLOO05), "-o", str(out), "-q").returncode == 0
+    G = nx.read_graphml(tmp_path / "g.graphml")
+    assert G.nodes["3"]["status"] == "initiating"
+    assert {(a, b, d["edge"]) for a, b, d in G.edges(data=True)} == {("0", "3", "waits_for"), ("1", "3", "killed_by"),
+                                                                     ("2", "3", "killed_by")}
+    data = json.loads((tmp_path / "g.json").read_text())
+    assert len(data["nodes"]) == 4
+    assert '"1" -> "3" [label="killed_by"]' in (tmp_path / "g.dot").read_text()
+
+
+def test_eval_command_on_the_corpus() -> None:
+    r = _cli("eval", str(CASES), "--format", "json")
+    assert r.returncode == 0, r.stdout[-2000:]
+    tot = json.loads(r.stdout)["totals"]
+    assert tot["cases"] >= 24 and tot["regressions"] == 0
+
+
+def test_help_explains_every_command() -> None:
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    for cmd in ("diagnose", "timeline", "events", "graph", "eval"):
+        assert cmd in r.output
