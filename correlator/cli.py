@@ -155,7 +155,10 @@ def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> Non
         if extra:
             raise UsageError("--signatures: the signature library is not available in this build")
         return
-    signatures.attach(d, table, extra)  # type: ignore[attr-defined]
+    try:
+        signatures.attach(d, table, extra)  # type: ignore[attr-defined]
+    except ValueError as e:  # a user's signature file that does not parse
+        raise UsageError(str(e)) from None
 
 
 @app.command()
@@ -336,7 +339,10 @@ _register_plugins()
 def main() -> None:
     """Console-script entry point: one-line errors with meaningful exit codes, never a raw traceback."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        # Without standalone mode, typer returns a command's typer.Exit code instead of exiting with it.
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except UsageError as e:
         err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(2)

@@ -151,7 +151,8 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             continue
         done.add(eid)
         r = rows[eid]
-        text = r["message"] if r["kind"] in ("python_exception", "cuda_oom", "cuda_error") and r["message"] else r["raw"]
+        use_message = r["kind"] in ("python_exception", "cuda_oom", "cuda_error") or r["stream"] == "error_json"
+        text = r["message"] if use_message and r["message"] else r["raw"]
         out.append(Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role))
     return out
 
@@ -250,7 +251,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         failure_kind=G.graph["failure_kind"], confidence=_confidence(G), summary="",
         evidence=_evidence(table, G), per_rank=per_rank, confidence_reasons=list(G.graph["reasons"]),
         initiator_basis=G.graph["initiator_basis"],
-        focus={k: v for k, v in (G.graph.get("focus") or {}).items() if k != "evidence"},
+        focus={k: v for k, v in (G.graph.get("focus") or {}).items() if k not in ("evidence", "own")},
     )
     d.summary = _summary(G, table, d.collateral_ranks)
     return d

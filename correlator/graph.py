@@ -53,11 +53,13 @@ def _divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, object]]
     """
     rows = t.filter(pl.col("kind").is_in(_SIG_KINDS) & pl.col("seq").is_not_null() & pl.col("rank").is_not_null())
     claims: list[tuple[str, int, int, str, int]] = []  # pg, seq, rank, signature, event_id
+    own_line: dict[tuple[str, int, int], int] = {}  # (pg, seq, rank) -> the rank's own line about it
     for r in rows.select("kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "message",
                          "event_id").iter_rows(named=True):
         pg = r["pg"] or "0"
         size = r["shape"] if r["shape"] is not None else (str(r["numel"]) if r["numel"] is not None else "")
         sig = f"{r['op']}|{size}"
+        own_line.setdefault((pg, r["seq"], r["rank"]), r["event_id"])
         if r["kind"] == "collective_mismatch":
             claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
             pop, pshape = mismatch_peers(r["message"] or "")
@@ -89,7 +91,9 @@ def _divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, object]]
         else:
             minority = {r for r, s in sigs.items() if s != top}
             majority = {r for r, s in sigs.items() if s == top}
-        return minority, majority, {"pg": key[0], "seq": key[1], "majority": top, "evidence": ev[key][:8]}
+        own = {r: own_line[(key[0], key[1], r)] for r in minority if (key[0], key[1], r) in own_line}
+        return minority, majority, {"pg": key[0], "seq": key[1], "majority": top.replace("|", " "),
+                                    "evidence": ev[key][:8], "own": own}
     return set(), set(), {}
 
 
@@ -148,7 +152,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         failure_kind = "collective_mismatch"
         focus = div
         for r in initiators:
-            cause_event[r] = div["evidence"][0]  # type: ignore[index]
+            cause_event[r] = div["own"].get(r, div["evidence"][0])  # type: ignore[index, union-attr]
         if not majority:
             reasons.append("the ranks disagree evenly on the collective; no single odd one out")
 
@@ -292,6 +296,14 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         failure_kind = "unknown"
         reasons.append("ranks report faults but none explains the others")
 
+    if not focus.get("seq") and initiators:
+        # The collective the others were stuck in: the (pg, seq) most ranks' timeouts name.
+        waited = fr.filter((pl.col("role") == "effect") & pl.col("seq").is_not_null() & ~pl.col("rank").is_in(initiators))
+        if waited.height:
+            top = (waited.group_by(pl.coalesce(pl.col("pg"), pl.lit("0")).alias("pg"), "seq")
+                   .agg(pl.col("rank").n_unique().alias("n"), pl.col("op").drop_nulls().first())
+                   .sort("n", "seq", descending=[True, False]).row(0, named=True))
+            focus = {**focus, "pg": top["pg"], "seq": top["seq"], "op": top["op"]}
     for r in initiators:
         if r not in G:
             G.add_node(r, host=None, local_rank=None, status="missing")

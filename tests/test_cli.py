@@ -109,3 +109,18 @@ def test_help_explains_every_command() -> None:
     assert r.exit_code == 0
     for cmd in ("diagnose", "timeline", "events", "graph", "eval"):
         assert cmd in r.output
+
+
+def test_eval_exits_1_on_a_regression(tmp_path: Path) -> None:
+    import shutil
+
+    case = tmp_path / "cases" / "wrong-label"
+    shutil.copytree(GLOO05, case / "logs")
+    (case / "expected.json").write_text(json.dumps({"initiating_ranks": [0], "collateral_ranks": [1, 2, 3],
+                                                    "failure_kind": "oom_kill", "source": "captured"}))
+    r = _cli("eval", str(tmp_path / "cases"))
+    assert r.returncode == 1 and "FAIL" in r.stdout
+    (case / "expected.json").write_text(json.dumps({"initiating_ranks": [0], "collateral_ranks": [1, 2, 3],
+                                                    "failure_kind": "oom_kill", "source": "captured",
+                                                    "known_miss": "deliberately wrong label"}))
+    assert _cli("eval", str(tmp_path / "cases")).returncode == 0
