@@ -31,8 +31,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
-out = Console()
+# Redirected output keeps whole lines: a report saved to a file or piped to less is not cut at 80 columns.
+err = Console(stderr=True, soft_wrap=True)
+out = Console(width=None if sys.stdout.isatty() else 160)
 
 
 class UsageError(Exception):
@@ -105,7 +106,9 @@ def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False) ->
 def _summary(res: IngestResult) -> None:
     s = res.summary()
     kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[union-attr]
-    err.print(f"[bold]{s['files']}[/] files, [bold]{s['lines_read']}[/] lines ({s['lines_skipped']} skipped), "
+    why = s.get("skipped_by_reason") or {}
+    skipped = f"{s['lines_skipped']} skipped" + (f": {escape(', '.join(f'{v} {k}' for k, v in why.items()))}" if why else "")  # type: ignore[union-attr]
+    err.print(f"[bold]{s['files']}[/] files, [bold]{s['lines_read']}[/] lines ({skipped}), "
               f"[bold]{s['rows']}[/] events; ranks {_r(s['ranks'])}; hosts {', '.join(s['hosts']) or 'unknown'}; "  # type: ignore[arg-type]
               f"attempts {s['attempts']}", highlight=False)
     err.print(f"events by kind: {kinds}", highlight=False)
@@ -122,7 +125,7 @@ def _r(ranks: list[int]) -> str:
 def diagnose(
     directory: DirArg,
     format: Annotated[DiagFormat, typer.Option("--format", "-f", help="text (for people), json (for scripts), markdown (for tickets).")] = DiagFormat.text,
-    attempt: Annotated[int | None, typer.Option("--attempt", help="Show this torchelastic attempt's verdict instead of the first failed one.")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Show this torchelastic attempt's verdict (counted from 0) instead of the first failed one.")] = None,
     signatures: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML) to match besides the built-in library.")] = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
@@ -132,7 +135,11 @@ def diagnose(
     from correlator.diagnose import diagnose as run_diagnose
     from correlator.report import render_markdown, render_text, to_json
 
-    res = _load(directory, tz, quiet or format != DiagFormat.text, redact)
+    res = _load(directory, tz, quiet, redact)
+    _check_attempt(res, attempt)
+    if not res.summary()["ranks"] and not res.table.filter(pl.col("layer").is_in(["elastic", "system"])).height:
+        raise UsageError(f"{directory}: no distributed-training log lines recognised (no rank, no launcher output); "
+                         "see `rankscope events` for what was read")
     d = run_diagnose(res.table, attempt=attempt)
     _attach_signatures(d, res.table, signatures or [])
     if format == DiagFormat.json:
@@ -143,9 +150,20 @@ def diagnose(
         render_text(d, out)
 
 
+def _check_attempt(res: IngestResult, attempt: int | None) -> None:
+    if attempt is None:
+        return
+    attempts = res.summary()["attempts"]
+    if attempt not in attempts:  # type: ignore[operator]
+        raise UsageError(f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})")
+
+
 def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> None:
     """Attach the known-failure signatures that match (``correlator.signatures``)."""
     import importlib
+
+    if getattr(d, "failure_kind", None) == "none" and not extra:
+        return
 
     try:
         signatures = importlib.import_module("correlator.signatures")
@@ -165,13 +183,17 @@ def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> Non
 def timeline(
     directory: DirArg,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output file (.parquet by default).")] = Path("timeline.parquet"),
-    format: Annotated[TableFormat, typer.Option("--format", "-f", help="parquet (DuckDB, polars, Spark), jsonl, csv, or perfetto "
-                                                "(Chrome trace-event JSON for ui.perfetto.dev).")] = TableFormat.parquet,
+    format: Annotated[TableFormat | None, typer.Option("--format", "-f", help="parquet (DuckDB, polars, Spark), jsonl, csv, or "
+                                                       "perfetto (Chrome trace-event JSON for ui.perfetto.dev). Default: "
+                                                       "from the -o extension, else parquet.")] = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
 ) -> None:
     """Write the normalized event table (one row per log line or multi-line record, every rank)."""
+    if format is None:
+        format = {".jsonl": TableFormat.jsonl, ".ndjson": TableFormat.jsonl, ".csv": TableFormat.csv}.get(
+            output.suffix.lower(), TableFormat.parquet)
     res = _load(directory, tz, quiet, redact)
     t = res.table
     try:
@@ -200,7 +222,7 @@ def events(
     kind: Annotated[list[str] | None, typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout.")] = None,
     faults: Annotated[bool, typer.Option("--faults", help="Only events that mean something went wrong.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many events (0: all).")] = 50,
-    format: Annotated[EventsFormat, typer.Option("--format", "-f")] = EventsFormat.table,
+    format: Annotated[EventsFormat, typer.Option("--format", "-f", help="table (plain lines when piped), json (one object per line) or csv.")] = EventsFormat.table,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -221,8 +243,14 @@ def events(
     if faults:
         t = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
     t = t.sort("ts", "event_id", nulls_last=True)
+    total = t.height
     if limit:
         t = t.head(limit)
+    if not quiet:
+        if total == 0:
+            err.print("0 events match", highlight=False)
+        elif total > t.height:
+            err.print(f"showing {t.height} of {total} matching events (--limit 0 for all)", highlight=False)
     cols = ["ts", "rank", "host", "kind", "pg", "seq", "op", "path", "line", "message"]
     if format == EventsFormat.json:
         print(t.write_ndjson(), end="")
@@ -270,6 +298,7 @@ def graph(
     if output.suffix.lower() not in (".graphml", ".json", ".dot", ".gv"):
         raise UsageError(f"{output}: unknown graph format; use .graphml, .json or .dot")
     res = _load(directory, tz, quiet, redact)
+    _check_attempt(res, attempt)
     G = build_graph(res.table, attempt)
     try:
         fmt = write_graph(G, output)

@@ -151,7 +151,8 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             continue
         done.add(eid)
         r = rows[eid]
-        use_message = r["kind"] in ("python_exception", "cuda_oom", "cuda_error") or r["stream"] == "error_json"
+        use_message = (r["kind"] in ("python_exception", "cuda_oom", "cuda_error", "failure_entry", "root_cause_entry")
+                       or r["stream"] == "error_json")
         text = r["message"] if use_message and r["message"] else r["raw"]
         out.append(Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role))
     return out
@@ -161,7 +162,8 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
     kind = G.graph["failure_kind"]
     inits = G.graph["initiators"]
     if kind == "none":
-        return f"No failure found: {len(G.graph['ranks_seen'])} ranks, no rank reported a fault."
+        n = len(G.graph["ranks_seen"])
+        return f"No failure found: {n} rank{'' if n == 1 else 's'}, none reported a fault."
     if not inits:
         return f"Failure of kind {kind}, but no rank could be named as its origin."
 
@@ -170,7 +172,11 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         bits = [b for b in (n.get("host"), f"local rank {n['local_rank']}" if n.get("local_rank") is not None else None) if b]
         return f"rank {r}" + (f" ({', '.join(bits)})" if bits else "")
 
-    names = ", ".join(who(r) for r in inits)
+    if len(inits) > 3:
+        hosts = sorted({G.nodes[r].get("host") for r in inits if G.nodes[r].get("host")})
+        names = f"ranks {_ranges(inits)}" + (f" ({', '.join(hosts)})" if hosts else "")
+    else:
+        names = ", ".join(who(r) for r in inits)
     ev = G.nodes[inits[0]].get("cause_event")
     what = ""
     if ev is not None:
@@ -206,10 +212,16 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
             where = f" in SeqNum {next(iter(seqs))[1]}"
         n = len(collateral)
         if waits and len(waits) == n:
-            tail = f"; {n} rank{'s' if n > 1 else ''} timed out waiting for it{where}"
+            tail = f"; {n} rank{'s' if n > 1 else ''} timed out waiting for {'them' if len(inits) > 1 else 'it'}{where}"
         else:
             tail = f"; {n} other rank{'s' if n > 1 else ''} failed as a consequence{where}"
     return f"{head}{tail}."
+
+
+def _ranges(nums: list[int]) -> str:
+    from correlator.report import ranges
+
+    return ranges(nums)
 
 
 def _confidence(G: nx.DiGraph) -> float:
@@ -224,6 +236,10 @@ def _confidence(G: nx.DiGraph) -> float:
             if key in reason:
                 base -= p
                 break
+    inits, seen = G.graph["initiators"], G.graph["ranks_seen"]
+    if G.graph["initiator_basis"] in ("silent while the others failed", "left no log") and len(inits) > 1:
+        # Several ranks are equally suspect: the more of them, the less the verdict says.
+        base = min(base, 0.3 if len(inits) * 4 >= max(len(seen), 1) else 0.5)
     if G.graph["failure_kind"] == "none":
         base = 0.9 if G.graph["ranks_seen"] else 0.3
     return round(max(0.05, min(1.0, base)), 2)

@@ -56,9 +56,9 @@ class Source:
 def _host_from_name(stem: str) -> str | None:
     """``node-a.rank3`` -> ``node-a``; ``node-b.combined`` -> ``node-b``; generic words give None."""
     first = stem.split(".")[0]
-    if "." in stem and first.lower() not in _GENERIC_WORDS and _HOST_TOKEN_RE.match(first):
-        if not _RANK_NAME_RE.search(first):
-            return first
+    if ("." in stem and first.lower() not in _GENERIC_WORDS and _HOST_TOKEN_RE.match(first)
+            and not _RANK_NAME_RE.search(first)):
+        return first
     return None
 
 
@@ -131,6 +131,8 @@ def discover(root: str | os.PathLike[str]) -> tuple[list[Source], list[str]]:
         raise DiscoveryError(f"{root}: no such file or directory")
     if rootp.is_file():
         return [classify(rootp, rootp.parent)], warnings
+    if not rootp.is_dir():
+        raise DiscoveryError(f"{root}: not a regular file or directory (a FIFO, socket or device cannot be read)")
     files: list[Path] = []
     seen_dirs: set[tuple[int, int]] = set()
 

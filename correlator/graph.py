@@ -127,7 +127,9 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     f = fault_rows(t)
     f = f.with_columns(clock.corrected(f, clocks).alias("tc")).filter(pl.col("role") != "weak").sort("tc", "event_id", nulls_last=True)
     fr = f.filter(pl.col("rank").is_not_null())
-    first = fr.group_by("rank", maintain_order=True).first()
+    # A rank's first fault: the launcher's summary blocks (whole-second, written at the end) come last.
+    summary_last = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8)
+    first = fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
     for row in first.iter_rows(named=True):
         G.nodes[row["rank"]].update(first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"])
 
@@ -408,7 +410,8 @@ def _add_edges(G: nx.DiGraph, fr: pl.DataFrame, initiators: list[int], failure_k
         r = int(rank[0])
         if r in initiators:
             continue
-        rows = rows.sort("tc", "event_id", nulls_last=True)
+        rows = rows.sort(pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8), "tc", "event_id",
+                         nulls_last=True)
         firstrow = rows.row(0, named=True)
         named = [p for p in rows["peer_rank"].drop_nulls().to_list() if p in initiators]
         target = named[0] if named else target_default

@@ -125,8 +125,14 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
                                      & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])))
                            ["node_key"].drop_nulls().unique().to_list())
     if len(nodes_with_local) == 1:
+        # One node holds every local rank seen: a single-node job (offset 0) — unless some line states a
+        # global rank beyond that node's local ranks (then other nodes exist whose logs are missing).
         (only,) = nodes_with_local
-        offsets.setdefault(only, 0)
+        node_locals = df.filter(pl.col("node_key") == only).select(
+            pl.max_horizontal(pl.col("local_rank").max(), pl.col("local_rank_stated").max())).item()
+        top = df.select(pl.max_horizontal(pl.col("__direct").max(), pl.col("rank_stated").max())).item()
+        if top is None or node_locals is None or top <= node_locals:
+            offsets.setdefault(only, 0)
     df = df.with_columns(pl.col("node_key").replace_strict(offsets, default=None, return_dtype=pl.Int32).alias("__offset"))
     via_local = pl.col("local_rank") + pl.col("__offset")
     df = df.with_columns(
@@ -180,11 +186,18 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
     spawned = (pl.col("kind") == "log") & (pl.col("layer") == "elastic") & pl.col("local_rank_stated").is_not_null() & pl.col("pid").is_not_null()
     failed = ((pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_null()) | spawned
     offset = pl.col("__offset")
+    # The ChildFailedError summary states (global rank, pid): prefer it to local rank + a guessed offset.
+    stated = (df.filter(entries & pl.col("pid").is_not_null() & pl.col("rank_stated").is_not_null())
+              .group_by("pid").agg(pl.col("rank_stated").n_unique().alias("n"), pl.col("rank_stated").first()))
+    entry_pid = {p: r for p, n, r in stated.iter_rows() if n == 1}
+    by_pid = pl.col("pid").replace_strict(entry_pid, default=None, return_dtype=pl.Int32)
     df = df.with_columns(
         pl.when(entries).then(pl.col("rank_stated"))
+        .when(failed & pl.col("rank").is_null() & by_pid.is_not_null()).then(by_pid)
         .when(failed & pl.col("rank").is_null()).then(pl.col("local_rank_stated") + offset)
         .otherwise(pl.col("rank")).alias("rank"),
-        pl.when(entries | (failed & pl.col("rank").is_null() & offset.is_not_null())).then(pl.lit("launcher"))
+        pl.when(entries | (failed & pl.col("rank").is_null() & (offset.is_not_null() | by_pid.is_not_null())))
+        .then(pl.lit("launcher"))
         .otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.when(entries | failed).then(pl.coalesce(pl.col("local_rank_stated"), pl.col("local_rank")))
         .otherwise(pl.col("local_rank")).alias("local_rank"),

@@ -99,12 +99,22 @@ def _source_frame(src: Source, progress: Callable[[Source], None] | None) -> tup
     n = res.lines.len()
     if src.layout == "error_json" and n:
         text = "\n".join(res.lines.to_list())
-        parsed = elastic.parse_error_json(text)
+        try:
+            parsed = elastic.parse_error_json(text)
+        except (ValueError, TypeError, OverflowError, RecursionError):  # hostile JSON must not stop ingest
+            parsed = None
         if parsed is not None:
+            epoch, code = parsed["epoch_s"], parsed["exit_code"]
+            if not (isinstance(epoch, int) and 0 <= epoch < 2**40):
+                if epoch is not None:
+                    res.warnings.append(f"{src.rel}: timestamp {str(epoch)[:30]} out of range; ignored")
+                epoch = None
+            if not (isinstance(code, int) and -(2**31) <= code < 2**31):
+                code = None
             frame = pl.DataFrame({
                 "path": [src.rel], "line": [1], "line_count": [n], "raw": [text],
                 "body": [str(parsed["message"]).split("\n")[0]],
-                "epoch_s": [parsed["epoch_s"]], "exit_code_json": [parsed["exit_code"]],
+                "epoch_s": [epoch], "exit_code_json": [code],
             }, schema_overrides={"epoch_s": pl.Int64, "exit_code_json": pl.Int32, "line": pl.Int64, "line_count": pl.Int32})
             return _with_source(frame, src), res
         res.warnings.append(f"{src.rel}: not a torchelastic error.json; read as plain lines")
@@ -176,7 +186,7 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     if "exit_code_json" in df.columns:
         df = df.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
-    year = dt.datetime.fromtimestamp(max(mtimes), dt.timezone.utc).year if mtimes else dt.datetime.now(dt.timezone.utc).year
+    year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
     df = timestamps.build_ts(df, year, tz)
     df = identity.resolve(df)
     df = timestamps.inherit(df, parsers.STREAM_KEYS)
@@ -190,4 +200,4 @@ def load(root: str | os.PathLike[str], *, tz: str | None = None) -> pl.DataFrame
     return ingest(root, tz=tz).table
 
 
-__all__ = ["DiscoveryError", "IngestResult", "ingest", "load", "Path"]
+__all__ = ["DiscoveryError", "IngestResult", "Path", "ingest", "load"]

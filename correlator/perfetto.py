@@ -75,8 +75,10 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
                         & pl.col("kind").is_in(list(FAULT_KINDS)))
         s = status.get(r)
         causes = rows.filter(pl.col("kind").is_in(_CAUSE_KINDS))
-        alive = t.filter((pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt)
-                         & pl.col("kind").is_in(list(PROGRESS_KINDS)))
+        own = t.filter((pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt) & (pl.col("kind") != "blank"))
+        alive = own.filter(pl.col("kind").is_in(list(PROGRESS_KINDS)))
+        if alive.height == 0:
+            alive = own.filter(~pl.col("kind").is_in(list(FAULT_KINDS)) & (pl.col("layer") != "elastic"))
         if causes.height:
             rows = causes
         elif alive.height and diagnosis.initiator_basis and diagnosis.initiator_basis != "first fault":
@@ -209,6 +211,31 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
                           "note": "from entering this collective to entering the next on the same group"}})
     for lst in slices.values():
         events.extend(_no_partial_overlap(lst))
+
+    # An initiating rank with no line of its own (it left no log): a marker on its own track, at the moment
+    # the other ranks' trouble began.
+    flagged = set(t.filter(pl.col("event_id").is_in(list(init_ids)))["rank"].drop_nulls().to_list())
+    att_rows = t.filter(pl.col("attempt") == diagnosis.attempt)
+    for rk in diagnosis.initiating_ranks:
+        if rk in flagged or att_rows.height == 0:
+            continue
+        mine = att_rows.filter(pl.col("rank") == rk)
+        host = mine["host_label"][0] if mine.height else UNKNOWN_HOST
+        key = (diagnosis.attempt, host)
+        if key not in pid_of:
+            pid_of[key] = len(pid_of) + 1
+            events.append({"ph": "M", "name": "process_name", "pid": pid_of[key], "tid": 0,
+                           "args": {"name": f"{host} (attempt {diagnosis.attempt})" if multi else host}})
+        pid = pid_of[key]
+        if not mine.height:
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": rk + 1,
+                           "args": {"name": f"rank {rk} (no log)"}})
+        faults = att_rows.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
+        when = int((faults if faults.height else att_rows)["tc"].min())  # type: ignore[arg-type]
+        events.append({"ph": "i", "s": "t", "name": f"INITIATING rank {rk}: {diagnosis.initiator_basis or 'initiating'}",
+                       "cat": "initiating,cause", "ts": when, "pid": pid, "tid": rk + 1,
+                       "args": {"initiating": True, "synthetic": True, "rank": rk,
+                                "note": "this rank wrote no line that shows the fault; placed at the first fault of the others"}})
 
     return {
         "traceEvents": events,

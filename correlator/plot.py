@@ -17,10 +17,12 @@ import datetime as dt
 import html
 import io
 import textwrap
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import polars as pl
+import typer
 
 from correlator.align import pg_key, progress
 from correlator.perfetto import UNKNOWN_HOST, category, initiating_event_ids, prepare
@@ -58,13 +60,13 @@ MANY_ROWS = 64
 FORMATS = (".html", ".htm", ".png", ".svg")
 
 
-def _mpl() -> Any:
-    import matplotlib
+def _subplots(w: float, h: float) -> tuple[Figure, Any]:
+    """A figure and its axes without pyplot: no backend, no global figure registry (safe in a CLI, a server
+    or a notebook, where ``display(fig)`` shows it)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=(w, h), layout="constrained")
+    return fig, fig.subplots()
 
 
 def _kind_color(kind: str) -> str:
@@ -87,7 +89,7 @@ def _rows(t: pl.DataFrame, diagnosis: Diagnosis | None) -> tuple[list[tuple[str,
     hr = t.select("host_label", "rank").unique()
     rank_host = dict(hr.filter(pl.col("rank").is_not_null()).group_by("rank")
                      .agg(pl.col("host_label").sort().first()).iter_rows())
-    hosts_min = {}
+    hosts_min: dict[str, int] = {}
     for h, r in hr.iter_rows():
         key = r if r is not None else 10**9
         hosts_min[h] = min(hosts_min.get(h, 10**9), key)
@@ -99,7 +101,8 @@ def _rows(t: pl.DataFrame, diagnosis: Diagnosis | None) -> tuple[list[tuple[str,
         rows.extend((h, r) for r in sorted(r for r, hh in rank_host.items() if hh == h))
     if diagnosis is not None:
         seen = set(rank_host)
-        missing = [r for r in diagnosis.missing_ranks if r not in seen]
+        missing = [r for r in diagnosis.missing_ranks if r not in seen and r not in diagnosis.initiating_ranks]
+        rows.extend(("no log", r) for r in diagnosis.initiating_ranks if r not in seen)
         if missing:
             rows.append(("no log", -1))  # one row for all of them
     return rows, {k: i for i, k in enumerate(rows)}
@@ -126,19 +129,25 @@ def _waited_in(t: pl.DataFrame) -> dict[str, Any]:
 
 def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows: int = 48) -> Figure:
     """Per-rank timeline of the diagnosed attempt (see the module docstring)."""
-    plt = _mpl()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     t_all, base = prepare(table)
     t = t_all.filter(pl.col("attempt") == diagnosis.attempt) if t_all["attempt"].n_unique() > 1 else t_all
+    if t.height == 0:
+        fig, ax = _subplots(8, 2)
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no events in these logs", ha="center", va="center")
+        fig.suptitle(diagnosis.summary or "", fontsize=10)
+        return fig
     init_ids = initiating_event_ids(table, diagnosis)
     rows, row_of = _rows(t, diagnosis)
     n = max(1, len(rows))
     many = n > MANY_ROWS
     t = t.with_columns(pl.Series("y", [row_of.get((h, r), -1) for h, r in t.select("host_label", "rank").iter_rows()],
                                  dtype=pl.Int32))
-    t = t.with_columns(pl.col("kind").map_elements(category, return_dtype=pl.String).alias("cat"))
+    cats = {k: category(k) for k in t["kind"].unique().to_list()}
+    t = t.with_columns(pl.col("kind").replace_strict(cats, default="log", return_dtype=pl.String).alias("cat"))
     focus = dict(diagnosis.focus or {})
     focus_label = "focus"
     if focus.get("seq") is None:
@@ -168,7 +177,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
 
     row_h = 0.26 if n <= 24 else (0.16 if n <= MANY_ROWS else max(0.035, 9.0 / n))
     fig_h = min(max(3.6, 1.9 + n * row_h), 16.0)
-    fig, ax = plt.subplots(figsize=(13, fig_h), layout="constrained")
+    fig, ax = _subplots(13, fig_h)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xlim(lo - pad, hi + pad * (6 if inits.height else 1))
 
@@ -193,9 +202,16 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
             ax.axhspan(a - 0.5, b + 0.5, facecolor="none", hatch="////", edgecolor="#dddddd", lw=0, zorder=0.2)
             from correlator.report import ranges
 
-            miss = sorted(r for r in diagnosis.missing_ranks if r not in set(t["rank"].drop_nulls().to_list()))
-            ax.text(0.01, a, f"no log at all from rank{'s' if len(miss) > 1 else ''} {ranges(miss)}",
-                    transform=ax.get_yaxis_transform(), va="center", fontsize=8, color="#757575")
+            miss = sorted(r for r in diagnosis.missing_ranks if r not in set(t["rank"].drop_nulls().to_list())
+                          and r not in diagnosis.initiating_ranks)
+            if miss:
+                ax.text(0.01, b, f"no log at all from rank{'s' if len(miss) > 1 else ''} {ranges(miss)}",
+                        transform=ax.get_yaxis_transform(), va="center", fontsize=8, color="#757575")
+
+    for h, r in rows:
+        if r is not None and status.get(r) == "initiating":
+            y = row_of[(h, r)]
+            ax.axhspan(y - 0.5, y + 0.5, color="#fcbba1", alpha=0.45 if not many else 0.8, zorder=0.4, lw=0)
 
     # Each rank's span of activity: from its first to its last line (silence shows as a short line).
     spans = t.filter(pl.col("y") >= 0).group_by("y").agg(pl.col("x").min().alias("a"), pl.col("x").max().alias("b"))
@@ -244,29 +260,35 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         if focus.get("majority"):
             what += f"; the majority ran {focus['majority']}"
         ax.text((fa + fb) / 2, n - 0.5, f"{focus_label}: {what}", ha="center", va="bottom", fontsize=8, color="#a63603",
-                zorder=8, bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
+                zorder=8, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
 
     # The initiating event(s), starred and annotated.
-    for i, row in enumerate(t.filter(pl.col("event_id").is_in(init_ids) & (pl.col("y") >= 0)).sort("x").iter_rows(named=True)):
-        ax.scatter([row["x"]], [row["y"]], marker="*", s=420 if not many else 260, c="#ffdd00",
-                   edgecolors="#b30000", linewidths=1.4, zorder=6)
+    starred = t.filter(pl.col("event_id").is_in(init_ids) & (pl.col("y") >= 0)).sort("x", "y")
+    ax.scatter(starred["x"], starred["y"], marker="*", s=420 if not many else 260, c="#ffdd00",
+               edgecolors="#b30000", linewidths=1.4, zorder=6)
+    star_ranks = sorted(set(starred["rank"].drop_nulls().to_list()))
+    for i, row in enumerate(starred.head(2 if starred.height <= 2 else 1).iter_rows(named=True)):
         what = row["exc_type"] or (f"exit {row['exit_code']}" if row["exit_code"] is not None else row["kind"])
-        if category(row["kind"]) == "progress":
-            what = f"last sign of life ({row['kind'].replace('_', ' ')})"
+        if category(row["kind"]) in ("progress", "log"):
+            what = f"last ordinary line: {row['kind'].replace('_', ' ')}"
         stamp = ""
         if base == "time" and not row["ts_inferred"]:
-            stamp = "\n" + dt.datetime.fromtimestamp(row["tc"] / 1e6, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+            stamp = "\n" + dt.datetime.fromtimestamp(row["tc"] / 1e6, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         basis = diagnosis.initiator_basis
         if basis and basis not in ("first fault", "common mode", "exit status"):
             what = f"{basis}\n{what}"
         label = f"rank {row['rank']}: {what}{stamp}\n{row['path']}:{row['line']}"
+        if starred.height > 2:
+            from correlator.report import ranges
+
+            label = f"{len(star_ranks)} initiating ranks ({ranges(star_ranks)}), first: {label}"
         xl = ax.get_xlim()
         left = row["x"] > xl[0] + 0.55 * (xl[1] - xl[0])
         ax.annotate(label, (row["x"], row["y"]), xytext=(-16 if left else 16, 16 + 34 * i), ha="right" if left else "left",
                     textcoords="offset points", fontsize=8.5,
                     color="#8b0000", fontweight="bold", zorder=7,
-                    bbox=dict(boxstyle="round,pad=0.3", fc="#fffbe6", ec="#b30000", lw=0.8, alpha=0.95),
-                    arrowprops=dict(arrowstyle="-", color="#b30000", lw=0.8))
+                    bbox={"boxstyle": "round,pad=0.3", "fc": "#fffbe6", "ec": "#b30000", "lw": 0.8, "alpha": 0.95},
+                    arrowprops={"arrowstyle": "-", "color": "#b30000", "lw": 0.8})
 
     # y labels: ranks coloured by their status; thinned when there are many.
     labels = []
@@ -274,16 +296,18 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         if r is None:
             labels.append("launcher")
         else:
-            labels.append(f"rank {r}" if h != "no log" else f"no log ({len(diagnosis.missing_ranks)})")
+            labels.append(f"rank {r}" if h != "no log" else (f"rank {r} (no log)" if r >= 0 else
+                                                               f"no log ({len(diagnosis.missing_ranks)})"))
     if not many and n <= max_label_rows * 2:
         ticks = list(range(n))
     else:
-        first_rank = {}
+        first_rank: dict[str, int] = {}
         for i, (h, r) in enumerate(rows):
             if r is not None and r >= 0:
                 first_rank.setdefault(h, i)
-        ticks = sorted(set(first_rank.values()) | {row_of[(h, r)] for h, r in rows if status.get(r) == "initiating"})
-        must = {row_of[(h, r)] for h, r in rows if status.get(r) == "initiating"}
+        ticks = sorted(set(first_rank.values()) | {row_of[(h, r)] for h, r in rows
+                                                   if r is not None and status.get(r) == "initiating"})
+        must = {row_of[(h, r)] for h, r in rows if r is not None and status.get(r) == "initiating"}
         if len(ticks) > max_label_rows:
             step = -(-len(ticks) // max_label_rows)
             ticks = sorted(set(ticks[::step]) | must)
@@ -312,7 +336,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         ax.set_xlabel("event order (these logs carry no timestamps)", fontsize=9)
 
     # Legend: the fault kinds present, then the marks.
-    handles = []
+    handles: list[Any] = []
     for k, c in sorted(kinds_present.items(), key=lambda kc: (["cause", "effect", "launcher"].index(category(kc[0])), kc[0])):
         cat = category(k)
         handles.append(Line2D([], [], ls="", marker=_CAT_MARKERS[cat], ms=7 if cat == "cause" else 5,
@@ -345,20 +369,20 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
     Cells show the highest sequence number the rank entered (``entered``); the colour is the lag behind the
     group's maximum (white = at the front). Process groups are columns, ranks rows.
     """
-    plt = _mpl()
     import numpy as np
     from matplotlib.colors import LinearSegmentedColormap
 
     prog = progress(table)
     if prog.height == 0:
-        fig, ax = plt.subplots(figsize=(6, 2), layout="constrained")
+        fig, ax = _subplots(6, 2)
         ax.axis("off")
         ax.text(0.5, 0.5, "no collective sequence numbers or steps in these logs", ha="center", va="center")
         return fig
     pgs = prog.group_by("pg").agg(pl.len().alias("n"), pl.col("entered").max().alias("mx"))
     pgs = pgs.sort(pl.col("pg") == "step", pl.col("n"), pl.col("pg"), descending=[False, True, False])
     pg_list = pgs["pg"].to_list()[:24]
-    ranks = sorted(prog["rank"].unique().to_list())
+    seen = table.filter(~pl.col("duplicate"))["rank"].drop_nulls().unique().to_list()
+    ranks = sorted(set(prog["rank"].unique().to_list()) | set(seen))  # a rank with no sequence line stays, grey
     ri = {r: i for i, r in enumerate(ranks)}
     pj = {p: j for j, p in enumerate(pg_list)}
     lag = np.full((len(ranks), len(pg_list)), np.nan)
@@ -376,10 +400,9 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
     else:
         fig_h = min(max(2.8, 1.4 + n * (0.3 if n <= 32 else max(0.04, 10 / n))), 16)
         fig_w = min(max(5.0, 2.2 + 1.3 * len(pg_list)), 16)
-    fig, ax = plt.subplots(figsize=(fig_w, fig_h), layout="constrained")
+    fig, ax = _subplots(fig_w, fig_h)
     worst = float(np.nanmin(lag)) if np.isfinite(lag).any() else 0.0
-    cmap = LinearSegmentedColormap.from_list("lag", ["#b30000", "#fc8d59", "#fee8c8", "#ffffff"])
-    cmap.set_bad("#eeeeee")
+    cmap = LinearSegmentedColormap.from_list("lag", ["#b30000", "#fc8d59", "#fee8c8", "#ffffff"]).with_extremes(bad="#eeeeee")
     vmin = min(worst, -1.0)
     im = ax.imshow(np.ma.masked_invalid(lag.T if wide else lag), aspect="auto", cmap=cmap, vmin=vmin, vmax=0, interpolation="nearest")
     if not wide and n <= 40 and len(pg_list) <= 12:
@@ -396,6 +419,7 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
                  for p in pg_list]
     coll = [j for j, p in enumerate(pg_list) if p != "step"]
     behind_ranks = sorted({ranks[i] for i in range(n) for j in coll if np.isfinite(lag[i, j]) and lag[i, j] < 0})
+    silent = [r for r in ranks if not np.isfinite(lag[ri[r]]).any()]
     if wide:
         ax.set_yticks(range(len(pg_list)), pg_labels, fontsize=8)
         step = -(-n // 32)
@@ -417,6 +441,9 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
         if r in behind_ranks:
             lab.set_color("#b30000")
             lab.set_fontweight("bold")
+        elif r in silent:
+            lab.set_color("#b30000")
+            lab.set_fontstyle("italic")
     cb = fig.colorbar(im, ax=ax, shrink=0.6 if n > 8 and not wide else 0.9, pad=0.02)
     cb.set_label("behind the furthest rank (sequence numbers)", fontsize=8)
     cb.ax.tick_params(labelsize=7)
@@ -425,6 +452,8 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
     title = "Where each rank stopped: highest collective entered, per process group"
     sub = (f"behind on a collective: rank{'s' if len(behind_ranks) > 1 else ''} {ranges(behind_ranks)}" if behind_ranks
            else "no rank is behind on a collective sequence")
+    if silent:
+        sub += f" · grey: no sequence number logged (rank{'s' if len(silent) > 1 else ''} {ranges(silent)})"
     ax.set_title(f"{title}\n{sub}", fontsize=9.5, loc="left")
     return fig
 
@@ -432,14 +461,13 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
 def graph_figure(G: nx.DiGraph) -> Figure:
     """The causal graph: initiating ranks in the middle, the others around them by host and rank, edges
     ("A's trouble is explained by B") coloured by type."""
-    plt = _mpl()
     import networkx as nx
     from matplotlib.lines import Line2D
 
     nodes = sorted(G.nodes)
     n = len(nodes)
     many = n > MANY_ROWS
-    fig, ax = plt.subplots(figsize=(8.5, 7.5) if not many else (10, 9.5), layout="constrained")
+    fig, ax = _subplots(*((8.5, 7.5) if not many else (10, 9.5)))
     ax.axis("off")
     if n == 0:
         ax.text(0.5, 0.5, "no ranks", ha="center", va="center")
@@ -496,10 +524,8 @@ def graph_figure(G: nx.DiGraph) -> Figure:
 
 def figure_bytes(fig: Figure, fmt: str, dpi: int = 110) -> bytes:
     """Render ``fig`` as ``png`` or ``svg`` bytes and close it."""
-    plt = _mpl()
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata={"Software": None} if fmt == "png" else None)
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -563,17 +589,16 @@ def write_report(table: pl.DataFrame, diagnosis: Diagnosis, path: str | Path, fi
     path.write_bytes(figure_bytes(fig, ext[1:]))
 
 
+class Figure_(str, Enum):
+    """Which figure a .png / .svg holds."""
+
+    timeline = "timeline"
+    progress = "progress"
+    graph = "graph"
+
+
 def register(app: Any) -> None:
     """Add ``rankscope plot`` to the CLI."""
-    from enum import Enum
-
-    import typer
-
-    class Figure_(str, Enum):
-        timeline = "timeline"
-        progress = "progress"
-        graph = "graph"
-
     @app.command()
     def plot(
         directory: Annotated[Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)],
@@ -581,8 +606,8 @@ def register(app: Any) -> None:
                                              "or timeline.png / .svg (one figure).")] = Path("timeline.html"),
         figure: Annotated[Figure_, typer.Option("--figure", help="Figure for .png/.svg: timeline (per-rank events), "
                                                 "progress ((pg, seq) heatmap) or graph (causal graph).")] = Figure_.timeline,
-        attempt: Annotated[Optional[int], typer.Option("--attempt", help="Plot this torchelastic attempt instead of the first failed one.")] = None,
-        tz: Annotated[Optional[str], typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC.")] = None,
+        attempt: Annotated[int | None, typer.Option("--attempt", help="Plot this torchelastic attempt instead of the first failed one.")] = None,
+        tz: Annotated[str | None, typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")] = False,
         redact: Annotated[bool, typer.Option("--redact", help="Pseudonymize host names, IPs, user names and secrets.")] = False,
     ) -> None:
@@ -591,8 +616,9 @@ def register(app: Any) -> None:
         from correlator.diagnose import diagnose
 
         if output.suffix.lower() not in FORMATS:
-            err.print(f"[red]error:[/] {output}: unknown plot format; use .html, .png or .svg", highlight=False)
-            raise typer.Exit(2)
+            # UsageError: main() prints it as one line and exits 2 (a typer.Exit(2) raised here would leave
+            # main() with exit status 0, since it runs the app with standalone_mode=False).
+            raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
         res = _load(directory, tz, quiet, redact)
         d = diagnose(res.table, attempt=attempt)
         try:

@@ -1,9 +1,11 @@
 """Read one source file into physical lines, losing nothing that can be read.
 
 Step 2 of ingest. Bytes are decoded as UTF-8 with replacement (invalid bytes become U+FFFD and are
-counted); ``.gz`` files are decompressed transparently (a truncated archive yields what could be
-decompressed, with a warning); CRLF endings lose their CR; a line that redraws itself with bare
-carriage returns (tqdm / rich progress bars) keeps only its final state; NUL bytes are dropped.
+counted); ``.gz`` files are decompressed transparently, every member of a concatenated archive (a
+truncated or damaged archive yields what could be decompressed, with a warning; a ``.gz`` name on plain
+text is read as text, with a warning); CRLF endings lose their CR; a line that redraws itself with bare
+carriage returns (tqdm / rich progress bars) keeps only its final state; NUL bytes are dropped (a line
+that held only NULs stays, empty, so that it is still counted).
 A file that is mostly NUL or control bytes is binary: it is skipped with a warning and its line
 count is reported as skipped, never silently.
 """
@@ -19,6 +21,7 @@ import polars as pl
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _BINARY_SAMPLE = 8192
+_BINARY_MIN = 64
 
 
 @dataclass
@@ -34,22 +37,35 @@ class ReadResult:
 
 
 def _decompress_gz(data: bytes, rel: str, warnings: list[str]) -> bytes:
-    out = []
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out.append(d.decompress(data))
-        out.append(d.flush())
+    """Decompress every gzip member (``cat a.gz b.gz`` and logrotate produce several); a truncated or
+    damaged archive yields what decompressed before the damage, with a warning."""
+    out: list[bytes] = []
+    rest = data
+    while rest:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(d.decompress(rest))
+            out.append(d.flush())
+        except zlib.error as e:
+            warnings.append(f"{rel}: damaged gzip archive ({e}); read the {sum(map(len, out))} bytes that "
+                            "decompressed before the damage")
+            break
         if not d.eof:
             warnings.append(f"{rel}: truncated gzip archive; read the {sum(map(len, out))} bytes that decompress")
-    except zlib.error as e:
-        out.append(d.flush())
-        warnings.append(f"{rel}: damaged gzip archive ({e}); read what decompressed before the damage")
+            break
+        rest = d.unused_data
+        if rest and rest[:2] != b"\x1f\x8b":
+            if rest.strip(b"\x00"):
+                warnings.append(f"{rel}: {len(rest)} bytes after the gzip data ignored (not gzip)")
+            break
     return b"".join(out)
 
 
 def _looks_binary(data: bytes) -> bool:
+    """More than 10% control bytes (not tab/newline/CR/ESC) in the first 8 KiB. Tiny files (< 64 bytes)
+    are always text: a stray control byte in a one-line file is not worth losing the line."""
     sample = data[:_BINARY_SAMPLE]
-    if not sample:
+    if len(sample) < _BINARY_MIN:
         return False
     ctrl = sum(1 for b in sample if b < 9 or (13 < b < 32 and b != 27))
     return ctrl / len(sample) > 0.10
@@ -76,6 +92,8 @@ def read_lines(path: Path, rel: str) -> ReadResult:
         return ReadResult(pl.Series("text", [], dtype=pl.String), n, n,
                           [*warnings, f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)"],
                           skip_reason="binary content")
+    if not data:
+        return ReadResult(pl.Series("text", [], dtype=pl.String), 0)
     if b"\x00" in data:
         nul = data.count(b"\x00")
         warnings.append(f"{rel}: {nul} NUL bytes dropped")
@@ -88,8 +106,6 @@ def read_lines(path: Path, rel: str) -> ReadResult:
         text = text[:-1]
     elif text and not path.name.endswith(".json"):
         warnings.append(f"{rel}: last line has no newline (truncated write?); kept as is")
-    if not text and not data:
-        return ReadResult(pl.Series("text", [], dtype=pl.String), 0)
     s = pl.Series("text", text.split("\n"), dtype=pl.String)
     n = len(s)
     if "\r" in text:

@@ -40,12 +40,13 @@ copy of a log directory, file names included) and :func:`register`, which adds
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import ipaddress
 import os
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -118,7 +119,7 @@ class Redactor:
 
     def __init__(self) -> None:
         self._maps: dict[str, dict[str, str]] = {k: {} for k in ("host", "ip", "user", "email", "secret", "domain")}
-        self._hosts: set[str] = set()
+        self._hosts: set[str] = set()  # lower case
         self._host_re: re.Pattern[str] | None = None
         self._users_bare: set[str] = set()
         self._user_re: re.Pattern[str] | None = None
@@ -128,6 +129,8 @@ class Redactor:
 
     def pseudonym(self, kind: str, value: str) -> str:
         m = self._maps[kind]
+        if kind in ("host", "domain", "email"):
+            value = value.lower()  # DNS names are case-insensitive: NODE-A is node-a
         if value not in m:
             n = len(m) + 1
             m[value] = f"<secret-{n}>" if kind == "secret" else f"{kind}-{n}"
@@ -150,8 +153,8 @@ class Redactor:
         if (len(short) < 2 or short.lower() in _KEEP_HOSTS or _PSEUDO_RE.match(short) or short.isdigit()
                 or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", short)):
             return
-        if short not in self._hosts:
-            self._hosts.add(short)
+        if short.lower() not in self._hosts:
+            self._hosts.add(short.lower())
             self._host_re = None
             self.pseudonym("host", short)
             self.counts["host"] -= 1
@@ -161,12 +164,19 @@ class Redactor:
             self.learn_host(n)
 
     def learn_text(self, text: str) -> None:
-        """Learn host names from NCCL prefixes, ``host :`` fields and FQDNs in ``text``."""
+        """Learn host names (NCCL prefixes, ``host :`` fields) and user names (home paths) from ``text``, so
+        that they are replaced where they stand alone even in text redacted before they were seen."""
         found = {m.group("host") for m in _NCCL_HOST_RE.finditer(text)}
         found |= {m.group("host") for m in _HOST_FIELD_RE.finditer(text)}
         for h in sorted(found):
             if not _is_ipish(h):
                 self.learn_host(h)
+        for m in _USER_PATH_RE.finditer(text):
+            user = m.group("user")
+            if (m.group("pre") in _HOME_PREFIXES and len(user) >= 3 and user.lower() not in _NOT_USERS
+                    and not _PSEUDO_RE.match(user) and user not in self._users_bare):
+                self._users_bare.add(user)
+                self._user_re = None
 
     def learn_table(self, table: pl.DataFrame) -> None:
         """Learn host names from the event table: the ``host`` column and every string column's text."""
@@ -197,7 +207,7 @@ class Redactor:
         if self._hosts:
             if self._host_re is None:
                 alts = "|".join(re.escape(h) for h in sorted(self._hosts, key=len, reverse=True))
-                self._host_re = re.compile(r"(?<![\w-])(?:" + alts + r")(?![\w-])")
+                self._host_re = re.compile(r"(?<![\w-])(?:" + alts + r")(?![\w-])", re.IGNORECASE)
             s = self._host_re.sub(lambda m: self.pseudonym("host", m.group(0)), s)
         return s
 
@@ -207,10 +217,13 @@ class Redactor:
     def _secrets(self, s: str) -> str:
         for pat, grp in _SECRET_PATTERNS:
             if grp == 0:
-                s = pat.sub(lambda m: self.pseudonym("secret", m.group(0)), s)
+                s = pat.sub(self._whole_secret, s)
             else:
-                s = pat.sub(lambda m, g=grp: _replace_group(m, g, self._secret_value), s)
+                s = pat.sub(functools.partial(_replace_group, g=grp, fn=self._secret_value), s)
         return s
+
+    def _whole_secret(self, m: re.Match[str]) -> str:
+        return self.pseudonym("secret", m.group(0))
 
     def _secret_value(self, v: str) -> str:
         if _PSEUDO_RE.match(v) or v.startswith("<secret-"):
@@ -221,10 +234,9 @@ class Redactor:
         user = m.group("user")
         if user.lower() in _NOT_USERS or _PSEUDO_RE.match(user):
             return m.group(0)
-        if m.group("pre") in _HOME_PREFIXES and len(user) >= 3:
-            if user not in self._users_bare:
-                self._users_bare.add(user)
-                self._user_re = None
+        if m.group("pre") in _HOME_PREFIXES and len(user) >= 3 and user not in self._users_bare:
+            self._users_bare.add(user)
+            self._user_re = None
         return m.group("pre") + self.pseudonym("user", user)
 
     def _ipv6(self, m: re.Match[str]) -> str:
@@ -247,14 +259,14 @@ class Redactor:
         if _looks_like_file(full):
             return full
         dom = dom.lstrip(".").lower()
-        if host not in self._hosts and ".".join(full.lower().split(".")[-2:]) in _PUBLIC_DOMAINS:
+        if host.lower() not in self._hosts and ".".join(full.lower().split(".")[-2:]) in _PUBLIC_DOMAINS:
             return full  # a public site (documentation link), not the cluster's
         # An FQDN is replaced whole; only names learned from strong evidence (the table's host column, NCCL
         # prefixes, host fields, file names) are also replaced where they stand alone.
         return self.pseudonym("host", host) + "." + self.pseudonym("domain", dom)
 
 
-def _replace_group(m: re.Match[str], g: int, fn) -> str:  # type: ignore[no-untyped-def]
+def _replace_group(m: re.Match[str], g: int, fn: Callable[[str], str]) -> str:
     start, end = m.span(g)
     base = m.start(0)
     whole = m.group(0)
@@ -391,8 +403,7 @@ def redact_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str], redacto
         r.learn_text(s.rel)
         r.learn_text(text)
     for s, text, gz in texts:
-        rel = r.text(s.rel) if srcp.is_dir() else r.text(s.path.name)
-        out = dstp / rel if srcp.is_dir() else dstp / rel
+        out = dstp / r.text(s.rel)
         out.parent.mkdir(parents=True, exist_ok=True)
         data = r.text(text).encode("utf-8", errors="surrogateescape")
         out.write_bytes(gzip.compress(data, mtime=0) if gz else data)
@@ -414,13 +425,11 @@ def redact_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str], redacto
 
 def register(app) -> None:  # type: ignore[no-untyped-def]
     """Add ``rankscope redact DIR -o OUT_DIR`` to the typer ``app``."""
+    from typing import Annotated
+
     import typer
 
-    def redact(
-        directory: Path = typer.Argument(..., help="Directory (or single file) of logs to redact.", show_default=False),
-        output: Path = typer.Option(..., "--output", "-o", help="Folder to write the redacted copy to."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
-    ) -> None:
+    def redact(directory: Path, output: Path, quiet: bool = False) -> None:
         """Write a copy of the logs with host names, IPs, user names, e-mails and secrets replaced by stable
         pseudonyms (host-1, ip-3, user-1, <secret-1>); diagnosing the copy names the same ranks."""
         from correlator.cli import UsageError, err
@@ -442,8 +451,13 @@ def register(app) -> None:  # type: ignore[no-untyped-def]
             err.print(f"wrote {stats.files} files ({stats.lines} lines) to {output}; replaced: {kinds or 'nothing'}",
                       highlight=False, soft_wrap=True)
 
-    # Annotations are evaluated by typer: this module uses postponed annotations, so give it real types.
-    redact.__annotations__ = {"directory": Path, "output": Path, "quiet": bool, "return": None}
+    # typer reads the annotations; this module postpones them (strings), so hand it the real objects.
+    redact.__annotations__ = {
+        "directory": Annotated[Path, typer.Argument(help="Directory (or single file) of logs to redact.", show_default=False)],
+        "output": Annotated[Path, typer.Option("--output", "-o", help="Folder to write the redacted copy to.")],
+        "quiet": Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")],
+        "return": None,
+    }
     app.command(name="redact")(redact)
 
 

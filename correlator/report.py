@@ -4,6 +4,7 @@ as GraphML / node-link JSON / Graphviz DOT."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,12 @@ def _explained(s: Any) -> str:
     return f"{e.edge.replace('_', ' ')} rank {e.rank}{where}"
 
 
+def _ranks_phrase(nums: list[int]) -> str:
+    if not nums:
+        return "none"
+    return ("rank " if len(nums) == 1 else "ranks ") + ranges(nums)
+
+
 def _grouped(statuses: list[Any]) -> list[dict[str, Any]]:
     """Ranks with the same status, first fault and explanation share one row (readable at 512 ranks)."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -58,7 +65,7 @@ def _grouped(statuses: list[Any]) -> list[dict[str, Any]]:
     out = []
     for g in groups.values():
         ts = sorted(g.pop("ts"))
-        fmt = [t.replace("T", " ").replace("Z", "") for t in ts]
+        fmt = [re.sub(r"(\.\d{3})\d*$", r"\1", t.replace("T", " ").replace("Z", "")) for t in ts]
         g["at"] = "" if not fmt else fmt[0] if fmt[0] == fmt[-1] else f"{fmt[0]} … {fmt[-1][11:]}"
         out.append(g)
     return sorted(out, key=lambda g: (g["status"] != "initiating", min(g["ranks"])))
@@ -95,7 +102,7 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
         console.print(table)
         if len(_grouped(involved)) > max_rows:
             console.print("  … and more (use --format json for every rank)", style="dim")
-    console.print(f"clean ranks: {ranges(d.clean_ranks)}   missing ranks (no log): {ranges(d.missing_ranks)}")
+    console.print(f"clean: {_ranks_phrase(d.clean_ranks)}   no log at all: {_ranks_phrase(d.missing_ranks)}")
     if len(d.attempts) > 1:
         console.print("\n[bold]Attempts[/]")
         for a in d.attempts:

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Annotated, Any
 
 import polars as pl
+import typer
 
 from correlator.schema import Kind
 
@@ -49,7 +52,7 @@ _DIFFERS = ("numel", "shape", "op", "seq", "exc_type", "host", "timeout_ms", "ex
 
 _ROW_KEYS = {
     "kinds", "message_regex", "raw_regex", "exc_type_regex", "not_message_regex", "not_exc_type_regex", "op", "exit_code", "signal", "ranks", "where",
-    "position", "rank_without_kinds", "layers",
+    "position", "rank_without_kinds", "peer_has_kinds", "layers",
 } | {f"{c}_{b}" for c in _NUMERIC for b in ("min", "max")}
 _GROUP_KEYS = {"min_count", "min_ranks", "max_ranks", "differs", "differs_capture"}
 _DIAG_KEYS = {"failure_kind"}
@@ -59,6 +62,10 @@ _RULE_KEYS = _ROW_KEYS | _GROUP_KEYS | _DIAG_KEYS | _COMBINATORS
 _REQUIRED_TEXT = ("id", "title", "layer", "meaning", "root_cause", "fix", "verify")
 _SIG_KEYS = set(_REQUIRED_TEXT) | {"confirm", "related", "references", "match", "role", "priority",
                                    "likely_failure_kind", "near_miss"}
+
+
+class SignatureError(ValueError):
+    """A signature file is unreadable or invalid; the message names the file and the reason."""
 
 
 @dataclass(frozen=True)
@@ -106,18 +113,18 @@ def builtin_path() -> Path:
 
 def _check_regex(pattern: Any, where: str) -> None:
     if not isinstance(pattern, str) or not pattern:
-        raise ValueError(f"{where}: must be a non-empty string (a regular expression)")
+        raise SignatureError(f"{where}: must be a non-empty string (a regular expression)")
     try:
         pl.Series([""], dtype=pl.String).str.contains(pattern)
-    except Exception as e:  # polars raises ComputeError for bad patterns
-        raise ValueError(f"{where}: bad regular expression {pattern!r}: {e}") from None
+    except pl.exceptions.PolarsError as e:  # ComputeError for a bad pattern
+        raise SignatureError(f"{where}: bad regular expression {pattern!r}: {e}") from None
 
 
 def _str_list(v: Any, where: str) -> list[str]:
     if isinstance(v, str):
         v = [v]
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise ValueError(f"{where}: must be a string or a list of strings")
+        raise SignatureError(f"{where}: must be a string or a list of strings")
     return v
 
 
@@ -125,27 +132,27 @@ def _int_list(v: Any, where: str) -> list[int]:
     if isinstance(v, int) and not isinstance(v, bool):
         v = [v]
     if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise ValueError(f"{where}: must be an integer or a list of integers")
+        raise SignatureError(f"{where}: must be an integer or a list of integers")
     return v
 
 
 def _validate_rule(rule: Any, where: str) -> int:
     """Check one rule (recursively); return its specificity (number of conditions)."""
     if not isinstance(rule, dict):
-        raise ValueError(f"{where}: a rule must be a table")
+        raise SignatureError(f"{where}: a rule must be a table")
     unknown = set(rule) - _RULE_KEYS
     if unknown:
-        raise ValueError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
+        raise SignatureError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
                          f"known: {', '.join(sorted(_RULE_KEYS))}")
     if not rule:
-        raise ValueError(f"{where}: empty rule")
+        raise SignatureError(f"{where}: empty rule")
     score = 0
     for key, val in rule.items():
         w = f"{where}.{key}"
-        if key in ("kinds", "rank_without_kinds"):
+        if key in ("kinds", "rank_without_kinds", "peer_has_kinds"):
             bad = [k for k in _str_list(val, w) if k not in _KINDS]
             if bad:
-                raise ValueError(f"{w}: unknown event kind(s) {', '.join(bad)}")
+                raise SignatureError(f"{w}: unknown event kind(s) {', '.join(bad)}")
             score += 1
         elif key in ("message_regex", "raw_regex", "exc_type_regex", "differs_capture"):
             _check_regex(val, w)
@@ -161,29 +168,29 @@ def _validate_rule(rule: Any, where: str) -> int:
             score += 1
         elif key == "where":
             if val not in _WHERE:
-                raise ValueError(f"{w}: must be one of {', '.join(_WHERE)}")
+                raise SignatureError(f"{w}: must be one of {', '.join(_WHERE)}")
             score += 0 if val == "any" else 1
         elif key == "position":
             if val not in _POSITIONS:
-                raise ValueError(f"{w}: must be one of {', '.join(_POSITIONS)}")
+                raise SignatureError(f"{w}: must be one of {', '.join(_POSITIONS)}")
             score += 1
         elif key in ("min_count", "min_ranks", "max_ranks") or key.endswith(("_min", "_max")):
             if not isinstance(val, int) or isinstance(val, bool):
-                raise ValueError(f"{w}: must be an integer")
+                raise SignatureError(f"{w}: must be an integer")
             score += 1
         elif key == "differs":
             bad = [c for c in _str_list(val, w) if c not in _DIFFERS]
             if bad:
-                raise ValueError(f"{w}: cannot compare column(s) {', '.join(bad)}; use {', '.join(_DIFFERS)}")
+                raise SignatureError(f"{w}: cannot compare column(s) {', '.join(bad)}; use {', '.join(_DIFFERS)}")
             score += 2
         elif key == "failure_kind":
             bad = [k for k in _str_list(val, w) if k not in _FAILURE_KINDS]
             if bad:
-                raise ValueError(f"{w}: unknown failure kind(s) {', '.join(bad)}")
+                raise SignatureError(f"{w}: unknown failure kind(s) {', '.join(bad)}")
             score += 1
         elif key in _COMBINATORS:
             if not isinstance(val, list) or not val:
-                raise ValueError(f"{w}: must be a non-empty list of rules")
+                raise SignatureError(f"{w}: must be a non-empty list of rules")
             subs = [_validate_rule(r, f"{w}[{i}]") for i, r in enumerate(val)]
             # all_of adds its parts; any_of counts as its weakest branch; a none_of guard counts once.
             score += sum(subs) if key == "all_of" else (min(subs) if key == "any_of" else 1)
@@ -192,30 +199,30 @@ def _validate_rule(rule: Any, where: str) -> int:
 
 def _parse_signature(raw: Any, where: str, source: str) -> Signature:
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}: each [[signature]] must be a table")
+        raise SignatureError(f"{where}: each [[signature]] must be a table")
     unknown = set(raw) - _SIG_KEYS
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise SignatureError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     for k in _REQUIRED_TEXT:
         if not isinstance(raw.get(k), str) or not raw[k].strip():
-            raise ValueError(f"{where}: missing or empty '{k}'")
+            raise SignatureError(f"{where}: missing or empty '{k}'")
     where = f"{where} ({raw['id']})"
     if "match" not in raw:
-        raise ValueError(f"{where}: missing [signature.match]")
+        raise SignatureError(f"{where}: missing [signature.match]")
     spec = _validate_rule(raw["match"], f"{where}.match")
     role = raw.get("role", "cause")
     if role not in _ROLES:
-        raise ValueError(f"{where}.role: must be one of {', '.join(_ROLES)}")
+        raise SignatureError(f"{where}.role: must be one of {', '.join(_ROLES)}")
     priority = raw.get("priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool):
-        raise ValueError(f"{where}.priority: must be an integer")
+        raise SignatureError(f"{where}.priority: must be an integer")
     likely = _str_list(raw.get("likely_failure_kind", []), f"{where}.likely_failure_kind")
     bad = [k for k in likely if k not in _FAILURE_KINDS]
     if bad:
-        raise ValueError(f"{where}.likely_failure_kind: unknown failure kind(s) {', '.join(bad)}")
+        raise SignatureError(f"{where}.likely_failure_kind: unknown failure kind(s) {', '.join(bad)}")
     near = raw.get("near_miss", "")
     if not isinstance(near, str):
-        raise ValueError(f"{where}.near_miss: must be a string")
+        raise SignatureError(f"{where}.near_miss: must be a string")
     return Signature(
         id=raw["id"].strip(), title=raw["title"].strip(), layer=raw["layer"].strip(), meaning=raw["meaning"].strip(),
         root_cause=raw["root_cause"].strip(), fix=raw["fix"].strip(),
@@ -231,24 +238,24 @@ def _load_file(path: Path) -> list[Signature]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise ValueError(f"{path}: cannot read signature file ({e.strerror or e})") from None
+        raise SignatureError(f"{path}: cannot read signature file ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
+        raise SignatureError(f"{path}: not UTF-8 text ({e})") from None
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML ({e})") from None
+        raise SignatureError(f"{path}: not valid TOML ({e})") from None
     sigs = data.get("signature")
     extra_top = set(data) - {"signature"}
     if extra_top:
-        raise ValueError(f"{path}: unknown top-level key(s) {', '.join(sorted(extra_top))}; "
+        raise SignatureError(f"{path}: unknown top-level key(s) {', '.join(sorted(extra_top))}; "
                          "signatures go in [[signature]] tables")
     if not isinstance(sigs, list) or not sigs:
-        raise ValueError(f"{path}: no [[signature]] tables")
+        raise SignatureError(f"{path}: no [[signature]] tables")
     out: list[Signature] = []
     seen: set[str] = set()
     for i, raw in enumerate(sigs):
         s = _parse_signature(raw, f"{path}: signature #{i + 1}", str(path))
         if s.id in seen:
-            raise ValueError(f"{path}: duplicate signature id {s.id!r}")
+            raise SignatureError(f"{path}: duplicate signature id {s.id!r}")
         seen.add(s.id)
         out.append(s)
     return out
@@ -257,7 +264,8 @@ def _load_file(path: Path) -> list[Signature]:
 def load_signatures(extra: Iterable[Path | str] = ()) -> list[Signature]:
     """The built-in signatures plus those of each file in ``extra`` (later files override earlier ids).
 
-    Raises ``ValueError`` naming the file and the reason when a file is unreadable or invalid.
+    Raises ``SignatureError`` (a ``ValueError``) naming the file and the reason when a file is unreadable
+    or invalid.
     """
     by_id: dict[str, Signature] = {s.id: s for s in _load_file(builtin_path())}
     for p in extra:
@@ -313,6 +321,9 @@ def _row_expr(rule: dict[str, Any], ctx: _Ctx) -> pl.Expr | None:
         elif key == "rank_without_kinds":
             bad = ctx.table.filter(pl.col("kind").is_in(_str_list(val, key)) & pl.col("rank").is_not_null())
             conds.append(pl.col("rank").is_not_null() & ~pl.col("rank").is_in(bad["rank"].unique().to_list()))
+        elif key == "peer_has_kinds":
+            has = ctx.table.filter(pl.col("kind").is_in(_str_list(val, key)) & pl.col("rank").is_not_null())
+            conds.append(pl.col("peer_rank").is_in(has["rank"].unique().to_list()))
         elif key.endswith("_min") and key[:-4] in _NUMERIC:
             conds.append(pl.col(key[:-4]) >= val)
         elif key.endswith("_max") and key[:-4] in _NUMERIC:
@@ -388,14 +399,16 @@ def _context(diagnosis: Any, table: pl.DataFrame) -> _Ctx:
     )
 
 
-def match(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature]) -> list[dict[str, Any]]:
-    """The signatures whose rules hold on ``table``, most specific first.
+def match(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature] | None = None) -> list[dict[str, Any]]:
+    """The signatures (default: the built-in library) whose rules hold on ``table``, most specific first.
 
     Ranking: root causes before effects before context; then the rule's specificity (number of conditions)
     plus its ``priority``, plus a bonus when the diagnosis's ``failure_kind`` is one the signature lists as
     likely; then the id. Each result is a dict with ``id, title, layer, role, meaning, root_cause, fix,
     confirm, verify, related, references, matched_events, matched_ranks, score``.
     """
+    if sigs is None:
+        sigs = load_signatures()
     ctx = _context(diagnosis, table)
     hits: list[tuple[tuple[int, int, str], dict[str, Any]]] = []
     for s in sigs:
@@ -419,8 +432,18 @@ def match(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature]) -> list[di
 
 
 def attach(diagnosis: Any, table: pl.DataFrame, extra: Iterable[Path | str] = ()) -> None:
-    """Set ``diagnosis.signatures`` to the matching signatures (built-in library plus ``extra`` files)."""
-    diagnosis.signatures = match(diagnosis, table, load_signatures(list(extra)))
+    """Set ``diagnosis.signatures`` to the matching signatures (built-in library plus ``extra`` files).
+
+    The top-level verdict is matched against the whole table; each per-attempt verdict in
+    ``diagnosis.attempts`` (a restarted job) against the rows of its own attempt.
+    """
+    sigs = load_signatures(list(extra))
+    diagnosis.signatures = match(diagnosis, table, sigs)
+    for a in getattr(diagnosis, "attempts", None) or []:
+        if a is diagnosis or not hasattr(a, "signatures"):
+            continue
+        rows = table.filter(pl.col("attempt") == a.attempt) if "attempt" in table.columns else table
+        a.signatures = match(a, rows, sigs)
 
 
 def find(sigs: list[Signature], sig_id: str) -> Signature | None:
@@ -449,19 +472,17 @@ def explain_text(s: Signature) -> str:
     return "\n".join(lines)
 
 
+class SigFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+ExtraOpt = Annotated[list[Path] | None, typer.Option(
+    "--signatures", help="Extra signature file(s) (TOML) besides the built-in library.")]
+
+
 def register(app: Any) -> None:
     """Add ``rankscope signatures`` and ``rankscope explain ID`` to the typer ``app``."""
-    from enum import Enum
-    from typing import Annotated, Optional
-
-    import typer
-
-    class SigFormat(str, Enum):
-        table = "table"
-        json = "json"
-
-    ExtraOpt = Annotated[Optional[list[Path]], typer.Option(
-        "--signatures", help="Extra signature file(s) (TOML) besides the built-in library.")]
 
     def _load(extra: list[Path] | None) -> list[Signature]:
         try:

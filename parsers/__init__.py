@@ -22,7 +22,7 @@ from parsers import app, c10d, deepspeed, elastic, nccl, python, system, transpo
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
-STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank"]
+STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank", "hook_rank"]
 
 _SEV = {"F": "fatal", "C": "fatal", "E": "error", "W": "warning", "I": "info", "V": "debug",
         "DEBUG": "debug", "INFO": "info", "WARNING": "warning", "WARN": "warning", "ERROR": "error",
@@ -119,5 +119,8 @@ def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(pl.col("pfx_tee").fill_null(False))
     df = _mark_wraps(df)
     df = strip_producers(df)
+    # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks
+    # interleave in one combined stream are separate streams.
+    df = df.with_columns(pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank"))
     df = python.group_records(df, STREAM_KEYS)
     return classify(df)

@@ -45,4 +45,10 @@ def rank_mapping(message: str) -> dict[str, list[int]]:
         value = ast.literal_eval(m.group(1))
     except (ValueError, SyntaxError):
         return {}
-    return {str(k): [int(x) for x in v] for k, v in value.items()} if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, list[int]] = {}
+    for k, v in value.items():
+        if isinstance(v, (list, tuple)) and all(isinstance(x, int) for x in v):
+            out[str(k)] = list(v)
+    return out

@@ -97,6 +97,22 @@ def _scatter_into(cur: pl.Series | None, idx: pl.Series, vals: pl.Series, n: int
     return cur.clone().scatter(idx, vals)
 
 
+_REST_TAIL = ("(?P<rest>.*)$", "(?P<rest>.*)")
+
+
+def _head_pattern(pattern: str) -> str | None:
+    """The prefix part of a :class:`Prefix` pattern (without its trailing ``(?P<rest>.*)$``), or None."""
+    for tail in _REST_TAIL:
+        if pattern.endswith(tail) and not pattern.endswith("\\" + tail):
+            head = pattern[: -len(tail)]
+            try:
+                re.compile(head)
+            except re.error:
+                return None
+            return head
+    return None
+
+
 def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None) -> pl.DataFrame:
     """Strip ``prefix`` from ``body`` where it matches (and ``mask`` allows).
 
@@ -106,7 +122,8 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
     Cost: one ``is_match`` scan of ``body`` (no captures); captures run only on the matching rows.
     """
     body = df["body"]
-    matched = body.str.contains(prefix.pattern)
+    head = _head_pattern(prefix.pattern)
+    matched = body.str.contains(head or prefix.pattern)
     if mask is not None:
         matched = matched & mask.fill_null(False)
     matched = matched.fill_null(False)
@@ -118,7 +135,22 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
             missing.append(pl.lit(False).alias(marker))
         return df.with_columns(missing) if missing else df
     idx = matched.arg_true()
-    ext = body.gather(idx).str.extract_groups(prefix.pattern).struct.unnest()
+    sub = body.gather(idx)
+    if head and not sub.str.contains("\n", literal=True).any():
+        # No newline in the rows: ``(?P<rest>.*)$`` always matches the rest of the line, so the prefix
+        # part alone decides the match (leftmost-first picks the same path) and ``rest`` is a slice.
+        ext = sub.str.extract_groups(f"(?P<__all>{head})").struct.unnest()
+        ext = ext.with_columns(sub.str.slice(ext["__all"].str.len_chars()).alias("rest"))
+    else:
+        ext = sub.str.extract_groups(prefix.pattern).struct.unnest()
+        if head:  # the head matched but the whole pattern may not (a newline in the rest)
+            ok = ext["rest"].is_not_null()
+            if not ok.all():
+                idx, ext = idx.filter(ok), ext.filter(ok)
+                matched = pl.Series([False]).extend_constant(False, df.height - 1).scatter(idx, True) \
+                    if df.height else matched
+                if idx.len() == 0:
+                    return strip_prefix(df, prefix, mask=matched)
     fields = _cast_fields(ext.select(groups)) if groups else pl.DataFrame()
     n = df.height
     out: dict[str, pl.Series] = {"body": _scatter_into(body, idx, ext["rest"], n, "body", False)}
@@ -139,12 +171,6 @@ def ensure_columns(df: pl.DataFrame, names: tuple[str, ...] = RULE_FIELDS) -> pl
     return df.with_columns(add) if add else df
 
 
-def _ok_pattern(pattern: str) -> str:
-    """``pattern`` with an empty sentinel group first: it is "" where the regex matched, null where not,
-    so one ``extract_groups`` pass tells both the fields and whether the row matched."""
-    return f"(?P<__ok>)(?:{pattern})"
-
-
 def apply_rules(df: pl.DataFrame, rules: list[Rule], text: str = "message",
                 where: pl.Series | None = None) -> pl.DataFrame:
     """Classify rows of ``df`` with ``rules`` (first match wins) and fill fields from named groups.
@@ -154,8 +180,9 @@ def apply_rules(df: pl.DataFrame, rules: list[Rule], text: str = "message",
 
     Cost: the rules work on the candidate subset only (unclaimed rows, ``where``, and, when every rule
     has a literal, rows holding any of the literals: one Aho-Corasick ``contains_any`` scan); each
-    rule's literal is then tested on the rows still unclaimed, its regex (one capture pass, no separate
-    match pass) only on the rows holding its literal. Updates are scattered into the columns, no join.
+    rule's literal is then tested on the rows still unclaimed, its regex match only on the rows holding
+    its literal, and captures only on the rows that match. Updates are scattered into the columns (no
+    join of the whole frame).
     """
     df = ensure_columns(df)
     if df.height == 0 or not rules:
@@ -183,14 +210,15 @@ def apply_rules(df: pl.DataFrame, rules: list[Rule], text: str = "message",
             continue
         fields = pl.DataFrame()
         if rule.pattern:
-            ext = txt.gather(loc).str.extract_groups(_ok_pattern(rule.pattern)).struct.unnest()
-            ok = ext["__ok"].is_not_null()
+            sub = txt.gather(loc)
+            ok = sub.str.contains(rule.pattern)  # a match scan (DFA) is cheaper than failed captures
             if not ok.any():
                 continue
             if not ok.all():
-                loc, ext = loc.filter(ok), ext.filter(ok)
+                loc, sub = loc.filter(ok), sub.filter(ok)
             groups = list(re.compile(rule.pattern).groupindex)
-            fields = _cast_fields(ext.select(groups)) if groups else pl.DataFrame()
+            if groups:
+                fields = _cast_fields(sub.str.extract_groups(rule.pattern).struct.unnest().select(groups))
         hits.append((rule, pos.gather(loc), fields))
         # Drop the claimed rows from the open subset.
         keep = pl.Series([True]).extend_constant(True, pos.len() - 1).scatter(loc, False)
@@ -227,10 +255,14 @@ def apply_rules(df: pl.DataFrame, rules: list[Rule], text: str = "message",
             per_col.setdefault(c, []).append((idx, pl.Series(c, [val]).extend_constant(val, idx.len() - 1)))
     for c, parts in per_col.items():
         idx = pl.concat([p[0] for p in parts]).cast(pl.UInt32)
-        try:
-            vals = pl.concat([p[1] for p in parts], how="vertical_relaxed")
-        except Exception:  # mixed types from different rules: keep strings
-            vals = pl.concat([p[1].cast(pl.String) for p in parts])
+        series = [p[1].alias(c) for p in parts]
+        if len({x.dtype for x in series}) == 1:
+            vals = pl.concat(series)
+        else:  # different types from different rules: the common supertype, else strings
+            try:
+                vals = pl.concat([x.to_frame() for x in series], how="vertical_relaxed")[c]
+            except pl.exceptions.PolarsError:
+                vals = pl.concat([x.cast(pl.String) for x in series])
         keep = vals.is_not_null()
         if not keep.all():
             idx, vals = idx.filter(keep), vals.filter(keep)

@@ -12,7 +12,7 @@ from correlator.schema import conform
 def synthetic_table(n_ranks: int = 256, per_host: int = 8, culprit: int = 137, steps: int = 40) -> pl.DataFrame:
     """``n_ranks`` ranks on ``n_ranks / per_host`` hosts train ``steps`` steps, then rank ``culprit`` hits an
     illegal memory access inside ALLREDUCE SeqNum 4471 and every other rank times out there 600 s later."""
-    t0 = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
     rows: list[dict[str, object]] = []
 
     def add(rank: int | None, host: str, sec: float, kind: str, **kw: object) -> None:

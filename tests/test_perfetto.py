@@ -14,7 +14,7 @@ from correlator.cli import app
 from correlator.perfetto import initiating_event_ids, to_trace, write_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import synthetic_table  # noqa: E402
+from synthetic import synthetic_table
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 REAL = sorted(p.name for p in CASES.iterdir() if p.name.startswith(("gloo-", "public-")))

@@ -1,0 +1,292 @@
+"""Streaming ingest: logs larger than memory -> a parquet event table + the reduced table diagnosis needs.
+
+:func:`stream_ingest` processes the sources in batches, each through the normal ingest pipeline
+(``correlator.ingest.ingest``: read -> parse -> time -> identity -> tee de-duplication), writes every
+batch's rows to one parquet file as row groups (``correlator.schema.EVENT_SCHEMA``), and keeps in memory
+only what :func:`correlator.diagnose` reads:
+
+- every row except the three high-volume routine families below (faults, launcher/agent output, NCCL
+  init/abort, rendezvous, the application's own non-progress lines, unparsed lines …);
+- NCCL COLL and DETAIL fingerprint rows: the last ``keep_last`` per (rank, process group) — the highest
+  sequence numbers a rank entered, which is what alignment, clock offsets and the straggler rules use;
+- progress rows (``step_progress``): the last ``keep_last`` per rank;
+- NCCL INFO chatter (kind ``log``, layer ``nccl``): the rows that state a rank or world size (topology
+  lines) and the last ``keep_last`` per rank.
+
+Batches: the unit is a torchrun agent's tree (``<node>/torchrun_logs/<run>/attempt_N/...`` with the
+launcher log beside it), i.e. the first directory level under ``root`` — so rank identity (NCCL init
+lines, launcher pids, tee offsets) still resolves within a batch. Units are packed into batches of about
+``batch_bytes`` of input; a unit larger than that is one batch on its own. Each batch is ingested from a
+shadow directory of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in
+a normal run, and ``event_id`` is made unique across batches.
+
+Batches run one after the other in this process (polars uses the cores within a batch). Peak memory is
+one batch's ingest (about 30x its input bytes with the current pipeline) plus the reduced table (tens of
+rows per rank), independent of the total input size.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from correlator.discover import DiscoveryError, Source, discover
+from correlator.ingest import ingest
+from correlator.schema import EVENT_SCHEMA, conform, empty_table
+
+#: Input size above which the CLI should stream by default (``--streaming`` forces it).
+STREAMING_THRESHOLD_BYTES = 2 * 1024**3
+#: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~1-1.5 GiB peak RSS).
+DEFAULT_BATCH_BYTES = 32 * 1024**2
+
+#: Kinds that are routine at volume and reduced (see the module docstring); other rows are kept whole.
+ROUTINE_KINDS = frozenset({"nccl_coll", "collective_fingerprint", "step_progress", "log"})
+_SEQ_KINDS = ["nccl_coll", "collective_fingerprint"]
+#: NCCL INFO chatter that is kept whole: it maps addresses to hosts (peer errors name an address).
+_NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
+
+
+def input_bytes(root: str | os.PathLike[str]) -> int:
+    """Total size of the files under ``root`` (to decide whether to stream)."""
+    p = Path(root)
+    if p.is_file():
+        return p.stat().st_size
+    total = 0
+    for dirpath, _dirs, files in os.walk(p, followlinks=True):
+        for fn in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, fn))
+            except OSError:
+                pass
+    return total
+
+
+def should_stream(root: str | os.PathLike[str], threshold: int = STREAMING_THRESHOLD_BYTES) -> bool:
+    """True when the input under ``root`` is larger than ``threshold`` bytes."""
+    return input_bytes(root) > threshold
+
+
+def _size(src: Source) -> int:
+    s = getattr(src, "size", None)
+    if s is not None:
+        return int(s)
+    try:
+        return src.path.stat().st_size
+    except OSError:
+        return 0
+
+
+def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
+    """Group sources into batches: units by first directory level (top-level files join the only
+    directory unit when there is one, else form their own unit), packed up to ``batch_bytes``."""
+    units: dict[str, list[Source]] = {}
+    top_files: list[Source] = []
+    for s in sources:
+        parts = Path(s.rel).parts
+        if len(parts) > 1:
+            units.setdefault(parts[0], []).append(s)
+        else:
+            top_files.append(s)
+    if top_files:
+        if len(units) == 1:
+            next(iter(units.values())).extend(top_files)
+        elif not units:
+            units["."] = top_files
+        else:
+            units["."] = top_files
+    batches: list[list[Source]] = []
+    cur: list[Source] = []
+    cur_bytes = 0
+    for key in sorted(units):
+        unit = units[key]
+        ub = sum(_size(s) for s in unit)
+        if cur and cur_bytes + ub > batch_bytes:
+            batches.append(cur)
+            cur, cur_bytes = [], 0
+        cur.extend(unit)
+        cur_bytes += ub
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def _reduced_parts(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int) -> list:
+    """The kept rows of ``t`` in three parts (kept whole, per-PG sequence rows, per-rank tails)."""
+    kind, layer = pl.col("kind"), pl.col("layer")
+    nccl_chatter = ((kind == "log") & (layer == "nccl") & pl.col("world_size").is_null()
+                    & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
+    seqish = kind.is_in(_SEQ_KINDS)
+    tails = (kind == "step_progress") | nccl_chatter
+    who = pl.coalesce(pl.col("rank").cast(pl.String), pl.lit("path:") + pl.col("path"))
+    pgk = pl.when(kind == "nccl_coll").then(pl.lit("nccl:") + pl.coalesce(pl.col("pg"), pl.lit("?"))) \
+        .otherwise(pl.coalesce(pl.col("pg"), pl.lit("0")))
+    whole = t.filter(~seqish & ~tails)
+    seq_rows = (t.filter(seqish).with_columns(who.alias("__who"), pgk.alias("__pg"))
+                .sort("__who", "__pg", "seq", order, nulls_last=False)
+                .group_by("__who", "__pg", maintain_order=True).tail(keep_last).drop("__who", "__pg"))
+    tail_rows = (t.filter(tails).with_columns(who.alias("__who"), kind.alias("__k"))
+                 .sort("__who", "__k", order).group_by("__who", "__k", maintain_order=True).tail(keep_last)
+                 .drop("__who", "__k"))
+    return [whole, seq_rows, tail_rows]
+
+
+def reduce_for_diagnosis(table: pl.DataFrame, keep_last: int = 4) -> pl.DataFrame:
+    """The rows of ``table`` that diagnosis needs (see the module docstring); same schema, same order."""
+    if table.height == 0:
+        return table
+    t = table.with_row_index("__i")
+    cols = t.columns
+    parts = _reduced_parts(t, "__i", keep_last)
+    return pl.concat([p.select(cols) for p in parts], how="vertical").sort("__i").drop("__i")
+
+
+@dataclass
+class _BatchOut:
+    """What one batch gives back (from one ingest of its shadow directory)."""
+
+    table: pl.DataFrame | None
+    reduced: pl.DataFrame | None
+    lines_read: int = 0
+    skipped: int = 0
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    maxrss_kib: int = 0
+
+
+def _shadow(batch: list[Source], tmp: Path) -> Path:
+    """A directory of symlinks mirroring ``batch``'s relative paths (so ``path`` in the table is unchanged)."""
+    shadow = Path(tempfile.mkdtemp(prefix="batch-", dir=tmp))
+    for s in batch:
+        dst = shadow / s.rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.abspath(s.path), dst)
+    return shadow
+
+
+def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, keep_last: int, tmp: str,
+               base: str) -> _BatchOut:
+    target = Path(single_file) if single_file else _shadow(batch, Path(tmp))
+    try:
+        res = ingest(target, tz=tz)
+    except DiscoveryError as e:  # a batch of only empty/binary files
+        return _BatchOut(None, None, warnings=[str(e).replace(str(target), base)])
+    finally:
+        if not single_file:
+            shutil.rmtree(target, ignore_errors=True)
+    t = res.table
+    return _BatchOut(t, reduce_for_diagnosis(t, keep_last), res.lines_read, res.skipped_lines,
+                     dict(getattr(res, "skipped_by_reason", None) or {}), list(res.warnings),
+                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[str] | None,
+                  batch_bytes: int = DEFAULT_BATCH_BYTES, *, tz: str | None = None, keep_last: int = 4,
+                  row_group_rows: int = 1_000_000,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[pl.DataFrame, dict[str, object]]:
+    """Ingest ``root`` batch by batch; write the full event table to ``out_parquet`` (None: don't).
+
+    Returns ``(reduced_table, summary)``: the rows diagnosis needs (event-table schema; pass it to
+    :func:`correlator.diagnose`) and the same counts as ``IngestResult.summary()`` (over the whole input)
+    plus ``batches``, ``input_bytes``, ``reduced_rows`` and ``peak_rss_mib`` (this process, so far).
+
+    Peak memory is about one batch's ingest plus the reduced table. ``progress(done, total)`` is called per batch. Raises :class:`DiscoveryError` when ``root`` is
+    missing, empty, or no batch had a readable line.
+    """
+    rootp = Path(root)
+    sources, disc_warnings = discover(rootp)
+    single = str(rootp) if rootp.is_file() else None
+    batches = [sources] if single else plan_batches(sources, batch_bytes)
+    kinds: dict[str, int] = {}
+    ranks: set[int] = set()
+    hosts: set[str] = set()
+    attempts: set[int] = set()
+    skipped_by_reason: dict[str, int] = {}
+    reduced: list[pl.DataFrame] = []
+    warnings: list[str] = list(disc_warnings)
+    lines_read = skipped = rows = unparsed = 0
+    peak_rss = 0
+    writer: pq.ParquetWriter | None = None
+    tmp = tempfile.mkdtemp(prefix="rankscope-stream-")
+    base = str(rootp.parent if single else rootp)
+    event_offset = 0
+    try:
+        if out_parquet is not None:
+            writer = pq.ParquetWriter(str(out_parquet), EVENT_SCHEMA, compression="zstd")
+        results = (_run_batch(b, single, tz, keep_last, tmp, base) for b in batches)
+        for i, out in enumerate(results):
+            warnings.extend(w for w in out.warnings if w not in disc_warnings)
+            peak_rss = max(peak_rss, out.maxrss_kib)
+            if out.table is not None and out.reduced is not None:
+                t = out.table.with_columns((pl.col("event_id") + event_offset).alias("event_id"))
+                red = out.reduced.with_columns((pl.col("event_id") + event_offset).alias("event_id"))
+                event_offset += t.height
+                lines_read += out.lines_read
+                skipped += out.skipped
+                rows += t.height
+                for k, v in out.skipped_by_reason.items():
+                    skipped_by_reason[k] = skipped_by_reason.get(k, 0) + v
+                for k, v in t.group_by("kind").len().iter_rows():
+                    kinds[k] = kinds.get(k, 0) + v
+                unparsed += int(t.filter(pl.col("kind") == "unparsed")["line_count"].sum() or 0)
+                ranks.update(int(r) for r in t["rank"].drop_nulls().unique().to_list())
+                hosts.update(t["host"].drop_nulls().unique().to_list())
+                attempts.update(int(a) for a in t["attempt"].drop_nulls().unique().to_list())
+                if writer is not None:
+                    arrow = conform(t).to_arrow(compat_level=pl.CompatLevel.oldest())
+                    writer.write_table(arrow.cast(EVENT_SCHEMA), row_group_size=row_group_rows)
+                reduced.append(red)
+                del t, red
+            del out
+            if progress:
+                progress(i + 1, len(batches))
+    finally:
+        if writer is not None:
+            writer.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if rows == 0:
+        raise DiscoveryError(f"{root}: no log lines to read in {len(sources)} file(s)")
+    table = pl.concat(reduced, how="vertical") if reduced else empty_table()
+    summary: dict[str, object] = {
+        "files": len(sources),
+        "lines_read": lines_read,
+        "lines_skipped": skipped,
+        "skipped_by_reason": skipped_by_reason,
+        "rows": rows,
+        "ranks": sorted(ranks),
+        "hosts": sorted(hosts),
+        "attempts": sorted(attempts),
+        "rows_by_kind": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+        "lines_not_understood": unparsed,
+        "warnings": len(warnings),
+        "warning_lines": warnings[:50],
+        "batches": len(batches),
+        "peak_rss_mib": round(peak_rss / 1024, 1),
+        "input_bytes": sum(_size(s) for s in sources),
+        "reduced_rows": table.height,
+    }
+    return table, summary
+
+
+def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl.DataFrame:
+    """The reduced table from an event-table parquet file or hive-partitioned dataset (lazy scan: only
+    the kept rows are materialized), e.g. the merged per-node outputs of ``correlator.export``."""
+    p = Path(path)
+    lf = pl.scan_parquet(str(p / "**" / "*.parquet") if p.is_dir() else str(p), hive_partitioning=p.is_dir())
+    cols = list(EVENT_SCHEMA.names)
+    parts = _reduced_parts(lf.select(cols), "event_id", keep_last)
+    out = conform(pl.concat([q.select(cols) for q in parts], how="vertical").collect()).sort("path", "line", "event_id")
+    if out["event_id"].n_unique() != out.height:  # files of separate ingest runs (one per node)
+        out = out.with_columns(pl.int_range(0, out.height, dtype=pl.Int64).alias("event_id"))
+    return out
+
+
+__all__ = ["DEFAULT_BATCH_BYTES", "ROUTINE_KINDS", "STREAMING_THRESHOLD_BYTES", "input_bytes", "plan_batches",
+           "reduce_for_diagnosis", "reduced_from_parquet", "should_stream", "stream_ingest"]

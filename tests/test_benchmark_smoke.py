@@ -1,0 +1,43 @@
+"""Smoke test of the benchmark tools: a tiny generated tree and a tiny bench run (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+import bench
+from generate import generate
+
+
+def test_generate_is_deterministic(tmp_path: Path) -> None:
+    a = generate(tmp_path / "a", ranks=10, lines=120, seed=3)
+    b = generate(tmp_path / "b", ranks=10, lines=120, seed=3)
+    assert a["culprit"] == b["culprit"] and a["bytes"] == b["bytes"] and a["lines"] == b["lines"]
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert len(files) == a["files"] == 10 * 2 + 2  # stdout+stderr per rank, one launcher log per node
+    assert any(f.name == "launcher.log" for f in files)
+    assert sum(len(p.read_text().splitlines()) for p in (tmp_path / "a").rglob("*.log")) == a["lines"]
+
+
+def test_pyloop_baseline_extracts_rows(tmp_path: Path) -> None:
+    info = generate(tmp_path / "g", ranks=8, lines=100, seed=1)
+    n = bench.pyloop(str(tmp_path / "g"))
+    assert 0 < n <= info["lines"]
+
+
+def test_bench_quick_runs(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    p = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench.py"), "--quick", "--json", str(out),
+                        "--work", str(tmp_path / "w")], capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    (run,) = rep["runs"]
+    assert set(run["results"]) == {"timeline", "diagnose", "streaming", "grep", "pyloop"}
+    for r in run["results"].values():
+        assert r["wall_s"] > 0 and r["lines_per_s"] > 0
+    assert run["results"]["diagnose"].get("initiating_ok") == 1.0
+    assert "timeline" in p.stdout and "grep" in p.stdout

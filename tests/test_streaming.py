@@ -1,0 +1,164 @@
+"""Streaming ingest (``correlator.streaming``) and partitioned export (``correlator.export``).
+
+The streaming path must give the same diagnosis as the normal path, a parquet file with the event schema
+whose rows and line counts add up to the normal table's, and a reduced table that keeps what diagnosis reads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from correlator.diagnose import diagnose
+from correlator.export import read_partitioned, write_partitioned
+from correlator.ingest import ingest
+from correlator.report import to_json
+from correlator.schema import EVENT_SCHEMA, FAULT_KINDS
+from correlator.streaming import plan_batches, reduce_for_diagnosis, reduced_from_parquet, stream_ingest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+from generate import generate
+
+KEYS = ["initiating_ranks", "collateral_ranks", "clean_ranks", "missing_ranks", "failure_kind", "world_size",
+        "ranks_seen"]
+CASES = sorted((REPO / "fixtures" / "cases").glob("*/logs"))
+
+
+def _verdict(table: pl.DataFrame) -> dict[str, object]:
+    d = json.loads(to_json(diagnose(table)))
+    return {k: d[k] for k in KEYS}
+
+
+@pytest.fixture(scope="module")
+def gen(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    out = tmp_path_factory.mktemp("gen") / "logs"
+    info = generate(out, ranks=24, lines=300, seed=7)
+    return out, info
+
+
+def test_generator_is_understood(gen: tuple[Path, dict[str, object]]) -> None:
+    root, info = gen
+    res = ingest(root)
+    s = res.summary()
+    assert s["lines_read"] == info["lines"]
+    assert s["lines_not_understood"] <= 2
+    assert set(s["ranks"]) == set(range(24))  # type: ignore[arg-type]
+    d = diagnose(res.table)
+    assert d.initiating_ranks == [info["culprit"]]
+    assert d.failure_kind == "cuda_oom"
+
+
+def test_streaming_matches_normal_path(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    root, info = gen
+    full = ingest(root)
+    out = tmp_path / "events.parquet"
+    reduced, summary = stream_ingest(root, out, batch_bytes=1)  # one node per batch
+    assert summary["batches"] == 3
+    assert _verdict(reduced) == _verdict(full.table)
+    assert diagnose(reduced).initiating_ranks == [info["culprit"]]
+    # The parquet file: event schema, every row, line counts add up to the lines read.
+    pf = pq.ParquetFile(out)
+    assert pf.schema_arrow.equals(EVENT_SCHEMA)
+    assert pf.metadata.num_row_groups >= summary["batches"]
+    written = pl.read_parquet(out)
+    assert written.height == full.table.height == summary["rows"]
+    assert int(written["line_count"].sum()) == int(full.table["line_count"].sum()) == summary["lines_read"]
+    assert written["event_id"].n_unique() == written.height
+    assert summary["lines_read"] == full.lines_read
+    assert summary["rows_by_kind"] == full.summary()["rows_by_kind"]
+    assert summary["ranks"] == full.summary()["ranks"]
+    # Same rows as the normal table (ids aside): same (path, line, kind, ...) multiset.
+    cols = ["path", "line", "line_count", "kind", "host", "seq"]
+    assert written.select(cols).sort(cols).equals(full.table.select(cols).sort(cols))
+    # Same ranks, except the launcher's "failed ... local_rank: L" lines: with several nodes in one run
+    # the normal path cannot pair a launcher log with its tree (it names no run dir) and reads the local
+    # rank as global; a per-node batch pairs them and gets the global rank right.
+    ranked = ["path", "line", "rank"]
+    not_launcher = pl.col("stream") != "launcher"
+    assert (written.filter(not_launcher).select(ranked).sort(ranked)
+            .equals(full.table.filter(not_launcher).select(ranked).sort(ranked)))
+
+
+def test_reduced_table_keeps_faults_and_is_small(gen: tuple[Path, dict[str, object]]) -> None:
+    root, _info = gen
+    t = ingest(root).table
+    red = reduce_for_diagnosis(t)
+    assert red.schema == t.schema
+    faults = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
+    assert faults.join(red, on="event_id", how="anti").height == 0
+    assert red.height < t.height / 5
+    # Every rank keeps its highest collective.
+    top = t.filter(pl.col("kind") == "nccl_coll").group_by("rank").agg(pl.col("seq").max()).sort("rank")
+    top_r = red.filter(pl.col("kind") == "nccl_coll").group_by("rank").agg(pl.col("seq").max()).sort("rank")
+    assert top.equals(top_r)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.parent.name for c in CASES])
+def test_streaming_same_verdict_on_corpus(case: Path, tmp_path: Path) -> None:
+    reduced, _summary = stream_ingest(case, tmp_path / "e.parquet", batch_bytes=1)
+    assert _verdict(reduced) == _verdict(ingest(case).table)
+
+
+def test_plan_batches_keeps_a_node_together(gen: tuple[Path, dict[str, object]]) -> None:
+    from correlator.discover import discover
+
+    root, _ = gen
+    sources, _w = discover(root)
+    batches = plan_batches(sources, batch_bytes=1)
+    assert [len({Path(s.rel).parts[0] for s in b}) for b in batches] == [1, 1, 1]
+    assert len(plan_batches(sources, batch_bytes=10**12)) == 1
+
+
+def test_partitioned_export_roundtrip(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    root, info = gen
+    out = tmp_path / "s.parquet"
+    stream_ingest(root, out)
+    full = pl.read_parquet(out)
+    for by in ("host", "rank"):
+        files = write_partitioned(full, tmp_path / by, by=by)
+        assert files and all(f.parent.name.startswith(f"{by}=") for f in files)
+        back = read_partitioned(tmp_path / by)
+        assert back.height == full.height and back.schema == full.schema
+    hosts = {p.name for p in (tmp_path / "host").iterdir()}
+    assert "host=node-0000" in hosts
+    assert diagnose(reduced_from_parquet(tmp_path / "host")).initiating_ranks == [info["culprit"]]
+    assert diagnose(reduced_from_parquet(out)).initiating_ranks == [info["culprit"]]
+    with pytest.raises(ValueError):
+        write_partitioned(full, tmp_path / "x", by="kind")
+
+
+def test_per_node_ingest_then_merge(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    """Scaling out: each node ingests its own tree, the merged dataset diagnoses like the whole."""
+    root, info = gen
+    ds = tmp_path / "ds"
+    for node in sorted(p for p in root.iterdir() if p.is_dir()):
+        # Each node sees only its own folder; paths stay relative to the job root via the node folder name.
+        t = ingest(node).table.with_columns((pl.lit(node.name + "/") + pl.col("path")).alias("path"))
+        write_partitioned(t, ds, by="host", part_name=f"{node.name}.parquet")
+    merged = read_partitioned(ds)
+    assert merged["event_id"].n_unique() == merged.height
+    assert diagnose(reduced_from_parquet(ds)).initiating_ranks == [info["culprit"]]
+    assert diagnose(merged).initiating_ranks == [info["culprit"]]
+
+
+def test_rules_engine_fills_a_field_from_several_rules() -> None:
+    """parsers.rules.apply_rules: two rules of one list setting the same field (comm, world_size)."""
+    from parsers import nccl
+    from parsers.rules import apply_rules
+
+    df = pl.DataFrame({"message": [
+        "comm 0x1 rank 3 nranks 16 cudaDev 3 - Init COMPLETE",
+        "AllReduce: opCount 1f sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x2 [nranks=8] stream 0x3",
+        "nothing to see",
+    ]})
+    out = apply_rules(df, nccl.RULES)
+    assert out["kind"].to_list() == ["nccl_init", "nccl_coll", None]
+    assert out["comm"].to_list() == ["0x1", "0x2", None]
+    assert out["world_size"].to_list() == [16, 8, None]
+    assert out["seq"].to_list() == [None, 31, None]
