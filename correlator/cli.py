@@ -121,6 +121,25 @@ def _r(ranks: list[int]) -> str:
     return ranges(ranks)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"rankscope {version('rankscope')}")
+        except PackageNotFoundError:
+            print("rankscope (not installed as a package)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", callback=_version,
+                                          is_eager=True)] = False,
+) -> None:
+    """Find which rank of a failed distributed training job failed first, why, and which errors are collateral."""
+
+
 @app.command()
 def diagnose(
     directory: DirArg,

@@ -119,7 +119,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
     for r in G.graph["initiators"]:
         ev = G.nodes[r].get("cause_event")
         if ev is not None:
-            ids.append((ev, "initiating fault"))
+            ids.append((ev, f"initiating fault of rank {r}"))
     focus = G.graph.get("focus") or {}
     for ev in (focus.get("evidence") or [])[:3]:
         ids.append((ev, "collective disagreement"))
@@ -151,6 +151,9 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             continue
         done.add(eid)
         r = rows[eid]
+        if role.startswith("initiating fault of rank"):
+            init = int(role.rsplit(" ", 1)[1])
+            role = "initiating fault" if r["rank"] == init else f"points at rank {init} (reported by rank {r['rank']})"
         use_message = (r["kind"] in ("python_exception", "cuda_oom", "cuda_error", "failure_entry", "root_cause_entry")
                        or r["stream"] == "error_json")
         text = r["message"] if use_message and r["message"] else r["raw"]
@@ -186,7 +189,10 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
             if r["exc_type"]:
                 what = r["exc_type"]
             elif r["exit_code"] is not None:
-                what = f"exit code {r['exit_code']}" + (f" ({r['signal']})" if r["signal"] else "")
+                sig = r["signal"] or _signal_name(r["exit_code"])
+                what = f"exit code {r['exit_code']}" + (f" ({sig})" if sig else "")
+            elif r["kind"] in ("cuda_error", "nccl_net_error", "watchdog_hang") and r["message"]:
+                what = _first_line(r["message"], 90)
             else:
                 what = r["kind"].replace("_", " ")
     basis = G.graph["initiator_basis"]
@@ -199,6 +205,8 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
     }.get(basis, "failed first")
     if kind == "early_exit":
         verb = "exited early while the others still waited"
+    if basis.startswith("peer host"):
+        verb = "became unreachable (their host stopped logging; the others lost their connections to it)"
     head = f"{names} {verb}" + (f": {what}" if what and basis in ("first fault", "common mode", "exit status") else "")
     focus = G.graph.get("focus") or {}
     waits = [a for a, b, d in G.edges(data=True) if d["edge"] == "waits_for"]
@@ -224,12 +232,25 @@ def _ranges(nums: list[int]) -> str:
     return ranges(nums)
 
 
+def _signal_name(code: int | None) -> str | None:
+    """torchrun's negative exit codes are signal numbers: -11 -> SIGSEGV."""
+    import signal
+
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return None
+
+
 def _confidence(G: nx.DiGraph) -> float:
     base = 0.95
     penalties = {
         "common mode": 0.05, "independently": 0.15, "silence": 0.2, "lagging": 0.15, "missing": 0.35,
         "left no log": 0.05, "no launcher": 0.05, "inferred": 0.1, "clocks": 0.1, "evenly": 0.3,
-        "only an exit status": 0.15, "none explains": 0.5,
+        "only an exit status": 0.15, "none explains": 0.5, "stopped logging": 0.2, "could not be determined": 0.35,
+        "several ranks saw network errors": 0.15, "configuration line": 0.1, "did not wait in the barrier": 0.1,
     }
     for reason in G.graph["reasons"]:
         for key, p in penalties.items():

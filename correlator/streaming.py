@@ -161,6 +161,13 @@ class _BatchOut:
     maxrss_kib: int = 0
 
 
+def _compact(df: pl.DataFrame) -> pl.DataFrame:
+    """A copy of ``df`` that owns its text: polars string columns are views into shared buffers, so a few
+    rows filtered out of a batch would otherwise keep the whole batch's text alive (measured: ~65 MB per
+    32 MB batch, 8.5 GiB after 128 batches)."""
+    return pl.from_arrow(df.to_arrow(compat_level=pl.CompatLevel.oldest()))  # type: ignore[return-value]
+
+
 def _shadow(batch: list[Source], tmp: Path) -> Path:
     """A directory of symlinks mirroring ``batch``'s relative paths (so ``path`` in the table is unchanged)."""
     shadow = Path(tempfile.mkdtemp(prefix="batch-", dir=tmp))
@@ -182,7 +189,7 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
         if not single_file:
             shutil.rmtree(target, ignore_errors=True)
     t = res.table
-    return _BatchOut(t, reduce_for_diagnosis(t, keep_last), res.lines_read, res.skipped_lines,
+    return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), res.lines_read, res.skipped_lines,
                      dict(getattr(res, "skipped_by_reason", None) or {}), list(res.warnings),
                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
