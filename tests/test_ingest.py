@@ -119,5 +119,7 @@ def test_parquet_round_trip(tmp_path: Path) -> None:
     back = pl.read_parquet(out)
     assert back.height == t.height and back["ts"].dtype == pl.Datetime("us", "UTC")
     duckdb = pytest.importorskip("duckdb")
-    n = duckdb.sql(f"select count(*) from '{out}' where kind = 'worker_failed'").fetchone()[0]
+    n = duckdb.sql(f"select count(*) from '{out}' where kind = 'worker_failed'").fetchall()[0][0]
     assert n == 1
+    cols = [row[0] for row in duckdb.sql(f"describe select * from '{out}'").fetchall()]
+    assert cols == EVENT_SCHEMA.names
