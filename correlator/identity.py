@@ -34,13 +34,14 @@ def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
              ["node_key"].unique().to_list())
     if not trees:
         return df
-    streams = df.filter(pl.col("layout") == "stream")["path"].unique().to_list()
-    assign: dict[str, str] = {}
-    for path in streams:
-        raw = df.filter(pl.col("path") == path)["raw"]
-        hits = [t for t in trees if raw.str.contains(t.rsplit("/", 1)[-1], literal=True).any()]
-        if len(hits) == 1:
-            assign[path] = hits[0]
+    stream_rows = df.filter(pl.col("layout") == "stream").select("path", "raw")
+    streams = stream_rows["path"].unique().to_list()
+    mentions: dict[str, list[str]] = {}
+    for tree in trees:  # one scan per log tree (a node), not per file
+        name = tree.rsplit("/", 1)[-1]
+        for path in stream_rows.filter(pl.col("raw").str.contains(name, literal=True))["path"].unique().to_list():
+            mentions.setdefault(path, []).append(tree)
+    assign: dict[str, str] = {p: hits[0] for p, hits in mentions.items() if len(hits) == 1}
     if len(trees) == 1:
         for path in streams:
             assign.setdefault(path, trees[0])
@@ -105,9 +106,10 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
 
     # A per-rank file belongs to one rank: the mode of the ranks its lines state.
     per_file = df.filter(pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"]))
-    file_rank = (per_file.filter(pl.col("__direct").is_not_null()).group_by("path")
-                 .agg(pl.col("__direct").mode().first().alias("__file_rank")))
-    df = df.join(file_rank, on="path", how="left", maintain_order="left")
+    file_rank = dict(per_file.filter(pl.col("__direct").is_not_null()).group_by("path")
+                     .agg(pl.col("__direct").mode().first()).iter_rows())
+    # Small aggregates go back onto the (possibly millions of rows) frame as maps, not joins.
+    df = df.with_columns(pl.col("path").replace_strict(file_rank, default=None, return_dtype=pl.Int32).alias("__file_rank"))
     is_rank_file = pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
     df = df.with_columns(
         pl.when(is_rank_file & pl.col("__file_rank").is_not_null()).then(pl.col("__file_rank"))
@@ -261,10 +263,10 @@ def _nccl_ranks(df: pl.DataFrame) -> pl.DataFrame:
         pairs.setdefault((host, pid), rank)
     if not pairs:
         return df
-    keys = pl.DataFrame({"host": [h for h, _ in pairs], "pid": [p for _, p in pairs],
-                         "__nr": list(pairs.values())},
-                        schema={"host": pl.String, "pid": pl.Int64, "__nr": pl.Int32})
-    df = df.join(keys, on=["host", "pid"], how="left", nulls_equal=True, maintain_order="left")
+    key = pl.concat_str([pl.col("host").fill_null("\0"), pl.col("pid").cast(pl.String)], separator="\t")
+    mapping = {f"{h if h is not None else chr(0)}\t{p}": r for (h, p), r in pairs.items()}
+    df = df.with_columns(pl.when(pl.col("pid").is_not_null()).then(key.replace_strict(mapping, default=None, return_dtype=pl.Int32))
+                         .otherwise(None).alias("__nr"))
     nccl_line = pl.col("layer") == "nccl"
     return df.with_columns(
         pl.when(pl.col("rank").is_null() & nccl_line & pl.col("__nr").is_not_null()).then(pl.lit("nccl_pid"))
@@ -281,12 +283,13 @@ def _hosts(df: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(
         pl.when(pl.col("host").is_in(list(_HOSTLESS))).then(None).otherwise(pl.col("host")).alias("host")
     )
-    by_rank = (df.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
-               .group_by("rank").agg(pl.col("host").mode().first().alias("__hr")))
-    by_node = (df.filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null())
-               .group_by("node_key").agg(pl.col("host").mode().first().alias("__hn")))
-    df = df.join(by_rank, on="rank", how="left", maintain_order="left").join(by_node, on="node_key", how="left", maintain_order="left")
-    return df.with_columns(pl.coalesce(pl.col("host"), pl.col("__hr"), pl.col("__hn")).alias("host"))
+    by_rank = dict(df.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
+                   .group_by("rank").agg(pl.col("host").mode().sort().first()).iter_rows())
+    by_node = dict(df.filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null())
+                   .group_by("node_key").agg(pl.col("host").mode().sort().first()).iter_rows())
+    return df.with_columns(pl.coalesce(
+        pl.col("host"), pl.col("rank").replace_strict(by_rank, default=None, return_dtype=pl.String),
+        pl.col("node_key").replace_strict(by_node, default=None, return_dtype=pl.String)).alias("host"))
 
 
 def _attempts(df: pl.DataFrame) -> pl.DataFrame:

@@ -135,6 +135,9 @@ def _with_source(frame: pl.DataFrame, src: Source) -> pl.DataFrame:
 def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
     """torchrun --tee copies every worker line into the launcher output; when the per-rank file holds
     the same record, the tee copy is marked ``duplicate`` (kept in the table, skipped by diagnosis)."""
+    tee_copy = pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream")
+    if not df.select(tee_copy.any()).item():
+        return df.with_columns(pl.lit(False).alias("duplicate"))
     per_rank = (df.filter(pl.col("layout") == "torchrun_rank")
                 .select("node_key", "local_rank", "record").unique().with_columns(pl.lit(True).alias("__dup")))
     if per_rank.height == 0:

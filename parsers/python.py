@@ -46,7 +46,32 @@ TERMINATE = Rule("cpp_terminate", "python_exception", "python", "terminate calle
                  "terminate called after throwing an instance of 'c10::DistBackendError'")
 
 
+_CANDIDATE = r"^(?:[ \t]|Traceback|" + _CPP_CONT[4:]
+
+
 def group_records(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
+    """Merge continuation rows into the record they continue (see :func:`_group_records`).
+
+    Only files holding a continuation candidate (an indented line, a traceback, a C++ exception text, an
+    exception line, a hard-wrapped line) go through the sort/window/join machinery; in a large job that is
+    a handful of stderr and launcher files, while millions of NCCL lines are their own records.
+    """
+    body = pl.col("body")
+    cand = df.select((body.str.contains(_CANDIDATE) | pl.col("wrap_cont").fill_null(False)
+                      | body.str.contains(EXC_LINE)).alias("c"))["c"]
+    paths = df.filter(cand)["path"].unique()
+    if paths.len() == 0:
+        return df.with_columns(pl.col("body").alias("record"))
+    inside = df["path"].is_in(paths.implode())
+    if inside.all():
+        return _group_records(df, stream_keys)
+    df = df.with_row_index("__o2")
+    grouped = _group_records(df.filter(inside), stream_keys)
+    rest = df.filter(~inside).with_columns(pl.col("body").alias("record"))
+    return pl.concat([grouped, rest], how="diagonal_relaxed").sort("__o2").drop("__o2")
+
+
+def _group_records(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
     """Merge continuation rows into the record they continue.
 
     ``df`` must be sorted by ``path`` and ``line``. Continuations: indented lines after a non-blank
