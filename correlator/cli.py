@@ -62,6 +62,8 @@ class EventsFormat(str, Enum):
 DirArg = Annotated[Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)]
 TzOpt = Annotated[str | None, typer.Option("--tz", help="Time zone (IANA name, e.g. Europe/Berlin) of stamps that carry none. Default: UTC.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")]
+StreamingOpt = Annotated[bool | None, typer.Option("--streaming/--no-streaming", help="Ingest node by node in bounded "
+                                                    "memory (~1.3 GiB) keeping only what diagnosis needs. Default: on above 2 GiB of logs.")]
 RedactOpt = Annotated[bool, typer.Option("--redact", help="Replace host names, IPs, user names, e-mails and secrets by stable "
                                          "pseudonyms (host-1, ip-3, user-1) in everything written.")]
 
@@ -103,8 +105,8 @@ def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False) ->
     return res
 
 
-def _summary(res: IngestResult) -> None:
-    s = res.summary()
+def _summary(res: IngestResult | dict[str, object]) -> None:
+    s = res.summary() if isinstance(res, IngestResult) else res
     kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[union-attr]
     why = s.get("skipped_by_reason") or {}
     skipped = f"{s['lines_skipped']} skipped" + (f": {escape(', '.join(f'{v} {k}' for k, v in why.items()))}" if why else "")  # type: ignore[union-attr]
@@ -146,6 +148,7 @@ def diagnose(
     format: Annotated[DiagFormat, typer.Option("--format", "-f", help="text (for people), json (for scripts), markdown (for tickets).")] = DiagFormat.text,
     attempt: Annotated[int | None, typer.Option("--attempt", help="Show this torchelastic attempt's verdict (counted from 0) instead of the first failed one.")] = None,
     signatures: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML) to match besides the built-in library.")] = None,
+    streaming: StreamingOpt = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -154,13 +157,30 @@ def diagnose(
     from correlator.diagnose import diagnose as run_diagnose
     from correlator.report import render_markdown, render_text, to_json
 
-    res = _load(directory, tz, quiet, redact)
-    _check_attempt(res, attempt)
-    if not res.summary()["ranks"] and not res.table.filter(pl.col("layer").is_in(["elastic", "system"])).height:
+    if _parquet_input(directory):  # a `rankscope timeline` parquet file or partitioned dataset
+        from correlator.streaming import reduced_from_parquet
+
+        table = reduced_from_parquet(directory)
+        attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
+        ranks = table["rank"].drop_nulls().unique().to_list()
+    elif _want_streaming(directory, streaming):
+        table, s = _streamed(directory, tz, quiet)
+        attempts, ranks = s["attempts"], s["ranks"]  # type: ignore[assignment]
+    else:
+        res = _load(directory, tz, quiet, redact)
+        table = res.table
+        attempts, ranks = res.summary()["attempts"], res.summary()["ranks"]  # type: ignore[assignment]
+    if redact and (_parquet_input(directory) or _want_streaming(directory, streaming)):
+        from correlator.redact import redact_table
+
+        table = redact_table(table)
+    if attempt is not None and attempt not in attempts:
+        raise UsageError(f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})")
+    if not ranks and not table.filter(pl.col("layer").is_in(["elastic", "system"])).height:
         raise UsageError(f"{directory}: no distributed-training log lines recognised (no rank, no launcher output); "
                          "see `rankscope events` for what was read")
-    d = run_diagnose(res.table, attempt=attempt)
-    _attach_signatures(d, res.table, signatures or [])
+    d = run_diagnose(table, attempt=attempt)
+    _attach_signatures(d, table, signatures or [])
     if format == DiagFormat.json:
         print(to_json(d))
     elif format == DiagFormat.markdown:
@@ -198,6 +218,49 @@ def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> Non
         raise UsageError(str(e)) from None
 
 
+class PartitionBy(str, Enum):
+    host = "host"
+    rank = "rank"
+
+
+def _parquet_input(path: Path) -> bool:
+    """A timeline parquet file, or a folder that holds only parquet files (a hive-partitioned dataset)."""
+    if path.is_file():
+        return path.suffix.lower() == ".parquet"
+    if path.is_dir():
+        files = [p for p in path.rglob("*") if p.is_file()]
+        return bool(files) and all(p.suffix.lower() == ".parquet" for p in files)
+    return False
+
+
+def _streamed(directory: Path, tz: str | None, quiet: bool, out: Path | None = None,
+              partition_by: str | None = None) -> tuple[pl.DataFrame, dict[str, object]]:
+    from correlator.streaming import stream_ingest
+
+    if not directory.exists():
+        raise UsageError(f"{directory}: no such file or directory")
+    if not quiet and err.is_terminal:
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as progress:
+            task = progress.add_task("streaming node by node", total=None)
+            table, s = stream_ingest(directory, out, tz=tz, partition_by=partition_by,
+                                     progress=lambda done, total: progress.update(task, completed=done, total=total))
+    else:
+        table, s = stream_ingest(directory, out, tz=tz, partition_by=partition_by)
+    if not quiet:
+        for w in list(s.get("warning_lines") or [])[:20]:  # type: ignore[call-overload]
+            err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
+    return table, s
+
+
+def _want_streaming(directory: Path, streaming: bool | None) -> bool:
+    if streaming is not None:
+        return streaming
+    from correlator.streaming import should_stream
+
+    return directory.is_dir() and should_stream(directory)
+
+
 @app.command()
 def timeline(
     directory: DirArg,
@@ -205,6 +268,9 @@ def timeline(
     format: Annotated[TableFormat | None, typer.Option("--format", "-f", help="parquet (DuckDB, polars, Spark), jsonl, csv, or "
                                                        "perfetto (Chrome trace-event JSON for ui.perfetto.dev). Default: "
                                                        "from the -o extension, else parquet.")] = None,
+    partition_by: Annotated[PartitionBy | None, typer.Option("--partition-by", help="Write a hive-partitioned parquet "
+                                                             "dataset under -o (a folder): host=…/ or rank=…/.")] = None,
+    streaming: StreamingOpt = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -213,7 +279,35 @@ def timeline(
     if format is None:
         format = {".jsonl": TableFormat.jsonl, ".ndjson": TableFormat.jsonl, ".csv": TableFormat.csv}.get(
             output.suffix.lower(), TableFormat.parquet)
+    by = partition_by.value if partition_by else None
+    if (by or _want_streaming(directory, streaming)) and format != TableFormat.parquet:
+        raise UsageError("--partition-by and --streaming write parquet only")
+    if _want_streaming(directory, streaming):
+        if redact:
+            raise UsageError("--redact needs the whole table: use --no-streaming, or `rankscope redact` first")
+        try:
+            _table, s = _streamed(directory, tz, quiet, output, by)
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+        if not quiet:
+            _summary(s)
+            err.print(f"wrote {s['rows']} events to {escape(str(output))} in {s['batches']} batches "
+                      f"(peak memory {s['peak_rss_mib']} MiB)", highlight=False)
+        return
     res = _load(directory, tz, quiet, redact)
+    if by:
+        import socket
+
+        from correlator.export import write_partitioned
+
+        try:
+            files = write_partitioned(res.table, output, by=by, part_name=f"part-{socket.gethostname().split('.')[0]}.parquet")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+        if not quiet:
+            _summary(res)
+            err.print(f"wrote {res.table.height} events to {len(files)} partitions under {escape(str(output))}", highlight=False)
+        return
     t = res.table
     try:
         if format == TableFormat.perfetto:

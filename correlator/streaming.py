@@ -196,9 +196,13 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
 
 def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[str] | None,
                   batch_bytes: int = DEFAULT_BATCH_BYTES, *, tz: str | None = None, keep_last: int = 4,
-                  row_group_rows: int = 1_000_000,
+                  row_group_rows: int = 1_000_000, partition_by: str | None = None,
                   progress: Callable[[int, int], None] | None = None) -> tuple[pl.DataFrame, dict[str, object]]:
     """Ingest ``root`` batch by batch; write the full event table to ``out_parquet`` (None: don't).
+
+    With ``partition_by`` (``"host"`` or ``"rank"``), ``out_parquet`` is a directory and each batch is
+    written as a hive-partitioned dataset (``<by>=<value>/part-<batch>.parquet``, see
+    :func:`correlator.export.write_partitioned`) instead of one file.
 
     Returns ``(reduced_table, summary)``: the rows diagnosis needs (event-table schema; pass it to
     :func:`correlator.diagnose`) and the same counts as ``IngestResult.summary()`` (over the whole input)
@@ -225,7 +229,12 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
     base = str(rootp.parent if single else rootp)
     event_offset = 0
     try:
-        if out_parquet is not None:
+        if partition_by is not None:
+            from correlator.export import PARTITION_KEYS, write_partitioned
+
+            if partition_by not in PARTITION_KEYS:
+                raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
+        elif out_parquet is not None:
             writer = pq.ParquetWriter(str(out_parquet), EVENT_SCHEMA, compression="zstd")
         results = (_run_batch(b, single, tz, keep_last, tmp, base) for b in batches)
         for i, out in enumerate(results):
@@ -246,7 +255,10 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
                 ranks.update(int(r) for r in t["rank"].drop_nulls().unique().to_list())
                 hosts.update(t["host"].drop_nulls().unique().to_list())
                 attempts.update(int(a) for a in t["attempt"].drop_nulls().unique().to_list())
-                if writer is not None:
+                if partition_by is not None and out_parquet is not None:
+                    write_partitioned(t, out_parquet, by=partition_by, part_name=f"part-{i:05d}.parquet",
+                                      row_group_rows=row_group_rows)
+                elif writer is not None:
                     arrow = conform(t).to_arrow(compat_level=pl.CompatLevel.oldest())
                     writer.write_table(arrow.cast(EVENT_SCHEMA), row_group_size=row_group_rows)
                 reduced.append(red)

@@ -162,3 +162,15 @@ def test_rules_engine_fills_a_field_from_several_rules() -> None:
     assert out["comm"].to_list() == ["0x1", "0x2", None]
     assert out["world_size"].to_list() == [16, 8, None]
     assert out["seq"].to_list() == [None, 31, None]
+
+
+def test_streaming_into_partitioned_dataset(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    root, info = gen
+    reduced, summary = stream_ingest(root, tmp_path / "ds", batch_bytes=1, partition_by="host")
+    merged = read_partitioned(tmp_path / "ds")
+    assert merged.height == summary["rows"]
+    assert diagnose(reduced).initiating_ranks == [info["culprit"]]
+    assert {p.name for p in (tmp_path / "ds").iterdir()} >= {"host=node-0000", "host=node-0001", "host=node-0002"}
+    assert diagnose(reduced_from_parquet(tmp_path / "ds")).initiating_ranks == [info["culprit"]]
+    with pytest.raises(ValueError):
+        stream_ingest(root, tmp_path / "bad", partition_by="kind")
