@@ -1,0 +1,341 @@
+"""Who started it: the ordered rules that name the initiating rank(s) of one attempt.
+
+Each rule is a small function of the attempt's evidence (:class:`Evidence`) that either names initiators
+(a :class:`Finding`) or passes; the first rule that names someone wins. The order encodes the field's
+precedence (DESIGN.md): an odd one out in a collective beats everything; then a rank's own exception,
+CUDA error or SIGKILL; then a bare non-zero exit; then network errors; then the ranks a monitoredBarrier
+names; and only then silence (a rank with no error that stopped advancing, exited early, or left no log).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from correlator import align
+from correlator.faults import FAILURE_KIND_OF, barrier_ranks, mismatch_peers
+
+_SIG_KINDS = ["collective_fingerprint", "watchdog_timeout", "collective_mismatch"]
+_SUMMARY = ["failure_entry", "root_cause_entry"]
+
+
+@dataclass
+class Evidence:
+    """What the rules read. ``t``: the attempt's rows (no duplicates) with corrected time ``tc``;
+    ``f``: its fault rows (with ``role``); ``fr``: the fault rows that have a rank."""
+
+    t: pl.DataFrame
+    f: pl.DataFrame
+    fr: pl.DataFrame
+    seen: list[int]
+    missing: list[int]
+    signalled: set[int]
+    first_signal: Any
+    launcher_present: bool
+
+    @property
+    def causes(self) -> pl.DataFrame:
+        return self.fr.filter(pl.col("role") == "cause")
+
+    @property
+    def effects(self) -> pl.DataFrame:
+        return self.fr.filter(pl.col("role") == "effect")
+
+    def own_error_ranks(self) -> set[int]:
+        """Ranks with an error of their own (being SIGTERMed by the agent is not one)."""
+        own = self.effects.filter((pl.col("kind") != "worker_signalled") & ~(
+            pl.col("kind").is_in(_SUMMARY) & ((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))))
+        return set(own["rank"].to_list())
+
+
+@dataclass
+class Finding:
+    """Initiating ranks, how they were found (``basis``), the failure kind, each initiator's key event,
+    the collective in focus and the reasons that lower confidence."""
+
+    initiators: list[int]
+    basis: str
+    failure_kind: str
+    cause_event: dict[int, int] = field(default_factory=dict)
+    focus: dict[str, Any] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+
+
+def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
+    """Odd one out: ranks whose collective (op, shape/numel) differs from the majority at the same seq.
+
+    Returns (minority, majority, info) for the earliest (pg, seq) where ranks disagree; empty sets if none.
+    Claims come from DETAIL fingerprints, watchdog timeouts (op + NumelIn) and mismatch errors, which also
+    state what the peer ran.
+    """
+    rows = t.filter(pl.col("kind").is_in(_SIG_KINDS) & pl.col("seq").is_not_null() & pl.col("rank").is_not_null())
+    claims: list[tuple[str, int, int, str, int]] = []  # pg, seq, rank, signature, event_id
+    own_line: dict[tuple[str, int, int], int] = {}  # (pg, seq, rank) -> the rank's own line about it
+    for r in rows.select("kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "message",
+                         "event_id").iter_rows(named=True):
+        pg = r["pg"] or "0"
+        size = r["shape"] if r["shape"] is not None else (str(r["numel"]) if r["numel"] is not None else "")
+        sig = f"{r['op']}|{size}"
+        own_line.setdefault((pg, r["seq"], r["rank"]), r["event_id"])
+        claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
+        if r["kind"] == "collective_mismatch":
+            pop, pshape = mismatch_peers(r["message"] or "")
+            if r["peer_rank"] is not None and pop:
+                claims.append((pg, r["seq"], r["peer_rank"], f"{pop}|{pshape or ''}", r["event_id"]))
+    by_key: dict[tuple[str, int], dict[int, set[str]]] = {}
+    ev: dict[tuple[str, int], list[int]] = {}
+    sizeless = {(pg, seq) for pg, seq, _, sig, _ in claims if sig.endswith("|")}
+    for pg, seq, rank, sig, eid in claims:
+        if (pg, seq) in sizeless:  # some claim has no shape: compare the op types only
+            sig = sig.split("|")[0]
+        by_key.setdefault((pg, seq), {}).setdefault(rank, set()).add(sig)
+        ev.setdefault((pg, seq), []).append(eid)
+    for key in sorted(by_key, key=lambda k: (k[1], k[0])):
+        # A rank with two signatures at one (pg, seq) means lines of several process groups were mixed
+        # (DETAIL fingerprints do not name their PG): that key says nothing reliable.
+        if any(len(v) > 1 for v in by_key[key].values()):
+            continue
+        sigs = {r: next(iter(v)) for r, v in by_key[key].items()}
+        counts = Counter(sigs.values())
+        if len(counts) < 2:
+            continue
+        (top, ntop), *rest = counts.most_common()
+        if rest and rest[0][1] == ntop:
+            minority = set(sigs)  # a tie: nobody is the odd one out
+            majority: set[int] = set()
+        else:
+            minority = {r for r, s in sigs.items() if s != top}
+            majority = {r for r, s in sigs.items() if s == top}
+        own = {r: own_line[(key[0], key[1], r)] for r in minority if (key[0], key[1], r) in own_line}
+        return minority, majority, {"pg": key[0], "seq": key[1], "majority": top.replace("|", " "),
+                                    "evidence": ev[key][:8], "own": own}
+    return set(), set(), {}
+
+
+def odd_one_out(e: Evidence) -> Finding | None:
+    """Collective mismatch or divergent shapes: the minority at the first disagreeing (pg, seq)."""
+    minority, majority, div = divergence(e.t)
+    if not minority or not (majority or e.causes.height == 0):
+        return None
+    inits = sorted(minority)
+    found = Finding(inits, "odd one out", "collective_mismatch", focus=div,
+                    cause_event={r: div["own"].get(r, div["evidence"][0]) for r in inits})
+    if not majority:
+        found.reasons.append("the ranks disagree evenly on the collective; no single odd one out")
+    return found
+
+
+def config_odd_one_out(e: Evidence) -> Finding | None:
+    """A mismatch was detected but the collectives do not say who is odd: compare what the ranks said
+    about themselves (configuration lines every rank printed, where exactly one rank differs)."""
+    if not e.fr.filter(pl.col("kind") == "collective_mismatch").height:
+        return None
+    odd, ev_ids = config_outlier(e.t)
+    if odd is None:
+        return None
+    return Finding([odd], "odd one out", "collective_mismatch", {odd: ev_ids[0]}, {"evidence": ev_ids},
+                   ["the odd rank was found from its own configuration line, not from the collective itself"])
+
+
+def first_causes(e: Evidence) -> Finding | None:
+    """Exceptions, CUDA errors, SIGKILL: every rank whose own cause came before anyone reacted."""
+    causes = e.causes
+    if not causes.height:
+        return None
+    t0 = causes["tc"].min()
+    first_effect = e.effects["tc"].min()
+    stamps = [x for x in (t0, first_effect, e.first_signal) if x is not None]
+    horizon = max(stamps) if stamps else None
+    agent_failed = set(causes.filter(pl.col("kind").is_in(["worker_failed", *_SUMMARY])
+                                     & (pl.col("stream") != "error_json"))["rank"].to_list())
+    first_cause = causes.group_by("rank", maintain_order=True).first()
+    in_time = (pl.col("tc") <= horizon) if horizon is not None else pl.lit(True)
+    chosen = first_cause.filter(in_time | pl.col("tc").is_null() | pl.col("rank").is_in(list(agent_failed)))
+    inits = sorted(chosen["rank"].to_list())
+    cause_event: dict[int, int] = {}
+    pref = {"worker_failed": 1, "process_exit": 1, "failure_entry": 2, "root_cause_entry": 3}
+    for r in inits:
+        # Prefer the rank's most specific cause (an exception over a bare exit status).
+        own = causes.filter(pl.col("rank") == r).with_columns(
+            pl.col("kind").replace_strict(pref, default=0, return_dtype=pl.Int8).alias("__p"))
+        cause_event[r] = own.sort("__p", "tc", nulls_last=True, maintain_order=True)["event_id"][0]
+    kinds = [_cause_kind(causes.filter(pl.col("rank") == r)) for r in inits]
+    found = Finding(inits, "first fault", Counter(kinds).most_common(1)[0][0], cause_event)
+    if len(inits) > 1:
+        excs = {causes.filter(pl.col("rank") == r)["exc_type"].drop_nulls().first() for r in inits}
+        if len(inits) >= max(2, len(e.seen) // 2) and len(excs) <= 1:
+            found.basis = "common mode"
+            found.reasons.append(f"{len(inits)} ranks failed the same way at about the same time (common mode)")
+        else:
+            found.reasons.append(f"{len(inits)} ranks failed independently before any other rank reacted")
+    return found
+
+
+def bare_exit(e: Evidence) -> Finding | None:
+    """A rank that just died (exit 1, -6 …) and said nothing else."""
+    explained = set(e.fr.filter(pl.col("role").is_in(["cause", "effect"]) & (pl.col("kind") != "worker_signalled"))
+                    ["rank"].to_list())
+    exits = e.fr.filter((pl.col("role") == "exit") & ~pl.col("rank").is_in(list(explained)))
+    if not exits.height:
+        return None
+    r = exits["rank"][0]
+    return Finding([r], "exit status", "rank_crash", {r: exits["event_id"][0]},
+                   reasons=["the initiating rank logged no error text, only an exit status"])
+
+
+def network(e: Evidence) -> Finding | None:
+    """Network errors with no crash behind them: a peer host that went away, or the first failing link."""
+    net = e.fr.filter(pl.col("kind") == "nccl_net_error").sort("tc", "event_id", nulls_last=True)
+    dead_host = unreachable_peer_host(e.t, net)
+    if dead_host is not None:
+        on_host = sorted(int(r) for r in e.t.filter(pl.col("host") == dead_host)["rank"].drop_nulls().unique().to_list())
+        own = set(e.effects.filter(pl.col("kind") != "worker_signalled")["rank"].to_list())
+        inits = [r for r in on_host if r not in own] or on_host
+        return Finding(inits, f"peer host {dead_host} unreachable", "network_error",
+                       {r: net["event_id"][0] for r in inits},
+                       reasons=[(f"the ranks of {dead_host} stopped logging; they are named because the others lost "
+                                 "their connection to it")])
+    if not net.height:
+        return None
+    firsts = net.group_by("rank", maintain_order=True).first()
+    t_first = firsts["tc"][0]
+    tied = firsts.filter(pl.col("tc") < t_first + dt.timedelta(seconds=1)) if t_first is not None else firsts.head(1)
+    found = Finding(sorted(tied["rank"].to_list()), "first network error", "network_error",
+                    dict(tied.select("rank", "event_id").iter_rows()))
+    if len(found.initiators) > 1:
+        found.reasons.append("several ranks saw network errors within the clock uncertainty")
+    return found
+
+
+def barrier_named(e: Evidence) -> Finding | None:
+    """monitoredBarrier names the ranks that never arrived (in the numbering of the barrier's group: a
+    reporter whose PG rank differs from its global rank reports sub-group ranks, mapped by offset)."""
+    named: set[int] = set()
+    for row in e.f.filter(pl.col("kind") == "monitored_barrier_failed").iter_rows(named=True):
+        shift = (row["rank"] - row["pg_rank"]) if row["rank"] is not None and row["pg_rank"] is not None else 0
+        named.update(r + shift for r in barrier_ranks(row["message"] or ""))
+    if not named:
+        return None
+    quiet = named - e.own_error_ranks()
+    # A named rank that is stuck says nothing; one that went on and failed elsewhere ran another collective.
+    found = Finding(sorted(quiet or named), "named by monitoredBarrier", "straggler_hang" if quiet else "collective_mismatch")
+    if not quiet:
+        found.reasons.append("the rank named by monitoredBarrier did not wait in the barrier: it ran a different collective")
+    return found
+
+
+def silence(e: Evidence) -> Finding | None:
+    """Silence is evidence: a rank with no error while the others time out, one behind on the collective
+    sequence, or one that left no log at all."""
+    effects = e.effects
+    if not effects.height:
+        return None
+    prog = align.progress(e.t)
+    silent = [r for r in e.seen if r not in e.own_error_ranks()]
+    focus: dict[str, Any] = {}
+    waited = effects.filter(pl.col("seq").is_not_null()).sort("tc")
+    if waited.height:
+        w = waited.row(0, named=True)
+        focus = {"pg": w["pg"] or "0", "seq": w["seq"], "op": w["op"]}
+    behind = align.behind(prog)
+    behind_ranks = sorted(set(behind["rank"].to_list())) if behind.height else []
+    if silent:
+        cand = silent
+        ranked = prog.filter(pl.col("rank").is_in(silent) & (pl.col("pg") != "step"))
+        if len(silent) > 1 and ranked.height:
+            cand = sorted(ranked.filter(pl.col("entered") == ranked["entered"].min())["rank"].to_list())
+        found = Finding(sorted(cand), "silent while the others failed", "straggler_hang", focus=focus,
+                        reasons=["the initiating rank logged no error; it was found by its silence"])
+        if e.launcher_present and not (set(found.initiators) & e.signalled):
+            found.failure_kind = "early_exit"
+    elif behind_ranks:
+        found = Finding(behind_ranks, "behind on the collective sequence", "straggler_hang", focus=focus,
+                        reasons=["found by its lagging sequence number, not by an error"])
+    elif e.missing:
+        found = Finding(e.missing, "left no log", "straggler_hang", focus=focus,
+                        reasons=["the initiating rank left no log at all; it is named because it is missing"])
+    else:
+        return None
+    if e.fr.filter(pl.col("kind") == "collective_mismatch").height:
+        found.failure_kind = "collective_mismatch"
+        found.reasons.append("a collective mismatch was detected but the odd rank could not be determined; "
+                             "the silent ranks are only suspects")
+    return found
+
+
+#: The rules in order of precedence; the first that names someone decides.
+RULES: list[Callable[[Evidence], Finding | None]] = [
+    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, barrier_named, silence,
+]
+
+
+def find(e: Evidence) -> Finding:
+    """Run :data:`RULES` in order. Without an initiator: ``launcher_error`` when only the launcher
+    failed, ``unknown`` when ranks report faults that explain nothing, else ``none``."""
+    for rule in RULES:
+        found = rule(e)
+        if found is not None and found.initiators:
+            return found
+    if e.f.filter(pl.col("kind").is_in(["launcher_error", "store_error", "job_cancelled"])).height:
+        return Finding([], "launcher", "launcher_error")
+    if e.fr.height:
+        return Finding([], "", "unknown", reasons=["ranks report faults but none explains the others"])
+    return Finding([], "", "none")
+
+
+def unreachable_peer_host(t: pl.DataFrame, net: pl.DataFrame) -> str | None:
+    """The host the first network errors point at, when no rank on that host reported a network error
+    itself (the peer went away, rather than a link of one rank failing). Addresses map to hosts through
+    NCCL ``Bootstrap : Using <if>:<ip>`` lines, or are host names already."""
+    named = net.filter(pl.col("peer_addr").is_not_null())
+    if named.height == 0:
+        return None
+    ip_host = dict(t.filter(pl.col("local_addr").is_not_null() & pl.col("host").is_not_null())
+                   .select("local_addr", "host").unique(subset="local_addr").iter_rows())
+    hosts = set(t["host"].drop_nulls().unique().to_list())
+    addr = named["peer_addr"][0]
+    host = ip_host.get(addr) or (addr.split(".")[0] if addr.split(".")[0] in hosts else None)
+    if host is None or net.filter(pl.col("host") == host).height:
+        return None
+    return host
+
+
+def config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
+    """The one rank whose application line differs in its numbers from the same line on every other rank.
+
+    Lines are compared by template (digits masked); numbers that differ by construction on every rank (its
+    rank, pid, ports) are masked out first. Returns (rank, [its event id, a majority event id]).
+    """
+    app = t.filter((pl.col("layer") == "app") & pl.col("rank").is_not_null())
+    if app.height == 0 or app["rank"].n_unique() < 3:
+        return None, []
+    num = r"\d+(?:\.\d+)?"
+    own = r"\b(?:\w*rank\w*|pid|port|master)[=:]\s*[\w.]*(?::\d+)?"
+    app = app.with_columns(pl.col("message").str.replace_all(own, "").alias("message"))
+    rows = (app.with_columns(pl.col("message").str.replace_all(num, "#").alias("tpl"),
+                             pl.col("message").str.extract_all(num).list.join(",").alias("vals"))
+            .group_by("tpl", "rank").agg(pl.col("vals").first(), pl.col("event_id").first()))
+    for _tpl, grp in rows.group_by("tpl"):
+        if grp.height < 3:
+            continue
+        counts = grp.group_by("vals").len().sort("len", descending=True)
+        if counts.height == 2 and counts["len"][1] == 1 and counts["len"][0] == grp.height - 1:
+            odd = grp.filter(pl.col("vals") == counts["vals"][1])
+            ref = grp.filter(pl.col("vals") == counts["vals"][0])
+            return int(odd["rank"][0]), [int(odd["event_id"][0]), int(ref["event_id"][0])]
+    return None, []
+
+
+def _cause_kind(rows: pl.DataFrame) -> str:
+    kinds = rows["kind"].to_list()
+    for k in ("cuda_oom", "cuda_error", "process_killed", "ddp_error", "watchdog_hang", "python_exception"):
+        if k in kinds:
+            return FAILURE_KIND_OF[k]
+    if ((rows["exit_code"] == -9) | (rows["signal"] == "SIGKILL")).any():
+        return "oom_kill"
+    return "rank_crash"
