@@ -53,6 +53,8 @@ class RankStatus:
     first_fault_ts: str | None = None
     first_fault_kind: str | None = None
     explained_by: Explanation | None = None
+    #: ``inherited`` when the fault line had no stamp of its own (the time is an earlier line's: a lower bound)
+    first_fault_ts_quality: str | None = None
 
 
 @dataclass
@@ -269,6 +271,7 @@ def _confidence(G: nx.DiGraph) -> float:
 def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
     """Diagnose one attempt (default: the first attempt with a fault)."""
     G = build_graph(table, attempt)
+    quality = dict(table.select("event_id", "ts_quality").iter_rows())
     per_rank: list[RankStatus] = []
     groups: dict[str, list[int]] = {"initiating": [], "collateral": [], "clean": [], "missing": []}
     for r in sorted(G.nodes):
@@ -279,7 +282,8 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         groups.setdefault(status, []).append(r)
         ex = n.get("explained_by")
         per_rank.append(RankStatus(r, n.get("host"), n.get("local_rank"), status, _iso(n.get("first_fault_ts")),
-                                   n.get("first_fault_kind"), Explanation(**ex) if ex else None))
+                                   n.get("first_fault_kind"), Explanation(**ex) if ex else None,
+                                   quality.get(n.get("first_fault_event"))))
     clean = [r for r in groups["clean"] if r in G.graph["ranks_seen"]]
     d = Diagnosis(
         world_size=G.graph["world_size"], ranks_seen=G.graph["ranks_seen"], attempt=G.graph["attempt"],

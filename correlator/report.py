@@ -61,7 +61,8 @@ def _grouped(statuses: list[Any]) -> list[dict[str, Any]]:
         if s.host and s.host not in g["hosts"]:
             g["hosts"].append(s.host)
         if s.first_fault_ts:
-            g["ts"].append(s.first_fault_ts)
+            # A line without a stamp of its own carries an earlier line's time: show it as a lower bound.
+            g["ts"].append(("≥ " if s.first_fault_ts_quality == "inherited" else "") + s.first_fault_ts)
     out = []
     for g in groups.values():
         ts = sorted(g.pop("ts"))

@@ -38,7 +38,14 @@ HF = Prefix(
     layer="app", source="HF transformers/accelerate example scripts",
     example="11/29/2024 22:58:55 - INFO - __main__ - ***** Running training *****",
 )
-PREFIXES = [HYDRA, DEEPSPEED, HF, ASCTIME]
+BRACKET_ASCTIME = Prefix(
+    "bracket_asctime",
+    r"^\[(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?)\] ?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|"
+    r"CRITICAL)\]?:? ?)?(?P<rest>.*)$",
+    layer="app", source="Python logging with format '[%(asctime)s] %(levelname)s …' / '[%(asctime)s][%(levelname)s] …'",
+    example="[2024-11-29 22:48:40,101] INFO step 120 loss 2.31",
+)
+PREFIXES = [HYDRA, DEEPSPEED, HF, BRACKET_ASCTIME, ASCTIME]
 
 STEP_RE = r"(?:\bstep[=: ]\s*|\biteration\s+|\bglobal_step[=: ]\s*)(\d+)"
 RANK_RE = r"(?:\brank[=:]\s*|\[RANK (?:\s*))(\d+)\b"
