@@ -43,7 +43,7 @@ def estimate(table: pl.DataFrame) -> dict[str, HostClock]:
         if h == ref:
             out[h] = HostClock(h, 0.0, 1.0, d.len())
         elif d.len() == 0:
-            out[h] = HostClock(h, 0.0, 1.0, 0)  # no shared collective: assume NTP-synchronized clocks
+            out[h] = HostClock(h, 0.0, 60.0, 0)  # no shared collective: offset unknown, assume synchronized
         else:
             med = float(d.median())  # type: ignore[arg-type]
             mad = float((d - med).abs().median())  # type: ignore[arg-type]

@@ -305,9 +305,8 @@ def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
     top level instead of the first failing one. Never raises on an empty table (the verdict is ``none``).
     """
     attempts = failing_attempts(table)
-    if not attempts:
-        top = diagnose_attempt(table, attempt)
-        return top
+    if not attempts or (attempt is not None and attempt not in attempts):
+        return diagnose_attempt(table, attempt)
     per = [diagnose_attempt(table, a) for a in attempts]
     chosen = next((d for d in per if d.attempt == attempt), None) if attempt is not None else None
     if chosen is None:
@@ -319,4 +318,5 @@ def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
             chosen.confidence_reasons.append(
                 f"{len(later)} later attempt(s) also failed; the verdict is the first failed attempt's"
             )
+            chosen.confidence = round(max(0.05, chosen.confidence - 0.05), 2)
     return chosen

@@ -41,8 +41,16 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
         t = _expand_task_lists(t)
     killed = (pl.col("exit_code") == -9) | (pl.col("signal") == "SIGKILL")
     crashed = pl.col("exit_code").is_in([-11, -7, -4, -8]) | (pl.col("signal") == "SIGSEGV")
+    # A watchdog hang logged after the rank's own collective timeout is the abort hanging, not a cause.
+    timed_out_at = (pl.when(pl.col("kind").is_in(["watchdog_timeout", "watchdog_status"])).then(pl.col("ts"))
+                    .otherwise(None).min().over("rank"))
+    late_hang = (pl.col("kind") == "watchdog_hang") & (pl.col("ts") > timed_out_at).fill_null(False)
+    signal = pl.col("signal").fill_null("")
     role = (
-        pl.when(pl.col("kind").is_in(CAUSE_KINDS) & (pl.col("signal").fill_null("") == "SIGTERM")).then(pl.lit("effect"))
+        pl.when(pl.col("kind").is_in(CAUSE_KINDS) & (signal == "SIGTERM")).then(pl.lit("effect"))
+        .when(late_hang).then(pl.lit("effect"))
+        # SIGABRT is how the NCCL watchdog takes a process down after a timeout: an exit, not a cause.
+        .when((pl.col("kind") == "process_killed") & (signal == "SIGABRT")).then(pl.lit("exit"))
         .when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (killed | crashed)).then(pl.lit("cause"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM")

@@ -74,6 +74,8 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     summary_last = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8)
     first = fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
     for row in first.iter_rows(named=True):
+        if row["rank"] not in G:  # named only by a launcher (an srun task list): it left no line of its own
+            G.add_node(row["rank"], host=None, local_rank=None, status="clean")
         G.nodes[row["rank"]].update(first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"])
 
     signal_rows = f.filter(pl.col("kind") == "worker_signalled")

@@ -237,6 +237,8 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
         anchors = {p: lr for p, lr in grp.select("pid", "local_rank").drop_nulls().iter_rows()}
         if not anchors or any(pids.index(p) != lr for p, lr in anchors.items()):
             continue
+        if pids[-1] - pids[0] + 1 != len(pids):  # a gap: some worker's pid is not in the log; do not guess
+            continue
         base = offsets.get(node) or 0
         for i, p in enumerate(pids):
             assign[p] = base + i
@@ -286,7 +288,8 @@ def _hosts(df: pl.DataFrame) -> pl.DataFrame:
     by_rank = dict(df.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
                    .group_by("rank").agg(pl.col("host").mode().sort().first()).iter_rows())
     by_node = dict(df.filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null())
-                   .group_by("node_key").agg(pl.col("host").mode().sort().first()).iter_rows())
+                   .group_by("node_key").agg(pl.col("host").mode().sort().first(), pl.col("host").n_unique().alias("n"))
+                   .filter(pl.col("n") == 1).select("node_key", "host").iter_rows())
     return df.with_columns(pl.coalesce(
         pl.col("host"), pl.col("rank").replace_strict(by_rank, default=None, return_dtype=pl.String),
         pl.col("node_key").replace_strict(by_node, default=None, return_dtype=pl.String)).alias("host"))

@@ -48,8 +48,8 @@ class Evidence:
 
     def own_error_ranks(self) -> set[int]:
         """Ranks with an error of their own (being SIGTERMed by the agent is not one)."""
-        own = self.effects.filter((pl.col("kind") != "worker_signalled") & ~(
-            pl.col("kind").is_in(_SUMMARY) & ((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))))
+        terminated = (pl.col("exit_code") == -15).fill_null(False) | (pl.col("signal") == "SIGTERM").fill_null(False)
+        own = self.effects.filter((pl.col("kind") != "worker_signalled") & ~terminated)
         return set(own["rank"].to_list())
 
 
@@ -148,14 +148,16 @@ def first_causes(e: Evidence) -> Finding | None:
     if not causes.height:
         return None
     t0 = causes["tc"].min()
-    first_effect = e.effects["tc"].min()
-    stamps = [x for x in (t0, first_effect, e.first_signal) if x is not None]
-    horizon = max(stamps) if stamps else None
+    reactions = [x for x in (e.effects["tc"].min(), e.first_signal) if x is not None]
+    # Independent failures happen before anyone reacted (the first timeout, error or SIGTERM on another rank).
+    horizon = max(t0, min(reactions)) if t0 is not None and reactions else t0
     agent_failed = set(causes.filter(pl.col("kind").is_in(["worker_failed", *_SUMMARY])
                                      & (pl.col("stream") != "error_json"))["rank"].to_list())
     first_cause = causes.group_by("rank", maintain_order=True).first()
     in_time = (pl.col("tc") <= horizon) if horizon is not None else pl.lit(True)
-    chosen = first_cause.filter(in_time | pl.col("tc").is_null() | pl.col("rank").is_in(list(agent_failed)))
+    # An unstamped cause can only be placed when nothing is stamped at all.
+    unplaced = pl.col("tc").is_null() & pl.lit(horizon is None)
+    chosen = first_cause.filter(in_time.fill_null(False) | unplaced | pl.col("rank").is_in(list(agent_failed)))
     inits = sorted(chosen["rank"].to_list())
     cause_event: dict[int, int] = {}
     pref = {"worker_failed": 1, "process_exit": 1, "failure_entry": 2, "root_cause_entry": 3}
@@ -246,12 +248,20 @@ def silence(e: Evidence) -> Finding | None:
     behind_ranks = sorted(set(behind["rank"].to_list())) if behind.height else []
     if silent:
         cand = silent
-        ranked = prog.filter(pl.col("rank").is_in(silent) & (pl.col("pg") != "step"))
-        if len(silent) > 1 and ranked.height:
-            cand = sorted(ranked.filter(pl.col("entered") == ranked["entered"].min())["rank"].to_list())
+        if len(silent) > 1:
+            # Compare progress within the group the others wait in; a silent rank with no progress there at all
+            # is the furthest behind.
+            pg = focus.get("pg") or "0"
+            entered = dict(prog.filter(pl.col("pg") == pg).select("rank", "entered").iter_rows())
+            if entered:
+                low = min(entered.get(r, -1) for r in silent)
+                cand = [r for r in silent if entered.get(r, -1) == low]
         found = Finding(sorted(cand), "silent while the others failed", "straggler_hang", focus=focus,
                         reasons=["the initiating rank logged no error; it was found by its silence"])
-        if e.launcher_present and not (set(found.initiators) & e.signalled):
+        # Early exit needs the launcher's word: it reported the job's failures or terminated the live workers,
+        # and this rank was neither signalled nor failed (torchrun lists only the ranks that did not exit 0).
+        reported = e.f.filter(pl.col("kind").is_in(["worker_failed", "worker_signalled", *_SUMMARY]))
+        if reported.height and not (set(found.initiators) & (e.signalled | set(reported["rank"].drop_nulls().to_list()))):
             found.failure_kind = "early_exit"
     elif behind_ranks:
         found = Finding(behind_ranks, "behind on the collective sequence", "straggler_hang", focus=focus,
@@ -333,9 +343,9 @@ def config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
 
 def _cause_kind(rows: pl.DataFrame) -> str:
     kinds = rows["kind"].to_list()
-    for k in ("cuda_oom", "cuda_error", "process_killed", "ddp_error", "watchdog_hang", "python_exception"):
+    for k in ("cuda_oom", "cuda_error", "ddp_error", "watchdog_hang", "python_exception"):
         if k in kinds:
             return FAILURE_KIND_OF[k]
     if ((rows["exit_code"] == -9) | (rows["signal"] == "SIGKILL")).any():
-        return "oom_kill"
-    return "rank_crash"
+        return "oom_kill"  # SIGKILL from outside: the host OOM killer, as a rule
+    return "rank_crash"  # segfaults, bus errors, other signals

@@ -94,6 +94,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
     df = app.progress_fields(df)
     df = nccl.normalize_ops(df)
+    df = nccl.resolve_comms(df)
     df = elastic.mark_root_cause(df)
     return df.with_columns(
         pl.when(pl.col("kind").is_not_null()).then(pl.col("kind"))

@@ -99,6 +99,27 @@ NCCL_OPS = {
 }
 
 
+def resolve_comms(df: pl.DataFrame) -> pl.DataFrame:
+    """``pg`` of NCCL lines = the communicator's commId, the same on every member.
+
+    COLL lines name only the per-process ``comm 0x…`` pointer; the Init lines of the same (host, pid) map it to
+    the commId (NCCL 2.16+). A COLL line whose communicator's Init line is not in the logs keeps ``pg`` null:
+    its opCount cannot be compared across ranks.
+    """
+    if "comm" not in df.columns or "comm_id" not in df.columns:
+        return df
+    key = pl.concat_str([pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
+                        separator="|")
+    inits = df.filter((pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null())
+    mapping = dict(inits.select(key.alias("k"), "comm_id").unique(subset="k").iter_rows())
+    comm_id = key.replace_strict(mapping, default=None, return_dtype=pl.String) if mapping else pl.lit(None, dtype=pl.String)
+    return df.with_columns(
+        pl.when(pl.col("kind") == "nccl_init").then(pl.coalesce(pl.col("comm_id"), pl.col("pg")))
+        .when(pl.col("kind") == "nccl_coll").then(comm_id)
+        .otherwise(pl.col("pg")).alias("pg")
+    )
+
+
 def normalize_ops(df: pl.DataFrame) -> pl.DataFrame:
     """NCCL op names (``AllReduce``) -> c10d's spelling (``ALLREDUCE``) so both layers align."""
     return df.with_columns(
