@@ -9,8 +9,9 @@ Python API::
     G = correlator.build_graph(table)               # networkx.DiGraph
 """
 
+from correlator import streaming
 from correlator.diagnose import Diagnosis, diagnose
 from correlator.graph import build_graph
 from correlator.ingest import IngestResult, ingest, load
 
-__all__ = ["Diagnosis", "IngestResult", "build_graph", "diagnose", "ingest", "load"]
+__all__ = ["Diagnosis", "IngestResult", "build_graph", "diagnose", "ingest", "load", "streaming"]

@@ -160,7 +160,10 @@ def diagnose(
     if _parquet_input(directory):  # a `rankscope timeline` parquet file or partitioned dataset
         from correlator.streaming import reduced_from_parquet
 
-        table = reduced_from_parquet(directory)
+        try:
+            table = reduced_from_parquet(directory)
+        except (pl.exceptions.PolarsError, OSError) as e:
+            raise UsageError(f"{directory}: not a readable rankscope timeline parquet ({type(e).__name__})") from None
         attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
         ranks = table["rank"].drop_nulls().unique().to_list()
     elif _want_streaming(directory, streaming):
@@ -321,8 +324,8 @@ def timeline(
             t.write_ndjson(output)
         else:
             t.write_csv(output)
-    except OSError as e:
-        raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+    except (OSError, pl.exceptions.PolarsError) as e:
+        raise UsageError(f"{output}: cannot write ({getattr(e, 'strerror', None) or e})") from None
     if not quiet:
         _summary(res)
         err.print(f"wrote {t.height} events to {escape(str(output))}", highlight=False)
@@ -334,7 +337,7 @@ def events(
     rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these global ranks (repeatable).")] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout.")] = None,
     faults: Annotated[bool, typer.Option("--faults", help="Only events that mean something went wrong.")] = False,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many events (0: all).")] = 50,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many events (0: all).")] = 50,
     format: Annotated[EventsFormat, typer.Option("--format", "-f", help="table (plain lines when piped), json (one object per line) or csv.")] = EventsFormat.table,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
@@ -433,7 +436,10 @@ def eval_cmd(
         raise UsageError(f"{cases_dir}: not a directory")
     if not find_cases(cases_dir):
         raise UsageError(f"{cases_dir}: no case folders (none holds an expected.json)")
-    rep = evaluate(cases_dir)
+    try:
+        rep = evaluate(cases_dir)
+    except ValueError as e:  # a malformed expected.json
+        raise UsageError(str(e)) from None
     tot = rep.totals()
     if format == DiagFormat.json:
         print(json.dumps(rep.to_json(), indent=2, default=str))
@@ -480,6 +486,10 @@ _register_plugins()
 
 def main() -> None:
     """Console-script entry point: one-line errors with meaningful exit codes, never a raw traceback."""
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):  # `rankscope … | head` ends quietly, like any Unix tool
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         rc = app(standalone_mode=False)
         # Without standalone mode, typer returns a command's typer.Exit code instead of exiting with it.
@@ -493,6 +503,9 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except OSError as e:  # disk full, unwritable output, a file vanishing under us: the environment, not a bug
+        err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         sys.exit(130)

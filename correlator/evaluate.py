@@ -70,7 +70,12 @@ def find_cases(root: Path) -> list[Path]:
 
 
 def run_case(case: Path) -> CaseResult:
-    want = json.loads((case / "expected.json").read_text())
+    try:
+        want = json.loads((case / "expected.json").read_text())
+    except (ValueError, OSError) as e:
+        raise ValueError(f"{case / 'expected.json'}: not readable JSON ({e})") from None
+    if not isinstance(want, dict) or "initiating_ranks" not in want or "collateral_ranks" not in want:
+        raise ValueError(f"{case / 'expected.json'}: needs initiating_ranks and collateral_ranks")
     logs = case / "logs" if (case / "logs").is_dir() else case
     t0 = time.perf_counter()
     try:

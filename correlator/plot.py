@@ -612,7 +612,7 @@ def register(app: Any) -> None:
         redact: Annotated[bool, typer.Option("--redact", help="Pseudonymize host names, IPs, user names and secrets.")] = False,
     ) -> None:
         """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
-        from correlator.cli import UsageError, _load, err
+        from correlator.cli import UsageError, _check_attempt, _load, err
         from correlator.diagnose import diagnose
 
         if output.suffix.lower() not in FORMATS:
@@ -620,6 +620,7 @@ def register(app: Any) -> None:
             # main() with exit status 0, since it runs the app with standalone_mode=False).
             raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
         res = _load(directory, tz, quiet, redact)
+        _check_attempt(res, attempt)
         d = diagnose(res.table, attempt=attempt)
         try:
             write_report(res.table, d, output, figure=figure.value)

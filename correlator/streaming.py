@@ -298,7 +298,9 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
     """The reduced table from an event-table parquet file or hive-partitioned dataset (lazy scan: only
     the kept rows are materialized), e.g. the merged per-node outputs of ``correlator.export``."""
     p = Path(path)
-    lf = pl.scan_parquet(str(p / "**" / "*.parquet") if p.is_dir() else str(p), hive_partitioning=p.is_dir())
+    # The files hold every column, the partition key too: read them as plain files, not through hive paths
+    # (whose ``__null__`` placeholder would replace a null host or rank).
+    lf = pl.scan_parquet(str(p / "**" / "*.parquet") if p.is_dir() else str(p), hive_partitioning=False)
     cols = list(EVENT_SCHEMA.names)
     parts = _reduced_parts(lf.select(cols), "event_id", keep_last)
     out = conform(pl.concat([q.select(cols) for q in parts], how="vertical").collect()).sort("path", "line", "event_id")

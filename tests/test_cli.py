@@ -142,3 +142,21 @@ def test_streaming_partitioned_and_parquet_inputs_give_the_same_verdict(tmp_path
     from_ds = json.loads(_cli("diagnose", str(ds), "-f", "json").stdout)
     assert from_ds["initiating_ranks"] == [13]
     assert _cli("timeline", str(case), "-o", str(tmp_path / "x.csv"), "--streaming").returncode == 2
+
+
+def test_rank_partitioned_dataset_bad_parquet_and_bad_expected_json(tmp_path: Path) -> None:
+    ds = tmp_path / "dsr"
+    assert _cli("timeline", str(PUBLIC02), "-o", str(ds), "--partition-by", "rank", "-q").returncode == 0
+    d = json.loads(_cli("diagnose", str(ds), "-f", "json").stdout)
+    assert d["initiating_ranks"] == [2] and all(p["host"] != "__null__" for p in d["per_rank"])
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("not parquet")
+    r = _cli("diagnose", str(junk))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    case = tmp_path / "cases" / "c1"
+    (case / "logs").mkdir(parents=True)
+    (case / "logs" / "rank0.log").write_text("x\n")
+    (case / "expected.json").write_text("{bad json")
+    r = _cli("eval", str(tmp_path / "cases"))
+    assert r.returncode == 2 and "expected.json" in r.stderr
+    assert _cli("events", str(GLOO05), "-n", "-5").returncode == 2
