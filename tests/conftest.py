@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,3 +18,18 @@ REAL_CASES = sorted(p for p in CASES.iterdir() if p.name.startswith(("gloo-", "p
 @pytest.fixture(scope="session")
 def cases_dir() -> Path:
     return CASES
+
+
+def run_cli(args: list[object], monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the CLI in-process the way the console script does; return (exit code, stdout, stderr)."""
+    from correlator import cli
+
+    monkeypatch.setattr(sys, "argv", ["rankscope", *map(str, args)])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -21,8 +21,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from correlator import cli
 from correlator.ingest import ingest
+from tests.conftest import run_cli
 
 GLOO01 = next((Path(__file__).resolve().parent.parent / "fixtures" / "cases").glob("gloo-01-*")) / "logs"
 RANK0_STDERR = next(GLOO01.glob("torchrun_logs/*/attempt_0/0/stderr.log"))
@@ -43,16 +43,7 @@ def write(path: Path, data: bytes | str) -> int:
     return _nlines(b)
 
 
-def run(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the CLI in-process the way the console script does; return (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["rankscope", *map(str, args)])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    o, e = capsys.readouterr()
-    return code, o, e
+run = run_cli
 
 
 def flat(text: str) -> str:

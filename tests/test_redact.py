@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import networkx as nx
 import polars as pl
 import pytest
 
-from correlator import cli
 from correlator.diagnose import diagnose
 from correlator.ingest import ingest
 from correlator.redact import Redactor, redact_dir, redact_result, redact_table
+from tests.conftest import run_cli
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 REAL = sorted(p for p in CASES.iterdir() if p.name.startswith(("gloo-", "public-")))
@@ -72,15 +71,7 @@ def leaks(text: str) -> list[str]:
     return [n for n in NEEDLES if n.lower() in low]
 
 
-def run(args: list[object], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rankscope", *map(str, args)])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    o, e = capsys.readouterr()
-    return code, o, e
+run = run_cli
 
 
 def verdict(table: pl.DataFrame) -> tuple[list[int], list[int], str]:
