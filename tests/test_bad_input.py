@@ -98,6 +98,12 @@ def warned_cli(errtext: str, name: str, reason: str) -> None:
     assert "warning:" in f and name in f and reason in f, errtext
 
 
+def diag_warns(root: Path, mp: pytest.MonkeyPatch, cap: pytest.CaptureFixture[str], name: str, reason: str) -> None:
+    """``diagnose`` runs cleanly and its stderr warns about ``name`` for ``reason``."""
+    _, errtext = diag(root, mp, cap)
+    warned_cli(errtext, name, reason)
+
+
 # --------------------------------------------------------------------------------------- nothing to read
 
 
@@ -156,8 +162,7 @@ def test_unreadable_file(tmp_path, monkeypatch, capsys):
         monkeypatch.setattr(Path, "read_bytes", read_bytes)
     res = check_accounting(root, n_ok)
     warned(res, "rank1.log", "cannot read", "Permission denied")
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "rank1.log", "cannot read")
+    diag_warns(root, monkeypatch, capsys, "rank1.log", "cannot read")
 
 
 def test_fifo_and_dir_named_like_a_file(tmp_path, monkeypatch, capsys):
@@ -167,8 +172,7 @@ def test_fifo_and_dir_named_like_a_file(tmp_path, monkeypatch, capsys):
     (root / "rank2.log").mkdir()
     res = check_accounting(root, n)
     warned(res, "rank1.log", "not a regular file")
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "rank1.log", "not a regular file")
+    diag_warns(root, monkeypatch, capsys, "rank1.log", "not a regular file")
 
 
 def test_only_unreadable_input_is_exit_2(tmp_path, monkeypatch, capsys):
@@ -194,8 +198,7 @@ def test_binary_file_and_nul_bytes(tmp_path, monkeypatch, capsys):
     assert res.skipped_lines == nb
     raw = res.table.filter(pl.col("path") == "rank0.log")["raw"].to_list()
     assert raw == ["[rank0]: before nul", "[rank0]: after"]
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "core.1234", "binary")
+    diag_warns(root, monkeypatch, capsys, "core.1234", "binary")
 
 
 def test_invalid_utf8(tmp_path, monkeypatch, capsys):
@@ -206,8 +209,7 @@ def test_invalid_utf8(tmp_path, monkeypatch, capsys):
     warned(res, "rank0.log", "invalid UTF-8")
     raw = res.table["raw"].to_list()
     assert raw[2].endswith("fine \u2713") and "\ufffd" in raw[0]
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "rank0.log", "UTF-8")
+    diag_warns(root, monkeypatch, capsys, "rank0.log", "UTF-8")
 
 
 def test_text_with_literal_replacement_char_is_not_invalid(tmp_path):
@@ -275,8 +277,7 @@ def test_truncated_last_line(tmp_path, monkeypatch, capsys):
     n = write(root / "rank0.log", data)
     res = check_accounting(root, n)
     warned(res, "rank0.log", "no newline")
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "rank0.log", "no newline")
+    diag_warns(root, monkeypatch, capsys, "rank0.log", "no newline")
 
 
 def test_truncated_gzip(tmp_path, monkeypatch, capsys):
@@ -293,8 +294,7 @@ def test_truncated_gzip(tmp_path, monkeypatch, capsys):
     res = check_accounting(root, expected)
     warned(res, "rank0.log.gz", "truncated gzip")
     assert not [w for w in res.warnings if "rank1.log.gz" in w], res.warnings
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "rank0.log.gz", "truncated gzip")
+    diag_warns(root, monkeypatch, capsys, "rank0.log.gz", "truncated gzip")
 
 
 def test_gz_named_file_that_is_not_gzip(tmp_path, monkeypatch, capsys):
@@ -317,8 +317,7 @@ def test_symlink_loop(tmp_path, monkeypatch, capsys):
     warned(res, "loop", "symlink loop")
     warned(res, "self", "broken link")
     assert len(res.sources) == 1
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "loop", "symlink loop")
+    diag_warns(root, monkeypatch, capsys, "loop", "symlink loop")
 
 
 def test_two_files_claim_the_same_rank(tmp_path, monkeypatch, capsys):
@@ -329,8 +328,7 @@ def test_two_files_claim_the_same_rank(tmp_path, monkeypatch, capsys):
     res = check_accounting(root, n)
     w = warned(res, "rank3.log", "rank 3")
     assert "old/rank3.log" in w and "rank3.err" not in w
-    _, errtext = diag(root, monkeypatch, capsys)
-    warned_cli(errtext, "old/rank3.log", "rank 3")
+    diag_warns(root, monkeypatch, capsys, "old/rank3.log", "rank 3")
 
 
 def test_garbled_prefixes_and_split_lines(tmp_path, monkeypatch, capsys):
