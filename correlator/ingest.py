@@ -11,7 +11,6 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
 
@@ -203,4 +202,4 @@ def load(root: str | os.PathLike[str], *, tz: str | None = None) -> pl.DataFrame
     return ingest(root, tz=tz).table
 
 
-__all__ = ["DiscoveryError", "IngestResult", "Path", "ingest", "load"]
+__all__ = ["DiscoveryError", "IngestResult", "ingest", "load"]
