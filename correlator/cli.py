@@ -11,7 +11,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import polars as pl
 import typer
@@ -455,9 +455,20 @@ def eval_cmd(
             if c.known_miss and not c.passed:
                 line += f" [dim](known miss: {escape(c.known_miss)})[/]"
             out.print(line, highlight=False)
-        out.print(f"\n{tot['passed']}/{tot['cases']} cases pass; initiating accuracy {tot['initiating_accuracy']:.3f}, "
-                  f"collateral P/R/F1 {tot['collateral_precision']:.3f}/{tot['collateral_recall']:.3f}/{tot['collateral_f1']:.3f}, "
-                  f"kind accuracy {tot['kind_accuracy']:.3f}, {tot['seconds_per_case']:.2f} s per case", highlight=False)
+        from correlator.evaluate import SUBSETS
+
+        def score_line(name: str, t: dict[str, Any]) -> str:
+            edges = f", edges {t['edge_accuracy']:.3f} of {t['edges_expected']}" if t["edges_expected"] else ""
+            return (f"{name}: {t['passed']}/{t['cases']} cases pass; initiating accuracy {t['initiating_accuracy']:.3f}, "
+                    f"collateral P/R/F1 {t['collateral_precision']:.3f}/{t['collateral_recall']:.3f}/{t['collateral_f1']:.3f}, "
+                    f"kind accuracy {t['kind_accuracy']:.3f}{edges}, {t['seconds_per_case']:.2f} s per case")
+
+        out.print("", highlight=False)
+        for sub, sources in SUBSETS.items():
+            t = rep.totals(sub)
+            if t["cases"]:
+                out.print(score_line(f"{sub} ({' + '.join(sources)})", t), highlight=False)
+        out.print(score_line("all", tot), highlight=False)
     if tot["regressions"]:
         raise typer.Exit(1)
 

@@ -1,9 +1,20 @@
 """Score diagnoses against a labelled corpus: ``rankscope eval CASES_DIR``.
 
-A case is a folder with ``logs/`` and ``expected.json`` (``initiating_ranks``, ``collateral_ranks``,
-``failure_kind``, ``source``; optional ``known_miss``: why the tool is known to get it wrong). A case
-passes when the initiating and collateral rank sets and the failure kind all match. Totals: initiating-rank
-accuracy, collateral precision/recall/F1 (over all collateral labels), kind accuracy, time per case.
+A case is a folder with ``logs/`` and ``expected.json``:
+
+- ``initiating_ranks``, ``collateral_ranks``, ``failure_kind`` (the verdict's vocabulary), ``source``
+  (``public``: a log a user posted; ``captured``: a real job run here; ``reconstructed``: built by hand);
+- optional ``accept_initiating``: other rank sets that are also right (readings the log cannot tell apart);
+- optional ``collateral_scored: false``: the excerpt does not show every victim, so collateral is not scored;
+- optional ``explained_by``: ``{"<collateral rank>": {"rank": R, "edge": "waits_for"}}``, the edge expected
+  to explain that rank (scored when given);
+- optional ``known_miss``: why the tool is known to get the case wrong.
+
+A case passes when the initiating set is one of the accepted sets, the collateral set matches (when
+scored), the failure kind matches and every expected edge is found. Totals: initiating-rank accuracy,
+collateral precision/recall/F1 (over scored collateral labels), kind accuracy, edge accuracy, time per
+case — for all cases and separately for the real subset (``public`` + ``captured``) and the
+``reconstructed`` one.
 """
 
 from __future__ import annotations
@@ -15,6 +26,14 @@ from pathlib import Path
 
 from correlator.diagnose import FAILURE_KINDS, diagnose
 from correlator.ingest import load
+
+
+class LabelError(ValueError):
+    """A case's ``expected.json`` is malformed; the message names the file and the field."""
+
+
+#: Subsets reported separately: which ``source`` values each one holds.
+SUBSETS: dict[str, tuple[str, ...]] = {"real": ("public", "captured"), "reconstructed": ("reconstructed",)}
 
 
 @dataclass
@@ -29,16 +48,25 @@ class CaseResult:
     seconds: float
     known_miss: str | None = None
     error: str | None = None
+    source: str | None = None
+    collateral_scored: bool = True
+    #: expected edges found / expected edges given (0/0 when the case names none)
+    edges_ok: int = 0
+    edges_total: int = 0
 
 
 @dataclass
 class EvalReport:
     cases: list[CaseResult] = field(default_factory=list)
 
-    def totals(self) -> dict[str, float | int]:
-        n = len(self.cases)
+    def totals(self, subset: str | None = None) -> dict[str, float | int]:
+        """Scores over all cases, or over one of :data:`SUBSETS` (``real``, ``reconstructed``)."""
+        cases = [c for c in self.cases if subset is None or c.source in SUBSETS[subset]]
+        n = len(cases)
         tp = fp = fn = 0
-        for c in self.cases:
+        for c in cases:
+            if not c.collateral_scored:
+                continue
             want = set(c.want.get("collateral_ranks") or [])  # type: ignore[arg-type]
             got = set(c.got.get("collateral_ranks") or [])  # type: ignore[arg-type]
             tp += len(want & got)
@@ -46,22 +74,26 @@ class EvalReport:
             fn += len(want - got)
         prec = tp / (tp + fp) if tp + fp else 1.0
         rec = tp / (tp + fn) if tp + fn else 1.0
-        kinds = [c.kind_ok for c in self.cases if c.kind_ok is not None]
+        kinds = [c.kind_ok for c in cases if c.kind_ok is not None]
+        edges = sum(c.edges_total for c in cases)
         return {
             "cases": n,
-            "passed": sum(c.passed for c in self.cases),
-            "known_misses": sum(1 for c in self.cases if not c.passed and c.known_miss),
-            "regressions": sum(1 for c in self.cases if not c.passed and not c.known_miss),
-            "initiating_accuracy": round(sum(c.initiating_ok for c in self.cases) / n, 3) if n else 0.0,
+            "passed": sum(c.passed for c in cases),
+            "known_misses": sum(1 for c in cases if not c.passed and c.known_miss),
+            "regressions": sum(1 for c in cases if not c.passed and not c.known_miss),
+            "initiating_accuracy": round(sum(c.initiating_ok for c in cases) / n, 3) if n else 0.0,
             "collateral_precision": round(prec, 3),
             "collateral_recall": round(rec, 3),
             "collateral_f1": round(2 * prec * rec / (prec + rec), 3) if prec + rec else 0.0,
             "kind_accuracy": round(sum(kinds) / len(kinds), 3) if kinds else 0.0,
-            "seconds_per_case": round(sum(c.seconds for c in self.cases) / n, 3) if n else 0.0,
+            "edges_expected": edges,
+            "edge_accuracy": round(sum(c.edges_ok for c in cases) / edges, 3) if edges else 1.0,
+            "seconds_per_case": round(sum(c.seconds for c in cases) / n, 3) if n else 0.0,
         }
 
     def to_json(self) -> dict[str, object]:
-        return {"totals": self.totals(), "cases": [asdict(c) for c in self.cases]}
+        return {"totals": self.totals(), "subsets": {s: self.totals(s) for s in SUBSETS},
+                "cases": [asdict(c) for c in self.cases]}
 
 
 def find_cases(root: Path) -> list[Path]:
@@ -69,30 +101,75 @@ def find_cases(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("expected.json"))
 
 
+def _rank_list(want: dict[str, object], key: str, where: Path) -> list[int]:
+    v = want.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise LabelError(f"{where}: {key} must be a list of integer ranks")
+    return v
+
+
+def _accepted(want: dict[str, object], where: Path) -> list[list[int]]:
+    """The initiating sets that count as right: ``initiating_ranks`` plus each ``accept_initiating`` set."""
+    sets = [sorted(_rank_list(want, "initiating_ranks", where))]
+    extra = want.get("accept_initiating") or []
+    if not isinstance(extra, list):
+        raise LabelError(f"{where}: accept_initiating must be a list of rank lists")
+    for alt in extra:
+        if not isinstance(alt, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in alt):
+            raise LabelError(f"{where}: accept_initiating must be a list of rank lists")
+        sets.append(sorted(alt))
+    return sets
+
+
+def _edges(want: dict[str, object], d: dict[str, object], where: Path) -> tuple[int, int]:
+    """(found, expected) for the ``explained_by`` edges the case names."""
+    exp = want.get("explained_by") or {}
+    if not isinstance(exp, dict):
+        raise LabelError(f"{where}: explained_by must map a collateral rank to {{rank, edge}}")
+    got = {int(p["rank"]): p.get("explained_by") or {} for p in d.get("per_rank") or []}  # type: ignore[union-attr]
+    ok = 0
+    for r, e in exp.items():
+        if not isinstance(e, dict) or "rank" not in e or "edge" not in e or not str(r).lstrip("-").isdigit():
+            raise LabelError(f"{where}: explained_by[{r!r}] must be {{\"rank\": R, \"edge\": E}}")
+        g = got.get(int(r)) or {}
+        ok += g.get("rank") == e["rank"] and g.get("edge") == e["edge"]
+    return ok, len(exp)
+
+
 def run_case(case: Path) -> CaseResult:
+    where = case / "expected.json"
     try:
-        want = json.loads((case / "expected.json").read_text())
-    except (ValueError, OSError) as e:
-        raise ValueError(f"{case / 'expected.json'}: not readable JSON ({e})") from None
+        want = json.loads(where.read_text())
+    except (ValueError, OSError, RecursionError) as e:
+        raise ValueError(f"{where}: not readable JSON ({e})") from None
     if not isinstance(want, dict) or "initiating_ranks" not in want or "collateral_ranks" not in want:
-        raise ValueError(f"{case / 'expected.json'}: needs initiating_ranks and collateral_ranks")
+        raise ValueError(f"{where}: needs initiating_ranks and collateral_ranks")
+    accepted = _accepted(want, where)
+    want_coll = sorted(_rank_list(want, "collateral_ranks", where))
     logs = case / "logs" if (case / "logs").is_dir() else case
     t0 = time.perf_counter()
     try:
         d = diagnose(load(logs)).to_json()
         err = None
-    except Exception as e:  # a crash is a failed case, not a crashed scorer
+    except Exception as e:  # noqa: BLE001 -- a crash is a failed case, not a crashed scorer
         d, err = {}, f"{type(e).__name__}: {e}"
     secs = time.perf_counter() - t0
     got = {k: d.get(k) for k in ("initiating_ranks", "collateral_ranks", "failure_kind", "confidence")}
-    init_ok = sorted(got["initiating_ranks"] or []) == sorted(want.get("initiating_ranks", []))  # type: ignore[arg-type]
-    coll_ok = sorted(got["collateral_ranks"] or []) == sorted(want.get("collateral_ranks", []))  # type: ignore[arg-type]
+    init_ok = sorted(got["initiating_ranks"] or []) in accepted  # type: ignore[arg-type]
+    scored = want.get("collateral_scored", True) is not False
+    coll_ok = (sorted(got["collateral_ranks"] or []) == want_coll) if scored else True  # type: ignore[arg-type]
     wk = want.get("failure_kind")
     kind_ok = (got["failure_kind"] == wk) if wk in FAILURE_KINDS else None
-    passed = init_ok and coll_ok and kind_ok is not False and err is None
+    e_ok, e_n = _edges(want, d, where) if not err else (0, len(want.get("explained_by") or {}))  # type: ignore[arg-type]
+    passed = init_ok and coll_ok and kind_ok is not False and err is None and e_ok == e_n
+    src = want.get("source")
     return CaseResult(case.name, passed, init_ok, coll_ok, kind_ok,
-                      {k: want.get(k) for k in ("initiating_ranks", "collateral_ranks", "failure_kind")},
-                      got, round(secs, 3), want.get("known_miss"), err)
+                      {"initiating_ranks": accepted[0], "accept_initiating": accepted[1:],
+                       "collateral_ranks": want_coll, "failure_kind": wk},
+                      got, round(secs, 3), want.get("known_miss"), err,  # type: ignore[arg-type]
+                      src if isinstance(src, str) else None, scored, e_ok, e_n)
 
 
 def evaluate(root: Path) -> EvalReport:

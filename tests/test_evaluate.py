@@ -1,0 +1,67 @@
+"""The corpus scorer: accepted readings, unscored collateral, edges and the real/reconstructed subsets.
+
+Each test copies one real captured case (gloo-01: rank 2 raises, ranks 0, 1, 3 are collateral) and varies
+only its expected.json, so the expected score follows from the label alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from correlator.evaluate import evaluate, run_case
+from tests.conftest import CASES
+
+CASE = CASES / "gloo-01-exception-before-allreduce"
+
+
+def _case(tmp: Path, name: str, **label: object) -> Path:
+    dst = tmp / name
+    shutil.copytree(CASE / "logs", dst / "logs")
+    want = {"initiating_ranks": [2], "collateral_ranks": [0, 1, 3], "failure_kind": "rank_crash",
+            "source": "captured"}
+    want.update(label)
+    (dst / "expected.json").write_text(json.dumps(want))
+    return dst
+
+
+def test_wrong_label_fails_and_accepted_alternative_passes(tmp_path: Path) -> None:
+    wrong = run_case(_case(tmp_path, "wrong", initiating_ranks=[3]))
+    assert not wrong.initiating_ok and not wrong.passed
+    alt = run_case(_case(tmp_path, "alt", initiating_ranks=[3], accept_initiating=[[2]]))
+    assert alt.initiating_ok and alt.passed
+
+
+def test_unscored_collateral_is_ignored(tmp_path: Path) -> None:
+    partial = _case(tmp_path, "partial", collateral_ranks=[0])
+    assert not run_case(partial).collateral_ok
+    unscored = run_case(_case(tmp_path, "unscored", collateral_ranks=[0], collateral_scored=False))
+    assert unscored.collateral_ok and unscored.passed
+
+
+def test_edges_are_scored(tmp_path: Path) -> None:
+    # Rank 1 was SIGTERMed by torchrun after rank 2 failed: the edge is killed_by rank 2.
+    good = run_case(_case(tmp_path, "good", explained_by={"1": {"rank": 2, "edge": "killed_by"}}))
+    assert (good.edges_ok, good.edges_total) == (1, 1) and good.passed
+    bad = run_case(_case(tmp_path, "bad", explained_by={"1": {"rank": 0, "edge": "killed_by"}}))
+    assert (bad.edges_ok, bad.edges_total) == (0, 1) and not bad.passed
+
+
+def test_subsets_are_scored_apart(tmp_path: Path) -> None:
+    _case(tmp_path, "a-real", source="public")
+    _case(tmp_path, "b-recon", source="reconstructed", initiating_ranks=[0])
+    rep = evaluate(tmp_path)
+    assert rep.totals("real")["cases"] == 1 and rep.totals("real")["initiating_accuracy"] == 1.0
+    assert rep.totals("reconstructed")["cases"] == 1 and rep.totals("reconstructed")["initiating_accuracy"] == 0.0
+    assert rep.totals()["initiating_accuracy"] == 0.5
+    assert set(rep.to_json()["subsets"]) == {"real", "reconstructed"}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("label", [{"accept_initiating": [2]}, {"collateral_ranks": ["0"]},
+                                   {"explained_by": {"1": 2}}])
+def test_malformed_labels_name_the_field(tmp_path: Path, label: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=next(iter(label))):
+        run_case(_case(tmp_path, "bad", **label))
