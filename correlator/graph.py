@@ -31,13 +31,18 @@ def failing_attempts(table: pl.DataFrame) -> list[int]:
 
 
 def _world_size(t: pl.DataFrame) -> int | None:
-    stated = t.filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "nccl_coll", "log", "step_progress"]))["world_size"]
+    """World size from evidence (DESIGN.md rule 16): a size a line states (NCCL ``nranks``, ``world_size=``,
+    torchrun's ``global_world_sizes``), or — when the logs are one file or folder per rank — the highest
+    rank seen + 1. A pasted excerpt of a combined stream states nothing about the ranks it lacks: None."""
+    stated = t.filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "nccl_coll", "log", "step_progress",
+                                            "rendezvous"]))["world_size"]
     ws = stated.drop_nulls()
     seen = t["rank"].drop_nulls()
     best = int(ws.max()) if ws.len() else None  # type: ignore[arg-type]
     top = int(seen.max()) + 1 if seen.len() else None  # type: ignore[arg-type]
     if best is None:
-        return top
+        per_rank = t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"])).height > 0
+        return top if per_rank else None
     return max(best, top or 0)
 
 

@@ -59,6 +59,34 @@ TEE_RANK = Prefix(
     example="[5]:[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB.",
 )
 
+#: Where a record can start inside a physical line: the producer prefixes that never occur inside a message.
+_RECORD_START = (
+    r"\[rank\d+\]:|\[default\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d\.\d+ |\[[FEWIV] [\w/.-]+\.(?:cpp|cc|hpp|h):\d+\] |"
+    r"[VIWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w/.-]+:\d+\] |"
+    r"(?:\[[^\]]{1,64}\] )?[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) |Traceback \(most recent call last\):"
+)
+#: Text before a record's own prefix on the same physical line: a progress bar the record was glued to
+#: (tqdm redraws without a newline), a viewer's line number (``[80746] ``), leading spaces of a pasted
+#: excerpt, a shell prompt. It is kept in ``raw`` and dropped from ``body`` so the record keeps its prefix,
+#: rank and stamp.
+LEAD = Prefix(
+    "lead", rf"^(?P<lead>.{{1,400}}?)(?P<rest>(?:{_RECORD_START}).*)$",
+    source="pasted excerpts and progress bars (tqdm) glued to c10/glog/NCCL/tee lines; e.g. LlamaFactory#7396 "
+    "'[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] …', pytorch#118369 'Epoch 0:   6%|██ … "
+    "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught …'",
+    example="[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+    "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+)
+
+
+def strip_lead(df: pl.DataFrame) -> pl.DataFrame:
+    """Cut text before a record's own producer prefix (:data:`LEAD`); lines that start with one stay."""
+    body = df["body"]
+    mask = ~body.str.contains(f"^(?:{_RECORD_START})") & body.str.contains(_RECORD_START)
+    return strip_prefix(df, LEAD, mask=mask)
+
+
 _TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"
 _RANK_IS_TEE = r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])"
 
@@ -126,8 +154,9 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     df = strip_prefix(df, PDSH_HOST, mask=pdsh_file)
     tee_rank_file = _file_share(df, TEE_RANK.pattern) >= 0.3
     df = strip_prefix(df, TEE_RANK, mask=tee_rank_file)
+    df = strip_lead(df)
     df = split_glued_tee(df)
     body = df["body"]
     tee_mask = (body.str.contains(_TEE_NOT_RANK) & ~body.str.starts_with("[rank")) | body.str.contains(_RANK_IS_TEE)
     df = strip_prefix(df, TEE, mask=tee_mask)
-    return df
+    return strip_lead(df)

@@ -1,0 +1,73 @@
+"""The failure classes that real pasted logs showed (issue #11), each on a minimal input written here.
+
+Every input is a few lines in the shape users paste them (line numbers of a log viewer, progress bars
+glued to log lines, excerpts that lack ranks); the expected values follow from reading the lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+import correlator
+
+WATCHDOG = ("[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+            "Timeout(ms)=600000) ran for 60006{r} milliseconds before timing out.")
+
+
+def _load(tmp_path: Path, text: str, name: str = "console.log") -> pl.DataFrame:
+    (tmp_path / name).write_text(text + "\n")
+    return correlator.load(tmp_path)
+
+
+def test_viewer_line_numbers_do_not_hide_the_c10_prefix(tmp_path: Path) -> None:
+    # LlamaFactory#7396 pasted its log with a viewer's line numbers: "[80746] [rank0]:[E321 …".
+    t = _load(tmp_path, "\n".join(f"[{80746 + i}] " + WATCHDOG.format(r=r) for i, r in enumerate((0, 4))))
+    rows = t.filter(pl.col("kind") == "watchdog_timeout")
+    assert rows["rank"].to_list() == [0, 4]
+    assert rows["seq"].to_list() == [1580, 1580]
+    assert rows["ts"].dt.hour().to_list() == [2, 2]
+    assert rows["raw"][0].startswith("[80746] [rank0]:")  # raw keeps the line as read
+
+
+def test_progress_bar_glued_to_an_old_c10_line(tmp_path: Path) -> None:
+    # pytorch#118369: a Lightning progress bar, then torch <= 2.1's "[E ProcessGroupNCCL.cpp:458] [Rank 0]".
+    line = ("Epoch 0:   6%|██      | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6][E ProcessGroupNCCL.cpp:458] "
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, "
+            "Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.")
+    r = _load(tmp_path, line).row(0, named=True)
+    assert (r["kind"], r["rank"], r["seq"], r["layer"]) == ("watchdog_timeout", 0, 96120, "c10d")
+
+
+def test_indented_excerpt_line_is_its_own_record(tmp_path: Path) -> None:
+    # A pasted excerpt indents every line; an indented c10 line is not a continuation of the previous one.
+    text = "\n".join("    " + WATCHDOG.format(r=r) for r in (1, 2))
+    rows = _load(tmp_path, text).filter(pl.col("kind") == "watchdog_timeout")
+    assert rows["rank"].to_list() == [1, 2]
+    assert rows["line_count"].to_list() == [1, 1]
+
+
+def test_nccl_stamp_is_not_taken_for_leading_junk(tmp_path: Path) -> None:
+    line = ("[2026-03-14 09:12:47] node-a:41240:41523 [3] transport/net_ib.cc:2341 NCCL WARN NET/IB: Got completion "
+            "from peer 192.0.2.12<51123> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV(128)")
+    r = _load(tmp_path, line).row(0, named=True)
+    assert (r["kind"], r["host"], r["ts"].minute, r["ts"].second) == ("nccl_net_error", "node-a", 12, 47)
+
+
+def test_world_size_of_an_excerpt_comes_from_evidence(tmp_path: Path) -> None:
+    # Ranks 0 and 4 time out; nothing states the world size, so ranks 1-3 are not "missing" initiators.
+    d = correlator.diagnose(_load(tmp_path, "\n".join(WATCHDOG.format(r=r) for r in (0, 4))))
+    assert d.world_size is None
+    assert d.missing_ranks == [] and d.initiating_ranks == []
+    assert d.failure_kind == "unknown"
+
+
+def test_stated_world_size_names_the_missing_rank(tmp_path: Path) -> None:
+    init = "node-a:4242:4242 [{r}] NCCL INFO comm 0x55d0c3a4e2b0 rank {r} nranks 3 cudaDev {r} busId 1b000 - Init COMPLETE"
+    text = "\n".join([init.format(r=r).replace("4242", str(4242 + r)) for r in range(3)]
+                     + [WATCHDOG.format(r=r) for r in (0, 1)])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert d.world_size == 3
+    assert d.initiating_ranks == [2]
