@@ -40,8 +40,17 @@ SRUN_LABEL = Prefix(
     source="Slurm srun --label (write_labelled_message.c)", example=" 3: [default3]:step 5",
 )
 PDSH_HOST = Prefix(
-    "pdsh", r"^(?P<xport_host>[A-Za-z][A-Za-z0-9-]*[0-9-][A-Za-z0-9.-]*): (?P<rest>.*)$",
-    source="pdsh -w (DeepSpeed multinode runner)", example="node-b: [2024-11-29 22:41:07,512] [INFO] x",
+    "pdsh", r"^(?P<xport_host>[A-Za-z][A-Za-z0-9-]*[0-9-][A-Za-z0-9.-]*|\d{1,3}(?:\.\d{1,3}){3}): (?P<rest>.*)$",
+    source="pdsh -w (DeepSpeed multinode runner; hosts by name or IPv4 address)",
+    example="192.0.2.12: [rank9]: torch.OutOfMemoryError: CUDA out of memory.",
+)
+#: A rank prefix the training code prints itself: Lightning's ``rank_prefixed_message`` (``[rank: 1] ``,
+#: lightning_utilities 0.x / lightning 2.x), and the hand-written ``[rank1] `` / ``rank 1: `` of user scripts.
+#: Lower-case ``rank`` only: ``[Rank N] `` is ProcessGroupNCCL's rank within a process group.
+USER_RANK = Prefix(
+    "user_rank", r"^(?:\[rank:? ?(?P<xport_rank>\d+)\] |rank ?(?P<xport_rank2>\d+): )(?P<rest>.*)$",
+    source="lightning_utilities.core.rank_zero.rank_prefixed_message ('[rank: N] msg'); user print prefixes",
+    example="[rank: 1] Seed set to 42",
 )
 #: torchrun --tee: `[<role><local_rank>]:` with no trailing space. `[rankN]:` counts as tee only when
 #: followed by another prefix that is not a c10 severity bracket or the excepthook space.
@@ -159,4 +168,9 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     body = df["body"]
     tee_mask = (body.str.contains(_TEE_NOT_RANK) & ~body.str.starts_with("[rank")) | body.str.contains(_RANK_IS_TEE)
     df = strip_prefix(df, TEE, mask=tee_mask)
-    return strip_lead(df)
+    df = strip_lead(df)
+    df = strip_prefix(df, USER_RANK)
+    if "xport_rank2" in df.columns:
+        df = df.with_columns(pl.coalesce(pl.col("xport_rank"), pl.col("xport_rank2").cast(pl.Int32, strict=False))
+                             .alias("xport_rank")).drop("xport_rank2")
+    return df

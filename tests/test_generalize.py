@@ -71,3 +71,28 @@ def test_stated_world_size_names_the_missing_rank(tmp_path: Path) -> None:
     d = correlator.diagnose(_load(tmp_path, text))
     assert d.world_size == 3
     assert d.initiating_ranks == [2]
+
+
+def test_stacked_prefixes_pdsh_ip_and_excepthook(tmp_path: Path) -> None:
+    text = "\n".join([
+        "192.0.2.12: [rank9]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "192.0.2.11: " + WATCHDOG.format(r=1),
+        "192.0.2.11: " + WATCHDOG.format(r=2),
+    ])
+    t = _load(tmp_path, text).filter(pl.col("kind").is_in(["cuda_oom", "watchdog_timeout"]))
+    assert t.select("kind", "rank", "host").rows() == [("cuda_oom", 9, "192.0.2.12"), ("watchdog_timeout", 1, "192.0.2.11"),
+                                                      ("watchdog_timeout", 2, "192.0.2.11")]
+
+
+def test_user_printed_rank_prefixes(tmp_path: Path) -> None:
+    text = "\n".join(["[rank: 1] Seed set to 42", "[rank0] step 10 loss 2.3", "rank 3: starting epoch 2"])
+    t = _load(tmp_path, text)
+    assert t["rank"].to_list() == [1, 0, 3]
+    assert t["message"].to_list() == ["Seed set to 42", "step 10 loss 2.3", "starting epoch 2"]
+
+
+def test_mpirun_timestamp_and_tag_stacked(tmp_path: Path) -> None:
+    # Open MPI --timestamp-output --tag-output: ctime, then [jobid,rank]<stream>:
+    line = "Mon Dec  1 19:20:11 2026[1,3]<stderr>:RuntimeError: shard 17 is corrupt"
+    r = _load(tmp_path, line).row(0, named=True)
+    assert (r["rank"], r["kind"], r["exc_type"]) == (3, "python_exception", "RuntimeError")

@@ -17,7 +17,8 @@ RULES: list[Rule] = [*nccl.RULES, nccl.WARN_RULE, *c10d.RULES, *elastic.RULES, *
 PREFIXES: list[Prefix] = [nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.PG_PREFIX,
                           c10d.RANK_PREFIX, elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, *app.PREFIXES,
                           transport.KUBECTL_TS, transport.KUBECTL_POD, transport.MPI_TAG, transport.SRUN_LABEL,
-                          transport.PDSH_HOST, transport.TEE, transport.TEE_RANK, app.BRACKET_ASCTIME]
+                          transport.PDSH_HOST, transport.TEE, transport.TEE_RANK, app.BRACKET_ASCTIME,
+                          transport.LEAD, transport.USER_RANK]
 
 
 def _events(tmp_path: Path, text: str, name: str = "combined.log") -> pl.DataFrame:
