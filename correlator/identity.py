@@ -11,7 +11,9 @@ Rank identity is evidence, not a path (DESIGN.md). Sources, strongest first, rec
 - ``launcher``: ChildFailedError ``rank : G (local_rank: L)`` blocks and ``failed … local_rank: L (pid: P)``;
 - ``pid_order``: workers' pids in a launcher's SIGTERM lines ordered as torchrun spawns them (weak);
 - ``pg_prefix``: ProcessGroupNCCL's ``[Rank r]`` in the default PG, for torch ≤ 2.1 lines without ``[rankN]:``;
-- ``message``: ``rank=N`` in the application's own progress lines (weak).
+- ``message``: ``rank=N`` in the application's own progress lines, or a rank a fault message states about
+  itself (``what():  [PG 0 Rank 3] …``, ``aborted on rank 3``) on a line with no prefix (weak);
+- ``gpu_index``: the CUDA device of a CUDA error (``GPU 3``), on a single node only (weakest).
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     df = _launcher_ranks(df, offsets)
     df = _nccl_ranks(df)
     # Old c10d lines (torch <= 2.1) carry no [rankN]: prefix; in the default PG the work's [Rank r] is global.
-    pg_default = pl.col("pg").is_null() | (pl.col("pg") == "0")
+    global_pgs = _global_pgs(df)
+    pg_default = pl.col("pg").is_null() | pl.col("pg").is_in(global_pgs)
     df = df.with_columns(
         pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default).then(pl.lit("pg_prefix"))
         .otherwise(pl.col("rank_source")).alias("rank_source"),
@@ -161,8 +164,41 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("rank").is_null() & (pl.col("layer") == "app")).then(pl.col("rank_stated"))
         .otherwise(pl.col("rank")).alias("rank"),
     )
+    df = _message_ranks(df, global_pgs)
     df = _hosts(df)
     return df.drop([c for c in df.columns if c.startswith("__")])
+
+
+def _global_pgs(df: pl.DataFrame) -> list[str]:
+    """Process groups whose PG rank is the global rank: the default PG ``0``, and every PG whose lines that carry
+    both a global ``[rankN]:`` and a ``[PG n Rank r]`` always show r == N (torch 2.2 – 2.4 number the default PG 1)."""
+    both = df.filter(pl.col("pg").is_not_null() & pl.col("pg_rank").is_not_null() & pl.col("rank").is_not_null())
+    same = both.group_by("pg").agg((pl.col("rank") == pl.col("pg_rank")).all().alias("same"), pl.len().alias("n"))
+    return sorted({"0", *same.filter(pl.col("same") & (pl.col("n") >= 2))["pg"].to_list()})
+
+
+def _message_ranks(df: pl.DataFrame, global_pgs: list[str]) -> pl.DataFrame:
+    """Ranks a fault message states about itself, for rows that have no rank yet (a pasted excerpt without
+    prefixes): ``[PG n Rank r]`` / ``[Rank r]`` of a global PG, ``aborted on rank r`` (``message``); and, only on a
+    single node with one process per GPU, the CUDA device index a CUDA error names (``gpu_index``, weak)."""
+    if "msg_rank" not in df.columns:
+        return df
+    by_msg = pl.col("rank").is_null() & pl.col("msg_rank").is_not_null() & (
+        pl.col("msg_pg").is_null() | pl.col("msg_pg").is_in(global_pgs))
+    df = df.with_columns(
+        pl.when(by_msg).then(pl.lit("message")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(by_msg).then(pl.col("msg_rank")).otherwise(pl.col("rank")).alias("rank"),
+    )
+    if df.select(pl.col("gpu_index").is_not_null().any()).item():
+        hosts = df.select(pl.coalesce(pl.col("host"), pl.col("xport_host"), pl.col("src_host"))).to_series().drop_nulls()
+        top = df.select(pl.max_horizontal(pl.col("rank").max(), pl.col("world_size").max())).item()
+        if hosts.n_unique() <= 1 and df["node_key"].drop_nulls().n_unique() <= 1 and (top is None or top <= 16):
+            by_gpu = pl.col("rank").is_null() & pl.col("gpu_index").is_not_null()
+            df = df.with_columns(
+                pl.when(by_gpu).then(pl.lit("gpu_index")).otherwise(pl.col("rank_source")).alias("rank_source"),
+                pl.when(by_gpu).then(pl.col("gpu_index")).otherwise(pl.col("rank")).alias("rank"),
+            )
+    return df
 
 
 def _stated_offsets(df: pl.DataFrame) -> dict[str, int]:

@@ -137,7 +137,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("line_count", pa.int32(), "Physical lines this row covers (0 for the extra parts of a split line)."),
     ("rank", pa.int32(), "Global rank that produced the line; null when unknown (agent lines, unmapped NCCL)."),
     ("rank_source", pa.string(), "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
-     "nccl_pid, launcher, pid_order, message, transport_prefix, file."),
+     "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py)."),
     ("local_rank", pa.int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),
     ("host", pa.string(), "Short host name (FQDNs are cut at the first dot); null when unknown."),
     ("pid", pa.int64(), "Process id from the line (NCCL prefix, launcher lines, glog field)."),

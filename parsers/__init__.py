@@ -103,7 +103,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("unparsed")).alias("kind"),
         pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
         pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
-    )
+    ).pipe(c10d.stated_ranks)
 
 
 def parse_lines(df: pl.DataFrame) -> pl.DataFrame:

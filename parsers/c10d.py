@@ -12,6 +12,8 @@ Prefixes (outermost first):
 
 from __future__ import annotations
 
+import polars as pl
+
 from parsers.rules import Prefix, Rule
 
 C10_NEW = Prefix(
@@ -227,3 +229,31 @@ RULES: list[Rule] = [
          "[PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL initialization options: size: 16, global rank: 0, "
          "TIMEOUT(ms): 600000"),
 ]
+
+
+#: A rank named inside a message whose line has no rank prefix: ``what():  [PG 0 Rank 3] …``, ``[Rank 7] Watchdog
+#: caught …`` after a progress bar, ``NCCL communicator was aborted on rank 3``. ``[PG n Rank r]`` / ``[Rank r]`` is
+#: the rank within the PG (global in the default PG); ``aborted on rank r`` is global (torch 1.10 – 2.1).
+_MSG_RANK = (r"\[(?:PG (?:ID )?(?P<msg_pg>\d+) (?:PG GUID [^\]]*? )?)?Rank (?P<msg_rank>\d+)\]|"
+             r"communicator was aborted on rank (?P<msg_rank_g>\d+)")
+#: The CUDA device an error names: ``(GPU 3; 79.15 GiB total capacity …)`` (torch ≤ 2.0 OOM), ``GPU 3 has a total
+#: capacity`` (torch ≥ 2.1 OOM), ``cuda:3``. A local device index: a rank only on one node with one process per GPU.
+_GPU = r"\(GPU (?P<gpu_a>\d+);|\bGPU (?P<gpu_b>\d+) has a total capacity|\bcuda:(?P<gpu_c>\d+)\b"
+
+
+def stated_ranks(df: pl.DataFrame) -> pl.DataFrame:
+    """Add ``msg_rank``/``msg_pg`` (a rank a fault message names as its own) and ``gpu_index`` (the CUDA device a
+    CUDA error names) for the identity step; only fault-like rows of c10d/python/elastic layers are read."""
+    text = pl.coalesce(pl.col("record"), pl.col("message")) if "record" in df.columns else pl.col("message")
+    faulty = pl.col("severity").is_in(["error", "fatal"]) | pl.col("kind").is_in(["cuda_oom", "cuda_error"])
+    hit = faulty.fill_null(False) & pl.col("layer").is_in(["c10d", "python", "elastic", "app"]).fill_null(False)
+    m = text.str.extract_groups(_MSG_RANK)
+    g = text.str.extract_groups(_GPU)
+    cuda = pl.col("kind").is_in(["cuda_oom", "cuda_error"])
+    return df.with_columns(
+        pl.when(hit).then(pl.coalesce(m.struct.field("msg_rank_g"), m.struct.field("msg_rank")).cast(pl.Int32, strict=False))
+        .alias("msg_rank"),
+        pl.when(hit & m.struct.field("msg_rank_g").is_null()).then(m.struct.field("msg_pg")).alias("msg_pg"),
+        pl.when(cuda).then(pl.coalesce(g.struct.field("gpu_a"), g.struct.field("gpu_b"), g.struct.field("gpu_c"))
+                           .cast(pl.Int32, strict=False)).alias("gpu_index"),
+    )

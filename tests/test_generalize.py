@@ -96,3 +96,32 @@ def test_mpirun_timestamp_and_tag_stacked(tmp_path: Path) -> None:
     line = "Mon Dec  1 19:20:11 2026[1,3]<stderr>:RuntimeError: shard 17 is corrupt"
     r = _load(tmp_path, line).row(0, named=True)
     assert (r["rank"], r["kind"], r["exc_type"]) == (3, "python_exception", "RuntimeError")
+
+
+def test_rank_stated_inside_an_unprefixed_message(tmp_path: Path) -> None:
+    # torch 2.2-2.4 name the default PG "PG 1"; a line with both prefixes teaches that PG 1 ranks are global.
+    text = "\n".join([
+        "[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 5] Exception (either an error or timeout) detected by "
+        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733.",
+        "[rank6]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 6] Exception (either an error or timeout) detected by "
+        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733.",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [PG 1 Rank 11] Process group watchdog thread terminated with exception: [Rank 11] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=15734, OpType=ALLREDUCE, NumelIn=2, NumelOut=2, "
+        "Timeout(ms)=600000) ran for 600091 milliseconds before timing out.",
+        "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: NCCL error",
+    ])
+    t = _load(tmp_path, text)
+    assert t.select("rank", "rank_source", "line_count").rows()[2:] == [(11, "message", 2), (3, "message", 1)]
+
+
+def test_gpu_index_is_a_rank_only_on_one_node(tmp_path: Path) -> None:
+    oom = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has a total "
+           "capacity of 79.15 GiB of which 1.25 MiB is free.")
+    one = _load(tmp_path, "\n".join([oom, WATCHDOG.format(r=0)]))
+    assert one.filter(pl.col("kind") == "cuda_oom").select("rank", "rank_source").row(0) == (3, "gpu_index")
+    two = tmp_path / "two"
+    two.mkdir()
+    nccl = "node-{h}:100{r}:100{r} [0] NCCL INFO comm 0x55d0c3a4e2b0 rank {r} nranks 16 cudaDev 0 busId 1b000 - Init COMPLETE"
+    multi = _load(two, "\n".join([oom, nccl.format(h="a", r=0), nccl.format(h="b", r=8)]))
+    assert multi.filter(pl.col("kind") == "cuda_oom")["rank"].to_list() == [None]
