@@ -179,7 +179,10 @@ def diagnose(
         table = redact_table(table)
     if attempt is not None and attempt not in attempts:
         raise UsageError(f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})")
-    if not ranks and not table.filter(pl.col("layer").is_in(["elastic", "system"])).height:
+    from correlator.schema import FAULT_KINDS
+
+    if not ranks and not table.filter(pl.col("layer").is_in(["elastic", "system"])
+                                      | pl.col("kind").is_in(list(FAULT_KINDS))).height:
         raise UsageError(f"{directory}: no distributed-training log lines recognised (no rank, no launcher output); "
                          "see `rankscope events` for what was read")
     d = run_diagnose(table, attempt=attempt)

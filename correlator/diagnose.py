@@ -124,7 +124,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             ids.append((ev, f"initiating fault of rank {r}"))
     focus = G.graph.get("focus") or {}
     for ev in (focus.get("evidence") or [])[:3]:
-        ids.append((ev, "collective disagreement"))
+        ids.append((ev, "collective disagreement" if G.graph["initiators"] else "fault (no rank named)"))
     t = table.filter(~pl.col("duplicate"))
     # A rank found by its silence: its last sign of life is the evidence.
     if G.graph["initiator_basis"] in ("silent while the others failed", "behind on the collective sequence",
@@ -170,6 +170,13 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         n = len(G.graph["ranks_seen"])
         return f"No failure found: {n} rank{'' if n == 1 else 's'}, none reported a fault."
     if not inits:
+        ev = (G.graph.get("focus") or {}).get("evidence") or []
+        row = table.filter(pl.col("event_id") == ev[0]) if ev else table.clear()
+        if row.height:
+            r = row.row(0, named=True)
+            what = r["exc_type"] or r["kind"].replace("_", " ")
+            return (f"No rank could be named: the logs show {what} at {r['path']}:{r['line']}, on a line that names "
+                    f"no rank (failure kind {kind}).")
         return f"Failure of kind {kind}, but no rank could be named as its origin."
 
     def who(r: int) -> str:
@@ -253,6 +260,7 @@ def _confidence(G: nx.DiGraph) -> float:
         "left no log": 0.05, "no launcher": 0.05, "inferred": 0.1, "clocks": 0.1, "evenly": 0.3,
         "only an exit status": 0.15, "none explains": 0.5, "stopped logging": 0.2, "could not be determined": 0.35,
         "several ranks saw network errors": 0.15, "configuration line": 0.1, "did not wait in the barrier": 0.1,
+        "name no rank": 0.6,
     }
     for reason in G.graph["reasons"]:
         for key, p in penalties.items():

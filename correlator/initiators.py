@@ -295,7 +295,22 @@ def find(e: Evidence) -> Finding:
         return Finding([], "launcher", "launcher_error")
     if e.fr.height:
         return Finding([], "", "unknown", reasons=["ranks report faults but none explains the others"])
-    return Finding([], "", "none")
+    return unattributed(e) or Finding([], "", "none")
+
+
+def unattributed(e: Evidence) -> Finding | None:
+    """Faults on lines no rank could be attached to (an excerpt without prefixes): name the fault, not a rank.
+
+    The first cause (exception, CUDA error, kill) decides the failure kind; timeouts alone give ``unknown``.
+    ``focus["evidence"]`` holds the fault rows, so the verdict can quote them."""
+    rows = e.f.filter(pl.col("role").is_in(["cause", "effect", "exit"])).sort("tc", "event_id", nulls_last=True)
+    if not rows.height:
+        return None
+    causes = rows.filter(pl.col("role") == "cause")
+    first = causes if causes.height else rows
+    kind = _cause_kind(causes.head(1)) if causes.height else "unknown"
+    return Finding([], "fault without a rank", kind, focus={"evidence": first["event_id"].head(3).to_list()},
+                   reasons=["the fault is on lines that name no rank; the initiating rank is unknown"])
 
 
 def unreachable_peer_host(t: pl.DataFrame, net: pl.DataFrame) -> str | None:

@@ -14,6 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+#: Evidence kinds written by a launcher (torchrun agent, srun, mpirun), shown as "launcher" when rankless.
+_LAUNCHER_KINDS = frozenset({"worker_failed", "worker_signalled", "failure_entry", "root_cause_entry", "launcher_error",
+                             "rendezvous", "restart", "process_exit", "job_cancelled", "process_killed"})
+
 from correlator.diagnose import Diagnosis
 
 _STATUS_STYLE = {"initiating": "bold red", "collateral": "yellow", "clean": "green", "missing": "magenta"}
@@ -88,7 +92,7 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
     if d.evidence:
         console.print("\n[bold]Evidence[/]")
         for e in d.evidence:
-            rank = f"rank {e.rank}" if e.rank is not None else "launcher"
+            rank = f"rank {e.rank}" if e.rank is not None else ("launcher" if e.kind in _LAUNCHER_KINDS else "no rank")
             console.print(Text(f"  {e.path}:{e.line}", style="cyan") + Text(f"  [{rank}, {e.kind}] {e.role}", style="dim"))
             console.print(Text(f"    {e.text}"), soft_wrap=True)
     involved = [s for s in d.per_rank if s.status in ("initiating", "collateral")]
@@ -125,7 +129,7 @@ def render_markdown(d: Diagnosis) -> str:
     if d.evidence:
         lines += ["### Evidence", ""]
         for e in d.evidence:
-            rank = f"rank {e.rank}" if e.rank is not None else "launcher"
+            rank = f"rank {e.rank}" if e.rank is not None else ("launcher" if e.kind in _LAUNCHER_KINDS else "no rank")
             lines += [f"- `{e.path}:{e.line}` ({rank}, {e.kind}; {e.role})", "", "  ```", f"  {e.text}", "  ```"]
         lines.append("")
     involved = [s for s in d.per_rank if s.status in ("initiating", "collateral")]

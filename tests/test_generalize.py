@@ -125,3 +125,29 @@ def test_gpu_index_is_a_rank_only_on_one_node(tmp_path: Path) -> None:
     nccl = "node-{h}:100{r}:100{r} [0] NCCL INFO comm 0x55d0c3a4e2b0 rank {r} nranks 16 cudaDev 0 busId 1b000 - Init COMPLETE"
     multi = _load(two, "\n".join([oom, nccl.format(h="a", r=0), nccl.format(h="b", r=8)]))
     assert multi.filter(pl.col("kind") == "cuda_oom")["rank"].to_list() == [None]
+
+
+def test_fault_without_a_rank_gets_a_low_confidence_verdict(tmp_path: Path) -> None:
+    text = "\n".join([
+        "Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "    loss.backward()",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([], "cuda_oom")
+    assert d.confidence <= 0.4
+    assert [(e.path, e.line, e.kind) for e in d.evidence] == [("console.log", 1, "cuda_oom")]
+    assert "console.log:1" in d.summary
+
+
+def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from tests.conftest import run_cli
+
+    (tmp_path / "console.log").write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    code, out, _ = run_cli(["diagnose", tmp_path, "--format", "json"], monkeypatch, capsys)
+    assert code == 0
+    assert json.loads(out)["failure_kind"] == "cuda_error"
+    (tmp_path / "console.log").write_text("hello world\n")
+    code, _, err = run_cli(["diagnose", tmp_path], monkeypatch, capsys)
+    assert code == 2 and "no distributed-training log lines" in err
