@@ -34,8 +34,7 @@ def _world_size(t: pl.DataFrame) -> int | None:
     """World size from evidence (DESIGN.md rule 16): a size a line states (NCCL ``nranks``, ``world_size=``,
     torchrun's ``global_world_sizes``), or — when the logs are one file or folder per rank — the highest
     rank seen + 1. A pasted excerpt of a combined stream states nothing about the ranks it lacks: None."""
-    stated = t.filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "nccl_coll", "log", "step_progress",
-                                            "rendezvous"]))["world_size"]
+    stated = t["world_size"]
     ws = stated.drop_nulls()
     seen = t["rank"].drop_nulls()
     best = int(ws.max()) if ws.len() else None  # type: ignore[arg-type]

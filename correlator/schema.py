@@ -63,6 +63,7 @@ class Kind(StrEnum):
     LOG = "log"  #: a recognized log prefix with no message rule of interest (ordinary INFO output)
     # -- application
     STEP_PROGRESS = "step_progress"  #: a training-progress line that names the step (``step=5``, ``iteration 5``)
+    PROGRESS_BAR = "progress_bar"  #: an unfinished tqdm bar (``Map:  70%|███  | 7/10 [29:58<12:05, …]``); elapsed_ms
     # -- NCCL (NCCL_DEBUG)
     NCCL_VERSION = "nccl_version"  #: ``NCCL version 2.x.y+cudaA.B``
     NCCL_INIT = "nccl_init"  #: ``comm 0x… rank R nranks N cudaDev D … - Init START|COMPLETE``
@@ -157,7 +158,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("numel", pa.int64(), "Number of elements in the collective's input (NumelIn / NCCL count)."),
     ("shape", pa.string(), "Tensor shape from DETAIL fingerprints, e.g. `[32, 16]`."),
     ("timeout_ms", pa.int64(), "Configured timeout in milliseconds (Timeout(ms)=…, monitoredBarrier, gloo)."),
-    ("elapsed_ms", pa.int64(), "How long the work ran before timing out, milliseconds."),
+    ("elapsed_ms", pa.int64(), "How long the work ran before timing out, milliseconds (a progress bar: its elapsed time)."),
     ("step", pa.int64(), "Training step / iteration number from progress lines."),
     ("world_size", pa.int32(), "World size stated by the line (NCCL nranks, torchrun summaries, app lines)."),
     ("pg_rank", pa.int32(), "The logging rank's rank WITHIN the process group (`[Rank r]`, `[PG … Rank r]`)."),

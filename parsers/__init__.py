@@ -87,6 +87,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, [python.TERMINATE])
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
     df = apply_rules(df, deepspeed.RULES, where=layer.is_in(["elastic", "", "app"]))
+    df = apply_rules(df, app.RULES, where=layer.is_in(["", "app"])).pipe(app.bar_fields)
     df = python.exception_fields(df)
     is_exc = (df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"]))
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)

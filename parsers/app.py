@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Prefix
+from parsers.rules import Prefix, Rule
 
 ASCTIME = Prefix(
     "asctime",
@@ -49,7 +49,29 @@ PREFIXES = [HYDRA, DEEPSPEED, HF, BRACKET_ASCTIME, ASCTIME]
 
 STEP_RE = r"(?:\bstep[=: ]\s*|\biteration\s+|\bglobal_step[=: ]\s*)(\d+)"
 RANK_RE = r"(?:\brank[=:]\s*|\[RANK (?:\s*))(\d+)\b"
-WORLD_RE = r"\bworld_size[=:]\s*(\d+)"
+WORLD_RE = r"\bworld[_ ]size[=: ]\s*(\d+)"
+#: An unfinished tqdm progress bar: ``Map (num_proc=14):  70%|█████▌   | 7/10 [6:40:12<2:51:01, 1.2 examples/s]``
+#: (0-99 %; a finished one is an ordinary line). ``elapsed_ms`` is the elapsed time it shows (``[H:]MM:SS<``).
+BAR = Rule(
+    "progress_bar", "progress_bar", "app", "%|",
+    r"(?:^|[^\d])(?P<bar_pct>\d{1,2})%\|[^|]*\|[^\[]*\[(?:(?P<bar_h>\d+):)?(?P<bar_m>\d\d?):(?P<bar_s>\d\d)<", "info",
+    "tqdm 4.x format_meter ('{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]'), as glued into "
+    "real logs: LlamaFactory#2424, axolotl#2684, yolov5#4400",
+    "Running tokenizer on dataset:   9%|███▊      | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]",
+)
+RULES: list[Rule] = [BAR]
+
+
+def bar_fields(df: pl.DataFrame) -> pl.DataFrame:
+    """``elapsed_ms`` of progress bars from their ``[H:]MM:SS`` elapsed field."""
+    if "bar_m" not in df.columns:
+        return df
+    bar = pl.col("kind") == "progress_bar"
+    el = (pl.col("bar_h").cast(pl.Int64, strict=False).fill_null(0) * 3600
+          + pl.col("bar_m").cast(pl.Int64, strict=False) * 60 + pl.col("bar_s").cast(pl.Int64, strict=False)) * 1000
+    return df.with_columns(
+        pl.when(bar).then(el).otherwise(pl.col("elapsed_ms")).alias("elapsed_ms"),
+    )
 
 
 def progress_fields(df: pl.DataFrame) -> pl.DataFrame:
@@ -58,6 +80,7 @@ def progress_fields(df: pl.DataFrame) -> pl.DataFrame:
     Rows that are still unclassified and carry a step become ``step_progress``; other app lines ``log``.
     """
     app = (pl.col("layer") == "app") & pl.col("kind").is_null()
+    plain = pl.col("layer").is_null() & pl.col("kind").is_null()  # an unprefixed line of the script's own output
     msg = pl.col("message")
     step = msg.str.extract(STEP_RE, 1).cast(pl.Int64, strict=False)
     rank = msg.str.extract(RANK_RE, 1).cast(pl.Int32, strict=False)
@@ -65,7 +88,8 @@ def progress_fields(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
         pl.when(app).then(pl.coalesce(pl.col("step"), step)).otherwise(pl.col("step")).alias("step"),
         pl.when(app).then(pl.coalesce(pl.col("rank_stated"), rank)).otherwise(pl.col("rank_stated")).alias("rank_stated"),
-        pl.when(app).then(pl.coalesce(pl.col("world_size"), world)).otherwise(pl.col("world_size")).alias("world_size"),
+        pl.when(app | plain).then(pl.coalesce(pl.col("world_size"), world)).otherwise(pl.col("world_size"))
+        .alias("world_size"),
     ).with_columns(
         pl.when(app & pl.col("step").is_not_null()).then(pl.lit("step_progress"))
         .when(app).then(pl.lit("log")).otherwise(pl.col("kind")).alias("kind")

@@ -214,6 +214,15 @@ RULES: list[Rule] = [
          "error", "c10d TCPStore, torch 2.x", "torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /x"),
     Rule("store_clients_joined", "store_error", "c10d", "waiting for clients", None, "error", "c10d store barrier",
          "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 15/16 clients joined."),
+    Rule("store_unique_id", "store_error", "c10d", "ncclUniqueId from",
+         r"\[(?P<rank_stated>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
+         r"\[(?P<peer_rank>\d+)\]", "error", PGNCCL.format("1.13 – 2.1 broadcastUniqueNCCLID ('retreiving' ≤ 2.0)"),
+         "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+         "store by key '0', but store->get('0') got error: Socket Timeout"),
+    Rule("store_wait_input", "store_error", "c10d", "waitForInput: socket",
+         r"timed out after (?P<timeout_ms>\d+)ms", "error", "c10d socket.cpp waitForInput, torch 2.3+",
+         "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
+         "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms"),
     Rule("store_socket_timeout", "store_error", "c10d", "Socket Timeout", None, "error", "c10d Utils.hpp (older)",
          "RuntimeError: Socket Timeout"),
     Rule("nccl_error_cuda", "cuda_error", "c10d", "unhandled cuda error", None, "error",
@@ -238,6 +247,9 @@ _MSG_RANK = (r"\[(?:PG (?:ID )?(?P<msg_pg>\d+) (?:PG GUID [^\]]*? )?)?Rank (?P<m
              r"communicator was aborted on rank (?P<msg_rank_g>\d+)")
 #: The CUDA device an error names: ``(GPU 3; 79.15 GiB total capacity …)`` (torch ≤ 2.0 OOM), ``GPU 3 has a total
 #: capacity`` (torch ≥ 2.1 OOM), ``cuda:3``. A local device index: a rank only on one node with one process per GPU.
+#: Kinds whose ``rank_stated`` is the reporting rank itself ("Rank 3 successfully reached monitoredBarrier …",
+#: "Rank 3 is running collective: …, but Rank 0 …", "[1] is setting up NCCL communicator … from [0]").
+_REPORTER_KINDS = ["monitored_barrier_peer", "collective_mismatch", "store_error", "ddp_error"]
 _GPU = r"\(GPU (?P<gpu_a>\d+);|\bGPU (?P<gpu_b>\d+) has a total capacity|\bcuda:(?P<gpu_c>\d+)\b"
 
 
@@ -246,13 +258,15 @@ def stated_ranks(df: pl.DataFrame) -> pl.DataFrame:
     CUDA error names) for the identity step; only fault-like rows of c10d/python/elastic layers are read."""
     text = pl.coalesce(pl.col("record"), pl.col("message")) if "record" in df.columns else pl.col("message")
     faulty = pl.col("severity").is_in(["error", "fatal"]) | pl.col("kind").is_in(["cuda_oom", "cuda_error"])
-    hit = faulty.fill_null(False) & pl.col("layer").is_in(["c10d", "python", "elastic", "app"]).fill_null(False)
+    hit = faulty.fill_null(False) & pl.col("layer").is_in(["c10d", "python", "elastic", "app", "unknown"]).fill_null(False)
+    reporter = pl.col("kind").is_in(_REPORTER_KINDS)
     m = text.str.extract_groups(_MSG_RANK)
     g = text.str.extract_groups(_GPU)
     cuda = pl.col("kind").is_in(["cuda_oom", "cuda_error"])
     return df.with_columns(
-        pl.when(hit).then(pl.coalesce(m.struct.field("msg_rank_g"), m.struct.field("msg_rank")).cast(pl.Int32, strict=False))
-        .alias("msg_rank"),
+        pl.when(hit).then(pl.coalesce(m.struct.field("msg_rank_g"), m.struct.field("msg_rank"))
+                          .cast(pl.Int32, strict=False))
+        .when(reporter).then(pl.col("rank_stated")).alias("msg_rank"),
         pl.when(hit & m.struct.field("msg_rank_g").is_null()).then(m.struct.field("msg_pg")).alias("msg_pg"),
         pl.when(cuda).then(pl.coalesce(g.struct.field("gpu_a"), g.struct.field("gpu_b"), g.struct.field("gpu_c"))
                            .cast(pl.Int32, strict=False)).alias("gpu_index"),

@@ -22,7 +22,7 @@ _CPP_CONT = r"^(?:Exception raised from |frame #\d+: |\s*what\(\): |Last error:|
 SRC = "CPython traceback (3.8 – 3.13) with torch excepthook prefixes"
 
 RULES: list[Rule] = [
-    Rule("cuda_oom", "cuda_oom", "python", "OutOfMemoryError", r"(?P<oom_msg>CUDA out of memory.*)?", "error",
+    Rule("cuda_oom", "cuda_oom", "python", "OutOfMemoryError", r"^(?:[\w.]+\.)?OutOfMemoryError(?::|$)", "error",
          "torch.cuda.OutOfMemoryError, torch 1.13 – 2.13",
          "[rank2]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 336.00 MiB. GPU  has a total "
          "capacity of 79.15 GiB of which 141.25 MiB is free."),

@@ -89,11 +89,42 @@ LEAD = Prefix(
 )
 
 
+#: A lead that carries nothing of its own: spaces, a markdown quote or code mark, a viewer's line number.
+_JUNK_LEAD = r"^(?:[\s>`*#|]|\[\d+\])*$"
+#: Columns of a tee prefix: a piece split off after a progress bar is another process's line, not the tee'd one's.
+_TEE_COLS = ("tee_local_rank", "tee_role")
+
+
 def strip_lead(df: pl.DataFrame) -> pl.DataFrame:
-    """Cut text before a record's own producer prefix (:data:`LEAD`); lines that start with one stay."""
+    """Records that start inside a physical line (:data:`LEAD`). A lead of junk (spaces, ``> ``, a viewer's
+    line number) is cut from ``body``; a lead with text of its own (a progress bar the record was glued to)
+    becomes a row of its own, like :func:`split_glued_tee`: the record is an extra row with ``line_count`` 0,
+    so line accounting still adds up, and the progress bar stays evidence of what the printing process did."""
     body = df["body"]
-    mask = ~body.str.contains(f"^(?:{_RECORD_START})") & body.str.contains(_RECORD_START)
-    return strip_prefix(df, LEAD, mask=mask)
+    mask = (~body.str.contains(f"^(?:{_RECORD_START})") & body.str.contains(_RECORD_START)).fill_null(False)
+    if not mask.any():
+        return strip_prefix(df, LEAD, mask=mask)
+    lead = body.str.extract(f"^(.{{1,400}}?)(?:{_RECORD_START})", 1)
+    junk = lead.str.contains(_JUNK_LEAD).fill_null(True)
+    df = strip_prefix(df, LEAD, mask=mask & junk)
+    split = (mask & ~junk).fill_null(False)
+    if not split.any():
+        return df
+    pieces = (
+        df.filter(split)
+        .with_columns(pl.col("body").str.replace(f"^(.{{1,400}}?)((?:{_RECORD_START}).*)$", "${1}\u0000${2}")
+                      .str.split("\u0000").alias("body"))
+        .explode("body")
+        .with_columns((pl.int_range(pl.len()).over("path", "line") > 0).alias("_extra"))
+    )
+    tee = [c for c in _TEE_COLS if c in pieces.columns]
+    pieces = pieces.with_columns(
+        pl.when(pl.col("_extra")).then(0).otherwise(pl.col("line_count")).alias("line_count"),
+        pl.when(pl.col("_extra")).then(pl.col("body")).otherwise(pl.col("raw")).alias("raw"),
+        *[pl.when(pl.col("_extra")).then(None).otherwise(pl.col(c)).alias(c) for c in tee],
+        *([pl.col("pfx_tee") & ~pl.col("_extra")] if "pfx_tee" in pieces.columns else []),
+    ).drop("_extra")
+    return pl.concat([df.filter(~split), pieces], how="vertical_relaxed").sort("path", "line", maintain_order=True)
 
 
 _TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"

@@ -37,8 +37,11 @@ def test_progress_bar_glued_to_an_old_c10_line(tmp_path: Path) -> None:
     line = ("Epoch 0:   6%|██      | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6][E ProcessGroupNCCL.cpp:458] "
             "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, "
             "Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.")
-    r = _load(tmp_path, line).row(0, named=True)
-    assert (r["kind"], r["rank"], r["seq"], r["layer"]) == ("watchdog_timeout", 0, 96120, "c10d")
+    t = _load(tmp_path, line)
+    # Two rows from one physical line: the bar (elapsed 6:28:43) and the watchdog record (line_count 0).
+    assert t.select("kind", "rank", "seq", "layer", "line", "line_count", "elapsed_ms").rows() == [
+        ("progress_bar", None, None, "app", 1, 1, (6 * 3600 + 28 * 60 + 43) * 1000),
+        ("watchdog_timeout", 0, 96120, "c10d", 1, 0, 25624887)]
 
 
 def test_indented_excerpt_line_is_its_own_record(tmp_path: Path) -> None:
