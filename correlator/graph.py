@@ -88,7 +88,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         f.filter((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))["rank"].drop_nulls().to_list())
     launcher_present = t.filter(pl.col("layer") == "elastic").height > 0
 
-    evidence = initiators_mod.Evidence(t, f, fr, seen, missing, signalled, first_signal, launcher_present)
+    evidence = initiators_mod.Evidence(t, f, fr, seen, missing, signalled, first_signal, launcher_present, world)
     found = initiators_mod.find(evidence)
     initiators, basis, failure_kind = found.initiators, found.basis, found.failure_kind
     cause_event, focus, reasons = found.cause_event, dict(found.focus), list(found.reasons)

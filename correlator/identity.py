@@ -273,8 +273,10 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
         anchors = {p: lr for p, lr in grp.select("pid", "local_rank").drop_nulls().iter_rows()}
         if not anchors or any(pids.index(p) != lr for p, lr in anchors.items()):
             continue
-        if pids[-1] - pids[0] + 1 != len(pids):  # a gap: some worker's pid is not in the log; do not guess
-            continue
+        # Gaps between worker pids are common (workers fork data-loader and compile processes while the agent
+        # is still spawning: real torchrun logs show 598577, 598579-598581, 598583 …); the order still follows
+        # the local ranks, as every anchor confirms. A worker that exited 0 early is listed nowhere and would
+        # shift the ranks above it: the mapping stays ``pid_order`` (weak).
         base = offsets.get(node) or 0
         for i, p in enumerate(pids):
             assign[p] = base + i

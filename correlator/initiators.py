@@ -37,6 +37,15 @@ class Evidence:
     signalled: set[int]
     first_signal: Any
     launcher_present: bool
+    #: world size from evidence (None: unknown, e.g. a pasted excerpt)
+    world: int | None = None
+
+    @property
+    def absent(self) -> list[int]:
+        """Ranks below the highest rank seen that left no line, when the world size is unknown (an excerpt)."""
+        if self.world is not None or not self.seen:
+            return []
+        return sorted(set(range(max(self.seen) + 1)) - set(self.seen))
 
     @property
     def causes(self) -> pl.DataFrame:
@@ -231,16 +240,63 @@ def barrier_named(e: Evidence) -> Finding | None:
     return found
 
 
+#: Collectives with a root: the root (``src``/``dst``) is rank 0 unless the code says otherwise.
+_ROOTED_OPS = {"BROADCAST", "REDUCE", "SCATTER", "GATHER", "_BROADCAST_OOP", "_REDUCE_OOP"}
+#: Effect kinds whose ``peer_rank`` names the rank the reporter waited for (a vote for the initiator).
+_WAITING_FOR = ["store_error", "monitored_barrier_peer", "nccl_error"]
+
+
+def votes(e: Evidence) -> Counter[int]:
+    """Ranks named by waiting ranks as the one they wait for ("ncclUniqueId from [0]", "errors … from rank 0",
+    "remote error detected from rank: 2"), counted once per voter; the voters' own ranks are never candidates."""
+    rows = e.effects.filter(pl.col("kind").is_in(_WAITING_FOR) & pl.col("peer_rank").is_not_null()
+                            & (pl.col("peer_rank") != pl.col("rank")))
+    pairs = set(rows.select("rank", "peer_rank").iter_rows())
+    return Counter(p for _, p in pairs)
+
+
+def named_by_waiters(e: Evidence) -> Finding | None:
+    """The rank the waiting ranks name, when it reported no error of its own (it was busy or stuck)."""
+    v = votes(e)
+    if not v:
+        return None
+    own = e.own_error_ranks() | set(e.causes["rank"].to_list())
+    (top, n), *rest = v.most_common()
+    if top in own or (rest and rest[0][1] == n):
+        return None
+    voters = sorted({r for r, p in e.effects.filter(pl.col("peer_rank") == top).select("rank", "peer_rank").iter_rows()})
+    ev = e.effects.filter((pl.col("peer_rank") == top) & pl.col("kind").is_in(_WAITING_FOR)).sort("tc", "event_id")
+    return Finding([top], "named by the ranks waiting for it", "straggler_hang", {top: int(ev["event_id"][0])},
+                   reasons=[f"named by {len(voters)} waiting rank(s) ({', '.join(map(str, voters))}); it logged no error"])
+
+
+def _prefer_rank0(e: Evidence, cand: list[int], focus: dict[str, Any]) -> tuple[list[int], str | None]:
+    """Among several silent or absent candidates, rank 0 when the logs say why (the reason is returned):
+    the collective everyone waits in has a root, the untagged (rank-0-only) output stops mid-work, or the
+    waiting ranks name rank 0."""
+    if len(cand) < 2 or 0 not in cand:
+        return cand, None
+    if (focus.get("op") or "").upper() in _ROOTED_OPS:
+        return [0], f"rank 0 is the root of the {focus['op']} the others wait in"
+    bars = e.t.filter((pl.col("kind") == "progress_bar") & pl.col("rank").is_null())
+    if bars.height:
+        return [0], "the untagged output (rank-0-only work, a progress bar) stops mid-work"
+    if votes(e).get(0):
+        return [0], "the waiting ranks name rank 0"
+    return cand, None
+
+
 def silence(e: Evidence) -> Finding | None:
     """Silence is evidence: a rank with no error while the others time out, one behind on the collective
-    sequence, or one that left no log at all."""
+    sequence, one that left no log at all, or — in an excerpt whose world size is unknown — the rank absent
+    from a block of timeouts. Among several candidates rank 0 is preferred only for a stated reason."""
     effects = e.effects
     if not effects.height:
         return None
     prog = align.progress(e.t)
     silent = [r for r in e.seen if r not in e.own_error_ranks()]
     focus: dict[str, Any] = {}
-    waited = effects.filter(pl.col("seq").is_not_null()).sort("tc")
+    waited = effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort("tc", "event_id")
     if waited.height:
         w = waited.row(0, named=True)
         focus = {"pg": w["pg"] or "0", "seq": w["seq"], "op": w["op"]}
@@ -269,8 +325,21 @@ def silence(e: Evidence) -> Finding | None:
     elif e.missing:
         found = Finding(e.missing, "left no log", "straggler_hang", focus=focus,
                         reasons=["the initiating rank left no log at all; it is named because it is missing"])
+    elif e.absent:
+        # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
+        # rank 0 has a stated reason; many absent ranks were most likely just cut from the paste.
+        _, why = _prefer_rank0(e, e.absent, focus)
+        if not why and len(e.absent) * 3 > len(e.seen):
+            return None
+        found = Finding(e.absent, "absent from the excerpt", "straggler_hang", focus=focus,
+                        reasons=["the initiating rank is absent from the excerpt while the others report waiting; "
+                                 "the excerpt may lack ranks"])
     else:
         return None
+    chosen, why = _prefer_rank0(e, found.initiators, focus)
+    if why:
+        found.initiators = chosen
+        found.reasons.append(f"rank 0 preferred among the candidates: {why}")
     if e.fr.filter(pl.col("kind") == "collective_mismatch").height:
         found.failure_kind = "collective_mismatch"
         found.reasons.append("a collective mismatch was detected but the odd rank could not be determined; "
@@ -280,7 +349,7 @@ def silence(e: Evidence) -> Finding | None:
 
 #: The rules in order of precedence; the first that names someone decides.
 RULES: list[Callable[[Evidence], Finding | None]] = [
-    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, barrier_named, silence,
+    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, barrier_named, named_by_waiters, silence,
 ]
 
 

@@ -154,3 +154,53 @@ def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monk
     (tmp_path / "console.log").write_text("hello world\n")
     code, _, err = run_cli(["diagnose", tmp_path], monkeypatch, capsys)
     assert code == 2 and "no distributed-training log lines" in err
+
+
+OLD_WD = ("[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=56693, "
+          "OpType={op}, Timeout(ms)=1800000) ran for 180437{r} milliseconds before timing out.")
+
+
+def test_rank_absent_from_a_block_of_timeouts(tmp_path: Path) -> None:
+    # aioz-ai/GCD#6 shape: ranks 1-3 time out, rank 0 never reports; world size unknown.
+    d = correlator.diagnose(_load(tmp_path, "\n".join(OLD_WD.format(r=r, op="ALLREDUCE") for r in (3, 2, 1))))
+    assert (d.initiating_ranks, d.collateral_ranks, d.failure_kind) == ([0], [1, 2, 3], "straggler_hang")
+    assert d.initiator_basis == "absent from the excerpt"
+
+
+def test_several_absent_ranks_are_candidates_unless_rank0_has_a_reason(tmp_path: Path) -> None:
+    plain = correlator.diagnose(_load(tmp_path, "\n".join(OLD_WD.format(r=r, op="ALLREDUCE") for r in (3, 2))))
+    assert (plain.initiating_ranks, plain.failure_kind) == ([], "unknown")  # two absent of four: cut from the paste
+    rooted = tmp_path / "rooted"
+    rooted.mkdir()
+    d = correlator.diagnose(_load(rooted, "\n".join(OLD_WD.format(r=r, op="BROADCAST") for r in (3, 2))))
+    assert d.initiating_ranks == [0]
+    assert any("root of the BROADCAST" in r for r in d.confidence_reasons)
+
+
+def test_untagged_progress_bar_that_stops_mid_work_points_at_rank0(tmp_path: Path) -> None:
+    # LlamaFactory#2424 shape: rank 0 tokenizes (untagged bar at 9 %), ranks 1 and 2 hit the 30-min watchdog.
+    bar = "Running tokenizer on dataset:   9%|███▊      | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]"
+    text = "\n".join([bar + OLD_WD.format(r=2, op="ALLREDUCE"), OLD_WD.format(r=1, op="ALLREDUCE"),
+                      OLD_WD.format(r=3, op="ALLREDUCE").replace("[Rank 3]", "[Rank 4]")])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert d.initiating_ranks == [0]
+    assert any("stops mid-work" in r for r in d.confidence_reasons)
+
+
+def test_waiting_ranks_name_the_rank_they_wait_for(tmp_path: Path) -> None:
+    # NVIDIA/nccl#865 shape: rank 1's store wait names rank 0 as the one that never published the id.
+    text = ("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+            "store by key '0', but store->get('0') got error: Socket Timeout")
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([0], [1])
+    assert d.initiator_basis == "named by the ranks waiting for it"
+
+
+def test_sigterm_pids_with_gaps_still_map_to_local_ranks(tmp_path: Path) -> None:
+    # pytorch#88251: local_rank 5 (pid 59469) fails; the agent SIGTERMs the other seven, pids not consecutive.
+    pfx = "WARNING:torch.distributed.elastic.multiprocessing.api:"
+    lines = [f"{pfx}Sending process {p} closing signal SIGTERM" for p in (59460, 59461, 59462, 59463, 59466, 59470, 59471)]
+    lines.append("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 5 (pid: 59469) "
+                 "of binary: /home/user/bin/python")
+    d = correlator.diagnose(_load(tmp_path, "\n".join(lines)))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([5], [0, 1, 2, 3, 4, 6, 7])
