@@ -5,6 +5,7 @@
 - :mod:`parsers.c10d` — PyTorch C++ logs (c10/glog), ProcessGroupNCCL/Gloo, DETAIL fingerprints, DDP, TCPStore;
 - :mod:`parsers.elastic` — torchrun / torchelastic agent lines, ChildFailedError summaries, error.json;
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
+- :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import app, c10d, deepspeed, elastic, nccl, python, system, transport
+from parsers import app, c10d, deepspeed, elastic, nccl, python, spawn, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -83,6 +84,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, system.RULES)
     df = apply_rules(df, nccl.RULES, where=layer == "nccl")
     df = apply_rules(df, python.RULES)
+    df = apply_rules(df, spawn.RULES)
     df = apply_rules(df, c10d.RULES)
     df = apply_rules(df, [python.TERMINATE])
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
@@ -104,7 +106,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("unparsed")).alias("kind"),
         pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
         pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
-    ).pipe(c10d.stated_ranks)
+    ).pipe(c10d.stated_ranks).pipe(spawn.worker_fields)
 
 
 def parse_lines(df: pl.DataFrame) -> pl.DataFrame:

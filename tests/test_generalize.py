@@ -204,3 +204,26 @@ def test_sigterm_pids_with_gaps_still_map_to_local_ranks(tmp_path: Path) -> None
                  "of binary: /home/user/bin/python")
     d = correlator.diagnose(_load(tmp_path, "\n".join(lines)))
     assert (d.initiating_ranks, d.collateral_ranks) == ([5], [0, 1, 2, 3, 4, 6, 7])
+
+
+def test_mp_spawn_reports_name_the_worker(tmp_path: Path) -> None:
+    # detectron2#3819 shape: the parent's ProcessRaisedException, then worker 1's own traceback.
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/torch/multiprocessing/spawn.py", line 150, in join',
+        "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+        "torch.multiprocessing.spawn.ProcessRaisedException: ",
+        "",
+        "-- Process 1 terminated with the following error:",
+        "Traceback (most recent call last):",
+        '  File "train_net.py", line 120, in train',
+        "    self.train_loop(self.start_iter, self.max_iter)",
+        "FloatingPointError: Loss became infinite or NaN at iteration=12!",
+    ])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([1], "rank_crash")
+    assert "FloatingPointError" in d.summary
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    d = correlator.diagnose(_load(killed, "Exception: process 3 terminated with signal SIGKILL"))
+    assert (d.initiating_ranks, d.failure_kind) == ([3], "oom_kill")
