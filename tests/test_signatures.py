@@ -592,7 +592,9 @@ CORPUS: dict[str, list[str]] = {
 
 
 def test_corpus_list_covers_every_case() -> None:
-    names = sorted(p.name for p in CASES.iterdir() if (p / "expected.json").is_file())
+    # real-* cases (mined public pastes, issue #11) are scored by the corpus eval; signatures come later
+    names = sorted(p.name for p in CASES.iterdir()
+                   if (p / "expected.json").is_file() and not p.name.startswith("real-"))
     assert all(any(n.startswith(k + "-") for k in CORPUS) for n in names), names
     assert len(CORPUS) == len(names)
 
