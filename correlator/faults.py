@@ -45,10 +45,18 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     timed_out_at = (pl.when(pl.col("kind").is_in(["watchdog_timeout", "watchdog_status"])).then(pl.col("ts"))
                     .otherwise(None).min().over("rank"))
     late_hang = (pl.col("kind") == "watchdog_hang") & (pl.col("ts") > timed_out_at).fill_null(False)
+    # A plain exception on a rank whose own file already showed a timeout or a lost connection is that wait
+    # raising (the traceback of the collective or store call), not a new cause.
+    waited = pl.col("kind").is_in(_WAIT_KINDS) & (pl.col("severity") != "warning")
+    waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) \
+        | (pl.col("kind").is_in(["store_error"]) & pl.col("timeout_ms").is_not_null()).cast(pl.Int32).cum_sum() \
+        .over("rank", "path").gt(0)
+    raised_by_wait = (pl.col("kind") == "python_exception") & pl.col("rank").is_not_null() & waited_before
     signal = pl.col("signal").fill_null("")
     role = (
         pl.when(pl.col("kind").is_in(CAUSE_KINDS) & (signal == "SIGTERM")).then(pl.lit("effect"))
         .when(late_hang).then(pl.lit("effect"))
+        .when(raised_by_wait).then(pl.lit("effect"))
         # SIGABRT is how the NCCL watchdog takes a process down after a timeout: an exit, not a cause.
         .when((pl.col("kind") == "process_killed") & (signal == "SIGABRT")).then(pl.lit("exit"))
         .when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
@@ -59,11 +67,17 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("kind").is_in(EXIT_KINDS)).then(pl.lit("exit"))
         .when(pl.col("kind") == "error_file").then(pl.lit("exit"))
         # A bare NCCL WARN (no finer rule matched) or a store retry warning is not a failure by itself.
-        .when((pl.col("kind") == "nccl_warn") | ((pl.col("kind") == "store_error") & (pl.col("severity") == "warning")))
+        .when((pl.col("kind") == "nccl_warn") | ((pl.col("kind") == "store_error") & (pl.col("severity") == "warning")
+                                                 & pl.col("timeout_ms").is_null()))
         .then(pl.lit("weak"))
         .otherwise(pl.lit("effect"))
     )
     return t.with_columns(role.alias("role")).filter(pl.col("role") != "none")
+
+
+#: Waits whose failure a rank's next exception merely reports (the traceback of the collective or store call).
+_WAIT_KINDS = ["watchdog_timeout", "gloo_timeout", "gloo_connection_closed", "store_error", "nccl_error",
+               "monitored_barrier_peer", "async_error"]
 
 
 _TASKS = r"srun: error: [^:\s]+: tasks? ([\d,\-\[\] ]+):"

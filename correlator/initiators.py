@@ -276,14 +276,19 @@ def _prefer_rank0(e: Evidence, cand: list[int], focus: dict[str, Any]) -> tuple[
     waiting ranks name rank 0."""
     if len(cand) < 2 or 0 not in cand:
         return cand, None
+    why = _rank0_reason(e, focus)
+    return ([0], why) if why else (cand, None)
+
+
+def _rank0_reason(e: Evidence, focus: dict[str, Any]) -> str | None:
+    """Why rank 0 in particular would be the one the others wait for, if the logs say so."""
     if (focus.get("op") or "").upper() in _ROOTED_OPS:
-        return [0], f"rank 0 is the root of the {focus['op']} the others wait in"
-    bars = e.t.filter((pl.col("kind") == "progress_bar") & pl.col("rank").is_null())
-    if bars.height:
-        return [0], "the untagged output (rank-0-only work, a progress bar) stops mid-work"
+        return f"rank 0 is the root of the {focus['op']} the others wait in"
+    if e.t.filter((pl.col("kind") == "progress_bar") & pl.col("rank").is_null()).height:
+        return "the untagged output (rank-0-only work, a progress bar) stops mid-work"
     if votes(e).get(0):
-        return [0], "the waiting ranks name rank 0"
-    return cand, None
+        return "the waiting ranks name rank 0"
+    return None
 
 
 def silence(e: Evidence) -> Finding | None:
@@ -328,7 +333,7 @@ def silence(e: Evidence) -> Finding | None:
     elif e.absent:
         # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
         # rank 0 has a stated reason; many absent ranks were most likely just cut from the paste.
-        _, why = _prefer_rank0(e, e.absent, focus)
+        why = _rank0_reason(e, focus) if 0 in e.absent else None
         if not why and len(e.absent) * 3 > len(e.seen):
             return None
         found = Finding(e.absent, "absent from the excerpt", "straggler_hang", focus=focus,

@@ -36,16 +36,23 @@ _KNOWN_START = (
 
 
 def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
-    """Mark physical lines a terminal hard-wrapped: in a tee'd file, a line without any prefix that
-    follows a line ending in a space, and does not itself start like a log line. It joins that line's
-    stream (same tee rank) and, later, its record."""
+    """Mark physical lines a terminal hard-wrapped: a line without any prefix that does not itself start like
+    a log line and follows either (in a tee'd file) a line ending in a space, or a line as long as the file's
+    wrap width (the length most of its long lines share). It joins that line's stream (same tee rank) and,
+    later, its record."""
     tee = pl.col("pfx_tee")
     share = tee.cast(pl.Float64).mean().over("path")
     prev_raw = pl.col("raw").shift(1).over("path")
-    wrap = (
-        ~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False)
-        & ~pl.col("body").str.contains(_KNOWN_START) & (pl.col("body").str.len_chars() > 0)
-        & pl.col("xport_rank").is_null()
+    # A terminal or a paste box of fixed width cuts lines mid-word at that width: the file's long lines share
+    # one length, and none is longer (``…WorkNCCL(SeqNum=4, OpTy`` / ``pe=BROADCAST, …`` in huggingface/open-r1#620).
+    n = pl.col("raw").str.len_chars()
+    width = n.filter((n >= 70) & (n >= n.max() * 0.9)).mode().max().over("path")
+    at_width = (((n == width).sum().over("path") >= 3) & (n.max().over("path") <= width + 1)
+                & (n.shift(1).over("path") >= width).fill_null(False))
+    plain = ~pl.col("body").str.contains(_KNOWN_START) & (pl.col("body").str.len_chars() > 0) & pl.col("xport_rank").is_null()
+    wrap = plain & (
+        (~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False))
+        | (at_width & ~tee)
     )
     df = df.with_columns(wrap.alias("wrap_cont"))
     return df.with_columns(
@@ -93,6 +100,9 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = python.exception_fields(df)
     is_exc = (df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"]))
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)
+    # A traceback record with no exception line anywhere (the paste ends inside its frames).
+    no_exc = ~df["record"].str.contains(r"\n\s*(?:\[rank\d+\]: )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
+    df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1))
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
     df = app.progress_fields(df)

@@ -37,6 +37,11 @@ RULES: list[Rule] = [
          "RuntimeError: CUDA error: device-side assert triggered"),
 ]
 
+#: A traceback whose exception line the excerpt lost (the paste ends inside the frames): still an exception.
+CUT_TRACEBACK = Rule("cut_traceback", "python_exception", "python", TB_START, r"^(?:\[rank\d+\]: )?Traceback \(most",
+                     "error", "CPython traceback cut before its exception line (pasted excerpts: diffusion-pipe#333)",
+                     "Traceback (most recent call last):")
+
 #: Applied after c10d's rules, to exception rows nothing more specific matched.
 CATCH_ALL = Rule("python_exception", "python_exception", "python", "", None, "error", SRC,
                  "[rank2]: CorruptBatchError: corrupt sample in shard 17 (record 4093): expected 16 features, got 15")

@@ -20,8 +20,8 @@ import polars as pl
 from parsers.rules import Prefix, strip_prefix
 
 KUBECTL_TS = Prefix(
-    "kubectl_ts", r"^(?P<xport_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (?P<rest>.*)$",
-    source="kubectl logs --timestamps (RFC 3339 nanoseconds, UTC)",
+    "kubectl_ts", r"^(?P<xport_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z):? (?P<rest>.*)$",
+    source="kubectl logs --timestamps (RFC 3339 nanoseconds, UTC); log collectors' 'ISO-Z: ' stamps (NVIDIA/nccl#230)",
     example="2024-11-29T22:58:55.104211337Z [default0]:step 5",
 )
 KUBECTL_POD = Prefix(

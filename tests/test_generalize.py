@@ -227,3 +227,28 @@ def test_mp_spawn_reports_name_the_worker(tmp_path: Path) -> None:
     killed.mkdir()
     d = correlator.diagnose(_load(killed, "Exception: process 3 terminated with signal SIGKILL"))
     assert (d.initiating_ranks, d.failure_kind) == ([3], "oom_kill")
+
+
+def test_exception_raised_by_a_ranks_own_wait_is_an_effect(tmp_path: Path) -> None:
+    # axolotl#2684 shape: rank 1's store wait times out, then its traceback (cut in the paste) follows.
+    text = "\n".join([
+        "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
+        "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main',
+    ])
+    t = _load(tmp_path, text)
+    assert t.select("kind", "rank").rows() == [("store_error", 1), ("python_exception", 1)]
+    from correlator.faults import fault_rows
+
+    assert fault_rows(t)["role"].to_list() == ["effect", "effect"]
+
+
+def test_fixed_width_wrap_rejoins_cut_lines(tmp_path: Path) -> None:
+    full = [WATCHDOG.format(r=r) for r in (1, 2, 3)]
+    width = 100
+    # A terminal of 100 columns cuts each 260-character line into 100 + 100 + 60, mid-word.
+    text = "\n".join(line[i:i + width] for line in full for i in range(0, len(line), width))
+    rows = _load(tmp_path, text).filter(pl.col("kind") == "watchdog_timeout")
+    assert rows.select("rank", "seq", "elapsed_ms", "line_count").rows() == [
+        (1, 1580, 600061, 3), (2, 1580, 600062, 3), (3, 1580, 600063, 3)]
