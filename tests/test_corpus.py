@@ -13,7 +13,7 @@ def test_corpus_size_and_sources() -> None:
     sources = [json.loads((c / "expected.json").read_text()).get("source") for c in cases]
     assert len(cases) >= 24
     assert sum(s == "captured" for s in sources) >= 14
-    assert set(sources) <= {"captured", "reconstructed"}
+    assert set(sources) <= {"captured", "reconstructed", "public"}
 
 
 def test_no_case_regresses() -> None:
