@@ -592,7 +592,9 @@ CORPUS: dict[str, list[str]] = {
 
 
 def test_corpus_list_covers_every_case() -> None:
-    names = sorted(p.name for p in CASES.iterdir() if (p / "expected.json").is_file())
+    # Mined public cases (source "public", issue #11) carry no signature labels yet.
+    names = sorted(p.name for p in CASES.iterdir() if (p / "expected.json").is_file()
+                   and json.loads((p / "expected.json").read_text()).get("source") != "public")
     assert all(any(n.startswith(k + "-") for k in CORPUS) for n in names), names
     assert len(CORPUS) == len(names)
 
