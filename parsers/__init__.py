@@ -102,7 +102,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)
     # A traceback record with no exception line anywhere (the paste ends inside its frames).
     no_exc = ~df["record"].str.contains(r"\n\s*(?:\[rank\d+\]: )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
-    df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1))
+    df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1)).pipe(python.cut_message)
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
     df = app.progress_fields(df)
