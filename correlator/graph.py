@@ -108,6 +108,17 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         G.nodes[r]["cause_event"] = cause_event.get(r)
 
     _add_edges(G, fr, initiators, failure_kind, signalled, cause_event)
+    # Ranks a rule names as waiting for the initiators (a stall report's ready ranks) without a fault row.
+    for r in focus.get("waiting") or []:
+        if r in initiators:
+            continue
+        if r not in G:
+            G.add_node(r, host=None, local_rank=None, status="clean")
+        if G.nodes[r]["status"] in ("clean", "missing"):
+            G.nodes[r]["status"] = "collateral"
+            G.nodes[r]["explained_by"] = {"rank": initiators[0], "edge": "waits_for", "pg": focus.get("pg"), "seq": None}
+            G.add_edge(r, initiators[0], edge="waits_for", pg=focus.get("pg"), seq=None,
+                       evidence=(focus.get("evidence") or [])[:1])
     # The launcher tore the whole job down (mpirun abort, scheduler cancel, DeepSpeed killing subprocesses):
     # ranks that said nothing were killed as a consequence too.
     teardown = f.filter(pl.col("kind").is_in(["job_cancelled"]) | ((pl.col("kind") == "worker_signalled") & pl.col("rank").is_null()))

@@ -13,7 +13,8 @@ Rank identity is evidence, not a path (DESIGN.md). Sources, strongest first, rec
 - ``pg_prefix``: ProcessGroupNCCL's ``[Rank r]`` in the default PG, for torch ≤ 2.1 lines without ``[rankN]:``;
 - ``message``: ``rank=N`` in the application's own progress lines, or a rank a fault message states about
   itself (``what():  [PG 0 Rank 3] …``, ``aborted on rank 3``) on a line with no prefix (weak);
-- ``gpu_index``: the CUDA device of a CUDA error (``GPU 3``), on a single node only (weakest).
+- ``gpu_index``: the CUDA device of a CUDA error (``GPU 3``) or of an NCCL line (``[cudaDev]``) whose pid no
+  init line maps, on a single node only (weakest).
 """
 
 from __future__ import annotations
@@ -189,6 +190,9 @@ def _message_ranks(df: pl.DataFrame, global_pgs: list[str]) -> pl.DataFrame:
         pl.when(by_msg).then(pl.lit("message")).otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.when(by_msg).then(pl.col("msg_rank")).otherwise(pl.col("rank")).alias("rank"),
     )
+    # NCCL's ``[cudaDev]`` is the device of the logging process: the local rank under torchrun (one GPU each).
+    nccl_dev = pl.when((pl.col("layer") == "nccl") & pl.col("rank").is_null()).then(pl.col("cuda_dev"))
+    df = df.with_columns(pl.coalesce(pl.col("gpu_index"), nccl_dev).alias("gpu_index"))
     if df.select(pl.col("gpu_index").is_not_null().any()).item():
         hosts = df.select(pl.coalesce(pl.col("host"), pl.col("xport_host"), pl.col("src_host"))).to_series().drop_nulls()
         top = df.select(pl.max_horizontal(pl.col("rank").max(), pl.col("world_size").max())).item()

@@ -255,6 +255,46 @@ def votes(e: Evidence) -> Counter[int]:
     return Counter(p for _, p in pairs)
 
 
+def stall_report(e: Evidence) -> Finding | None:
+    """Horovod's stall report names who has (not) submitted the collective the others wait in.
+
+    Missing ranks are named (``stall_missing``) or are the ranks of the world not listed as ready
+    (``stall_ready``; the world from evidence, else the highest rank named + 1). When the missing ranks are
+    ready on a different collective, they ran another op: the odd one out (a mismatch), else a straggler.
+    ``focus["waiting"]`` lists the ranks that wait for them (collateral)."""
+    rows = e.t.filter(pl.col("kind").is_in(["stall_ready", "stall_missing"]) & pl.col("peer_rank").is_not_null())
+    if not rows.height:
+        return None
+    missing = set(rows.filter(pl.col("kind") == "stall_missing")["peer_rank"].to_list())
+    ready = {pg: set(g["peer_rank"].to_list())
+             for (pg,), g in rows.filter(pl.col("kind") == "stall_ready").group_by("pg", maintain_order=True)}
+    kind, waiting = "straggler_hang", set()
+    if ready:
+        # The collective most ranks are ready in (ties: the first reported); its absentees are the suspects.
+        main_pg = max(ready, key=lambda pg: (len(ready[pg]), -list(ready).index(pg)))
+        waiting = ready[main_pg]
+        named = set().union(*ready.values()) | missing | set(e.seen)
+        world = e.world or (max(named) + 1)
+        absent = set(range(world)) - waiting
+        if not missing:
+            missing = absent
+        if any(other and other <= missing for pg, other in ready.items() if pg != main_pg):
+            kind = "collective_mismatch"
+    waiting |= set(rows["rank"].drop_nulls().to_list())  # the coordinator that reports the stall waits too
+    missing -= waiting
+    if not missing:
+        return None
+    ev = rows.filter(pl.col("kind") == "stall_missing") if rows.filter(pl.col("kind") == "stall_missing").height else rows
+    first = int(ev.sort("tc", "event_id", nulls_last=True)["event_id"][0])
+    op = rows["op"].drop_nulls().first()
+    found = Finding(sorted(missing), "named by the stall report", kind, {r: first for r in missing},
+                    focus={"op": op, "waiting": sorted(waiting - missing), "evidence": [first]},
+                    reasons=["named by Horovod's stall report (the ranks that had not submitted the collective)"])
+    if kind == "collective_mismatch":
+        found.reasons.append("the missing ranks were ready in a different collective")
+    return found
+
+
 def named_by_waiters(e: Evidence) -> Finding | None:
     """The rank the waiting ranks name, when it reported no error of its own (it was busy or stuck)."""
     v = votes(e)
@@ -354,7 +394,8 @@ def silence(e: Evidence) -> Finding | None:
 
 #: The rules in order of precedence; the first that names someone decides.
 RULES: list[Callable[[Evidence], Finding | None]] = [
-    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, barrier_named, named_by_waiters, silence,
+    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, stall_report, barrier_named, named_by_waiters,
+    silence,
 ]
 
 

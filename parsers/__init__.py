@@ -5,6 +5,7 @@
 - :mod:`parsers.c10d` — PyTorch C++ logs (c10/glog), ProcessGroupNCCL/Gloo, DETAIL fingerprints, DDP, TCPStore;
 - :mod:`parsers.elastic` — torchrun / torchelastic agent lines, ChildFailedError summaries, error.json;
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
+- :mod:`parsers.horovod` — Horovod's stall reports (ready / missing ranks);
 - :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import app, c10d, deepspeed, elastic, nccl, python, spawn, system, transport
+from parsers import app, c10d, deepspeed, elastic, horovod, nccl, python, spawn, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -66,7 +67,7 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
 def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
     """Strip producer (L3) and ProcessGroup (L4) prefixes; set ``layer`` and the prefix severity."""
     for pfx in (nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.EXCEPTHOOK,
-                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, *app.PREFIXES):
+                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, horovod.PREFIX, *app.PREFIXES):
         df = strip_prefix(df, pfx)
     # torch._logging lines of the elastic agent share the glog shape; their source path says who wrote them.
     if "src" in df.columns:
@@ -92,6 +93,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, nccl.RULES, where=layer == "nccl")
     df = apply_rules(df, python.RULES)
     df = apply_rules(df, spawn.RULES)
+    df = apply_rules(df, horovod.RULES)
     df = apply_rules(df, c10d.RULES)
     df = apply_rules(df, [python.TERMINATE])
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
@@ -116,7 +118,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("unparsed")).alias("kind"),
         pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
         pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
-    ).pipe(c10d.stated_ranks).pipe(spawn.worker_fields)
+    ).pipe(c10d.stated_ranks).pipe(spawn.worker_fields).pipe(horovod.stall_rows)
 
 
 def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
