@@ -258,7 +258,19 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
         .otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.col("__r").alias("rank"),
     ).drop("__r")
-    return _pid_order(df, offsets)
+    df = _pid_order(df, offsets)
+    # Any other line that states a pid a rank is known by (Open MPI's backtrace handler ``[host:pid] Signal: …``).
+    known = df.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique()
+    counts = known.group_by("pid").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").first())
+    pid_rank = {p: r for p, n, r in counts.iter_rows() if n == 1}
+    if not pid_rank:
+        return df
+    by_pid = pl.col("pid").replace_strict(pid_rank, default=None, return_dtype=pl.Int32)
+    todo = pl.col("rank").is_null() & pl.col("pid").is_not_null() & (pl.col("layer") != "nccl")
+    return df.with_columns(
+        pl.when(todo & by_pid.is_not_null()).then(pl.lit("launcher")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(todo).then(by_pid).otherwise(pl.col("rank")).alias("rank"),
+    )
 
 
 def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:

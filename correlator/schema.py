@@ -90,6 +90,7 @@ class Kind(StrEnum):
     NCCL_ERROR = "nccl_error"  #: PyTorch-reported NCCL error (``NCCL error in: …``, ``DistBackendError``)
     # -- Horovod
     STALL_READY = "stall_ready"  #: Horovod stall report: rank ``peer_rank`` HAS submitted collective ``pg`` (``[ready ranks: …]``)
+    PEER_SHUTDOWN = "peer_shutdown"  #: Horovod "has been shut down … caused by an exception on one of the ranks" (effect)
     STALL_MISSING = "stall_missing"  #: Horovod stall report: rank ``peer_rank`` has NOT submitted ``pg`` (``[missing ranks: …]``)
     # -- Python
     PYTHON_EXCEPTION = "python_exception"  #: an uncaught exception (traceback record) not covered by a finer kind
@@ -119,7 +120,7 @@ FAULT_KINDS: frozenset[str] = frozenset(
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
         Kind.PYTHON_EXCEPTION, Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED,
         Kind.FAILURE_ENTRY, Kind.ERROR_FILE, Kind.PROCESS_KILLED, Kind.PROCESS_EXIT, Kind.JOB_CANCELLED,
-        Kind.LAUNCHER_ERROR,
+        Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN,
     }
 )
 
@@ -129,7 +130,7 @@ EFFECT_KINDS: frozenset[str] = frozenset(
         Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT,
         Kind.ASYNC_ERROR, Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER,
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
-        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR,
+        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN,
     }
 )
 

@@ -6,6 +6,7 @@
 - :mod:`parsers.elastic` — torchrun / torchelastic agent lines, ChildFailedError summaries, error.json;
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
 - :mod:`parsers.horovod` — Horovod's stall reports (ready / missing ranks);
+- :mod:`parsers.mpi` — Open MPI's own reports (the first rank to fail, signals);
 - :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import app, c10d, deepspeed, elastic, horovod, nccl, python, spawn, system, transport
+from parsers import app, c10d, deepspeed, elastic, horovod, mpi, nccl, python, spawn, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -94,6 +95,8 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, python.RULES)
     df = apply_rules(df, spawn.RULES)
     df = apply_rules(df, horovod.RULES)
+    df = apply_rules(df, mpi.RULES)
+    df = apply_rules(df, mpi.RECORD_RULES, text="record")
     df = apply_rules(df, c10d.RULES)
     df = apply_rules(df, [python.TERMINATE])
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
@@ -118,7 +121,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("unparsed")).alias("kind"),
         pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
         pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
-    ).pipe(c10d.stated_ranks).pipe(spawn.worker_fields).pipe(horovod.stall_rows)
+    ).pipe(c10d.stated_ranks).pipe(spawn.worker_fields).pipe(horovod.stall_rows).pipe(mpi.signal_fields)
 
 
 def parse_lines(df: pl.DataFrame) -> pl.DataFrame:

@@ -41,7 +41,13 @@ RULES: list[Rule] = [
          "[missing ranks: 1]"),
     Rule("hvd_stalled_rank", "stall_missing", "app", ": [Horovod",
          r"^(?P<hvd_ranks>\d+): \[(?P<hvd_tensor>Horovod\w+)", "warning", SRC.format("≥ 0.19, after 'Stalled ranks:'"),
-         "2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0, HorovodBroadcast_Variable_2_0]"),
+         "[2020-01-14 13:48:07.704032: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to "
+         "be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than "
+         "60 seconds.\nStalled ranks:\n2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0]"),
+    Rule("hvd_shut_down", "peer_shutdown", "app", "Horovod has been shut down", None, "error",
+         SRC.format("0.13 – 0.28 (common/common.h SHUT_DOWN_ERROR)"),
+         "RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt "
+         "to allreduce, allgather or broadcast a tensor after one of the ranks finished execution."),
 ]
 
 _OPS = {"allreduce": "ALLREDUCE", "broadcast": "BROADCAST", "allgather": "ALLGATHER", "alltoall": "ALLTOALL",
