@@ -1,4 +1,5 @@
-"""torchrun / torch.distributed.elastic agent output and ``error.json`` (log-formats.md §5).
+"""torchrun / torch.distributed.elastic agent output, ``error.json`` (log-formats.md §5) and the parent of
+``torch.multiprocessing.spawn`` (its Process{Raised,Exited}Exception naming the failed process).
 
 Agent lines come in three layouts: ``WARNING:torch.distributed.elastic.multiprocessing.api:<msg>``
 (torch ≤ 2.0), ``[2024-04-10 16:02:56,193] torch.distributed.elastic…: [WARNING] <msg>`` (≈2.1 – 2.2),
@@ -58,6 +59,21 @@ RULES: list[Rule] = [
          "warning", SRC.format("multiprocessing/api.py"),
          "W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:900] Unable to shutdown process "
          "41237 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL"),
+    # torch.multiprocessing.spawn (torch/multiprocessing/spawn.py, ProcessContext.join): the parent names the
+    # first failed process by its process INDEX (a local rank: the global rank only on a single node).
+    Rule("spawn_raised", "worker_failed", "elastic", "terminated with the following error",
+         r"-- Process (?P<rank_stated>\d+) terminated with the following error:", "error",
+         "torch.multiprocessing.spawn ProcessRaisedException, torch 1.4 – 2.13",
+         "-- Process 2 terminated with the following error:"),
+    Rule("spawn_exited", "worker_failed", "elastic", " terminated with ",
+         r"ProcessExitedException: process (?P<rank_stated>\d+) terminated with "
+         r"(?:signal (?P<signal>SIG\w+)|exit code (?P<exit_code>-?\d+))", "error",
+         "torch.multiprocessing.spawn ProcessExitedException, torch 1.4 – 2.13",
+         "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL"),
+    Rule("spawn_terminating", "worker_signalled", "elastic", "Terminating process",
+         r"Terminating process (?P<pid>\d+) via signal (?P<signal>SIG\w+)", "warning",
+         "torch.multiprocessing.spawn ProcessContext.join, torch 2.1 – 2.13",
+         "W1201 19:01:17.290000 15002 torch/multiprocessing/spawn.py:165] Terminating process 15021 via signal SIGTERM"),
     Rule("death_signal", "job_cancelled", "elastic", "death signal, shutting down workers",
          r"Received (?P<signal>\S+) death signal", "warning", SRC.format("agent/server/api.py"),
          "W0409 07:28:49.531000 9120 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, "
