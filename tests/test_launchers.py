@@ -53,3 +53,13 @@ def test_spawn_terminating_is_a_signalled_worker(tmp_path: Path) -> None:
     text = "W1201 19:01:17.290000 15002 torch/multiprocessing/spawn.py:165] Terminating process 15021 via signal SIGTERM"
     r = _kind(_events(tmp_path, text), "worker_signalled")
     assert (r["pid"], r["signal"], r["layer"]) == (15021, "SIGTERM", "elastic")
+
+
+def test_deepspeed_exit_line_names_no_rank(tmp_path: Path) -> None:
+    # cap-27 / cap-29, DeepSpeed 0.19.8: local rank 2 (cap-27) or 1 (cap-29) failed, yet the line carries the LAST
+    # spawned command ('--local_rank=3'): sigkill_handler formats the spawn loop's leftover ``cmd``.
+    text = ("[2026-12-01 19:10:25,477] [ERROR] [launch.py:259:sigkill_handler] ['/opt/venv/bin/python3', '-u', "
+            "'train.py', '--local_rank=3', '--fault', 'sigkill', '--fault-rank', '1', '--fault-step', '3'] exits with "
+            "return code = -9")
+    r = _kind(_events(tmp_path, text), "worker_failed")
+    assert (r["exit_code"], r["rank"], r["local_rank"]) == (-9, None, None)
