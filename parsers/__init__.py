@@ -7,6 +7,7 @@
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
+- :mod:`parsers.lightning` — PyTorch Lightning's ``[rank: N]`` prefix, child-process observer and init lines;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
 - :mod:`parsers.timestamps` — timestamp parts to UTC ``ts``;
 - :mod:`parsers.rules` — the vectorized engine they all use.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import app, c10d, deepspeed, elastic, nccl, python, system, transport
+from parsers import app, c10d, deepspeed, elastic, lightning, nccl, python, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -58,7 +59,7 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
 def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
     """Strip producer (L3) and ProcessGroup (L4) prefixes; set ``layer`` and the prefix severity."""
     for pfx in (nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.EXCEPTHOOK,
-                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, *app.PREFIXES):
+                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, lightning.RANK_PREFIX, *app.PREFIXES):
         df = strip_prefix(df, pfx)
     # torch._logging lines of the elastic agent share the glog shape; their source path says who wrote them.
     if "src" in df.columns:
@@ -85,6 +86,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, python.RULES)
     df = apply_rules(df, c10d.RULES)
     df = apply_rules(df, [python.TERMINATE])
+    df = apply_rules(df, lightning.RULES, where=layer.is_in(["", "app"]))
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
     df = apply_rules(df, deepspeed.RULES, where=layer.is_in(["elastic", "", "app"]))
     df = python.exception_fields(df)
@@ -92,6 +94,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
+    df = lightning.rank_fields(df)
     df = app.progress_fields(df)
     df = nccl.normalize_ops(df)
     df = nccl.resolve_comms(df)

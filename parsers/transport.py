@@ -73,6 +73,47 @@ def _file_share(df: pl.DataFrame, pattern: str) -> pl.Series:
     return share["share"]
 
 
+def _split_rows(df: pl.DataFrame, hit: pl.Series, pattern: str, replacement: str) -> pl.DataFrame:
+    """Split the ``hit`` rows where ``pattern`` matches (``replacement`` puts a NUL at each cut). The extra rows
+    keep the line number and have ``line_count`` 0 and their own text as ``raw``, so line accounting adds up."""
+    pieces = (
+        df.filter(hit)
+        .with_columns(pl.col("body").str.replace_all(pattern, replacement).str.split("\u0000").alias("body"))
+        .explode("body")
+        .with_columns(
+            (pl.int_range(pl.len()).over("path", "line") > 0).alias("_extra"),
+        )
+        .with_columns(
+            pl.when(pl.col("_extra")).then(0).otherwise(pl.col("line_count")).alias("line_count"),
+            pl.when(pl.col("_extra")).then(pl.col("body")).otherwise(pl.col("raw")).alias("raw"),
+        )
+        .drop("_extra")
+    )
+    return pl.concat([df.filter(~hit), pieces]).sort("path", "line", maintain_order=True)
+
+
+#: tqdm's stats bracket ``[<elapsed><<remaining>, <rate>[, <postfix>]]`` (tqdm 4.x ``format_meter``) ends a
+#: progress bar; a record another writer prints before the bar's newline lands right after it.
+_TQDM_TAIL = r"\[(?:\d+:)?\d+:\d\d<(?:\?|(?:\d+:)?\d+:\d\d)[^\]]*\] *"
+#: What such a glued record starts with: a bracketed prefix (``[rank1]:``, ``[rank: 1]``, ``[default0]:``,
+#: ``[E1201 …``, ``[2026-…``), a traceback, a c10/glog line or an ISO date.
+_GLUED_START = r"(?:\[|Traceback \(most recent call last\):|[VIWEF]\d{4} \d\d:|\d{4}-\d\d-\d\d[ T]\d\d:)"
+
+
+def split_after_progress_bar(df: pl.DataFrame) -> pl.DataFrame:
+    """Split physical lines where a record starts right after a tqdm progress bar on the same line.
+
+    Real line (Lightning 2.6.6 DDP, fixtures/cases/cap-30): ``Epoch 0:  30%|███       | 3/10 [00:00<00:00,
+    41.55it/s][rank: 1] Child process with PID 11896 terminated with code -9. …``; and cap-28's
+    ``…49.46it/s][rank1]: Traceback (most recent call last):``. The record keeps its own prefix, rank and stamp.
+    """
+    glued = rf"({_TQDM_TAIL})({_GLUED_START})"
+    hit = df["body"].str.contains(glued)
+    if not hit.any():
+        return df
+    return _split_rows(df, hit, glued, "${1}\u0000${2}")
+
+
 def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
     """Split physical lines where a torn line of one rank is glued to another rank's tee'd line.
 
@@ -92,23 +133,7 @@ def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
     hit = df["body"].str.contains(glued)
     if not hit.any():
         return df
-    pieces = (
-        df.filter(hit)
-        .with_columns(
-            pl.col("body").str.replace_all(rf"([^:\s])(\[(?:{role_alt})\d+\]:)", "${1}\u0000${2}").str.split("\u0000")
-            .alias("body")
-        )
-        .explode("body")
-        .with_columns(
-            (pl.int_range(pl.len()).over("path", "line") > 0).alias("_extra"),
-        )
-        .with_columns(
-            pl.when(pl.col("_extra")).then(0).otherwise(pl.col("line_count")).alias("line_count"),
-            pl.when(pl.col("_extra")).then(pl.col("body")).otherwise(pl.col("raw")).alias("raw"),
-        )
-        .drop("_extra")
-    )
-    return pl.concat([df.filter(~hit), pieces]).sort("path", "line", maintain_order=True)
+    return _split_rows(df, hit, rf"([^:\s])(\[(?:{role_alt})\d+\]:)", "${1}\u0000${2}")
 
 
 def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
@@ -126,6 +151,7 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     df = strip_prefix(df, PDSH_HOST, mask=pdsh_file)
     tee_rank_file = _file_share(df, TEE_RANK.pattern) >= 0.3
     df = strip_prefix(df, TEE_RANK, mask=tee_rank_file)
+    df = split_after_progress_bar(df)
     df = split_glued_tee(df)
     body = df["body"]
     tee_mask = (body.str.contains(_TEE_NOT_RANK) & ~body.str.starts_with("[rank")) | body.str.contains(_RANK_IS_TEE)

@@ -63,3 +63,46 @@ def test_deepspeed_exit_line_names_no_rank(tmp_path: Path) -> None:
             "return code = -9")
     r = _kind(_events(tmp_path, text), "worker_failed")
     assert (r["exit_code"], r["rank"], r["local_rank"]) == (-9, None, None)
+
+
+def test_record_glued_after_progress_bar_keeps_its_prefix(tmp_path: Path) -> None:
+    # cap-28 (Lightning 2.6.6): rank 1's excepthook traceback starts right after rank 0's tqdm bar
+    text = (
+        "Epoch 0:  30%|███       | 3/10 [00:00<00:00, 49.46it/s][rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/opt/app/train_lightning.py", line 65, in <module>\n'
+        "[rank1]:     main()\n"
+        "[rank1]: CorruptBatchError: corrupt sample in shard 10 (batch 3): expected 16 features, got 15"
+    )
+    t = _events(tmp_path, text)
+    r = _kind(t, "python_exception")
+    assert (r["rank"], r["line"], r["exc_type"]) == (1, 1, "CorruptBatchError")
+    assert t.filter(pl.col("line") == 1)["message"].to_list()[0].endswith("49.46it/s]")
+    assert t["line_count"].sum() == 4
+
+
+def test_progress_bar_postfix_and_plain_text_after_it(tmp_path: Path) -> None:
+    # a tqdm postfix stays inside the stats bracket; ordinary text after a bar is not a record start
+    text = ("Epoch 0:  50%|█████     | 5/10 [00:01<00:01, 4.10it/s, v_num=0, train_loss=0.91]"
+            "[rank: 1] Child process with PID 7 terminated with code 1. Forcefully terminating all other processes "
+            "to avoid zombies 🧟\n"
+            "Epoch 0:  60%|██████    | 6/10 [00:01<00:01, 4.10it/s] done")
+    t = _events(tmp_path, text)
+    assert t["line"].to_list() == [1, 1, 2]
+    assert _kind(t, "worker_failed")["exit_code"] == 1
+    assert t.filter(pl.col("line") == 2)["message"].to_list()[0].endswith("4.10it/s] done")
+
+
+def test_lightning_child_observer_names_the_local_rank(tmp_path: Path) -> None:
+    # cap-30: the observer's [rank: N] is the failed child's local rank (index + 1), not the writer's rank
+    text = ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+            "[rank: 1] Seed set to 1234\n"
+            "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n"
+            "Epoch 0:  30%|███       | 3/10 [00:00<00:00, 41.55it/s][rank: 1] Child process with PID 11896 terminated "
+            "with code -9. Forcefully terminating all other processes to avoid zombies 🧟")
+    t = _events(tmp_path, text)
+    r = _kind(t, "worker_failed")
+    assert (r["local_rank"], r["rank"], r["pid"], r["exit_code"]) == (1, 1, 11896, -9)
+    seed = t.filter(pl.col("message") == "Seed set to 1234").row(0, named=True)
+    assert (seed["rank"], seed["layer"]) == (1, "app")
+    init = t.filter(pl.col("message").str.starts_with("Initializing distributed")).select("rank", "world_size").rows()
+    assert init == [(0, 2), (1, 2)]
