@@ -45,6 +45,23 @@ RULES: list[Rule] = [
     Rule("mpirun_first_failed", "worker_failed", "system", "Process name: [[",
          r"Process name: \[\[\d+,\d+\],(?P<rank_stated>\d+)\]", "error", "Open MPI 4.x mpirun (errmgr help text)",
          "  Process name: [[41871,1],3]"),
+    # Open MPI 4.1.4 (Debian 12) errmgr help text, fixtures/cases/cap-31; the PID it prints is often 0, so it is
+    # not taken. The signal number is named by the strsignal text in parentheses.
+    *(Rule(f"mpirun_signal_{num}", "worker_failed", "system", "mpirun noticed that process rank",
+           rf"mpirun noticed that process rank (?P<rank_stated>\d+) with PID \d+ on node (?P<host>\S+) exited on "
+           rf"signal {num}\b", "error", "Open MPI 4.x mpirun (errmgr help text)",
+           f"mpirun noticed that process rank 2 with PID 0 on node node-a exited on signal {num} ({text}).",
+           (("signal", name),))
+      for num, name, text in ((9, "SIGKILL", "Killed"), (6, "SIGABRT", "Aborted"), (11, "SIGSEGV", "Segmentation fault"),
+                              (7, "SIGBUS", "Bus error"), (15, "SIGTERM", "Terminated"))),
+    Rule("mpirun_signal", "worker_failed", "system", "mpirun noticed that process rank",
+         r"mpirun noticed that process rank (?P<rank_stated>\d+) with PID \d+ on node (?P<host>\S+) exited on signal",
+         "error", "Open MPI 4.x mpirun (errmgr help text)",
+         "mpirun noticed that process rank 2 with PID 0 on node node-a exited on signal 4 (Illegal instruction)."),
+    # pdsh -S: the exit status of each host's remote command (pdsh 2.34, fixtures/cases/cap-25).
+    Rule("pdsh_exit", "process_exit", "system", " exited with exit code ",
+         r"^pdsh@[^:\s]+: (?P<host>[^:\s]+): \S+ exited with exit code (?P<exit_code>\d+)", "error", "pdsh 2.x (-S)",
+         "pdsh@node-a: node-b: bash exited with exit code 1"),
     Rule("mpirun_aborted", "job_cancelled", "system", "the job has been aborted", None, "error",
          "Open MPI 4.x mpirun (errmgr help text)", "a non-zero exit code. Per user-direction, the job has been aborted."),
     Rule("shell_killed", "process_killed", "system", "Killed", r"^Killed$", "error", "POSIX shell job report",

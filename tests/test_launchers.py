@@ -106,3 +106,22 @@ def test_lightning_child_observer_names_the_local_rank(tmp_path: Path) -> None:
     assert (seed["rank"], seed["layer"]) == (1, "app")
     init = t.filter(pl.col("message").str.starts_with("Initializing distributed")).select("rank", "world_size").rows()
     assert init == [(0, 2), (1, 2)]
+
+
+def test_mpirun_signal_report_names_rank_and_signal(tmp_path: Path) -> None:
+    # cap-31, Open MPI 4.1.4: the only line that says which rank died of SIGKILL
+    text = "mpirun noticed that process rank 2 with PID 0 on node node-a exited on signal 9 (Killed)."
+    r = _kind(_events(tmp_path, text), "worker_failed")
+    assert (r["rank"], r["signal"], r["host"], r["pid"]) == (2, "SIGKILL", "node-a", None)
+
+
+def test_mpirun_signal_report_unnamed_signal(tmp_path: Path) -> None:
+    text = "mpirun noticed that process rank 5 with PID 4242 on node node-b exited on signal 4 (Illegal instruction)."
+    r = _kind(_events(tmp_path, text), "worker_failed")
+    assert (r["rank"], r["signal"], r["host"]) == (5, None, "node-b")
+
+
+def test_pdsh_exit_status_line(tmp_path: Path) -> None:
+    # cap-25, pdsh 2.34 -S -R exec
+    r = _kind(_events(tmp_path, "pdsh@node-a: node-b: bash exited with exit code 1"), "process_exit")
+    assert (r["host"], r["exit_code"], r["rank"]) == ("node-b", 1, None)
