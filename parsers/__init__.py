@@ -126,5 +126,6 @@ def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
     # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks
     # interleave in one combined stream are separate streams.
     df = df.with_columns(pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank"))
+    df = elastic.spawn_child_rank(df)
     df = python.group_records(df, STREAM_KEYS)
     return classify(df)

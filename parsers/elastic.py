@@ -153,3 +153,34 @@ def parse_error_json(text: str) -> dict[str, object] | None:
         epoch = None
     return {"message": msg, "exc_type": exc_type, "epoch_s": epoch,
             "exit_code": code if isinstance(code, int) else None}
+
+
+_SPAWN_HEAD = r"^-- Process (\d+) terminated with the following error:$"
+
+
+def spawn_child_rank(df: pl.DataFrame) -> pl.DataFrame:
+    """Give the child's traceback that ``torch.multiprocessing.spawn``'s parent re-prints after
+    ``-- Process N terminated with the following error:`` the process index N as its rank.
+
+    The child itself prints nothing (``_wrap`` pickles the traceback to the parent), so this block is the
+    only place its error appears, unprefixed (fixtures/cases/cap-19, cap-33; torch 2.13 spawn.py). The block
+    is the head line, then ``Traceback …`` and indented frames, up to and including the first line at
+    indentation 0 (the exception line). Sets ``c10_rank`` (the stated rank of a traceback, as the excepthook's
+    ``[rankN]:`` would) and ``hook_rank`` (its own stream) on the block's rows; input is the prefix-stripped
+    lines frame sorted by ``path``, ``line``.
+    """
+    body = pl.col("body")
+    if not df["body"].str.contains(_SPAWN_HEAD).any():
+        return df
+    head = body.str.extract(_SPAWN_HEAD, 1).cast(pl.Int32, strict=False)
+    df = df.with_columns(head.alias("__sp_head"))
+    df = df.with_columns(pl.col("__sp_head").is_not_null().cum_sum().over("path").alias("__sp_blk"))
+    ends = (pl.col("__sp_head").is_null() & ~body.str.contains(r"^[ \t]") & (body.str.len_chars() > 0)
+            & (body != "Traceback (most recent call last):"))
+    df = df.with_columns(ends.cast(pl.Int32).cum_sum().over("path", "__sp_blk").alias("__sp_end"))
+    inside = (pl.col("__sp_blk") > 0) & ((pl.col("__sp_end") == 0) | ((pl.col("__sp_end") == 1) & ends))
+    n = pl.col("__sp_head").forward_fill().over("path", "__sp_blk")
+    return df.with_columns(
+        pl.when(inside).then(pl.coalesce(pl.col("c10_rank"), n)).otherwise(pl.col("c10_rank")).alias("c10_rank"),
+        pl.when(inside).then(pl.coalesce(pl.col("hook_rank"), n)).otherwise(pl.col("hook_rank")).alias("hook_rank"),
+    ).drop("__sp_head", "__sp_blk", "__sp_end")

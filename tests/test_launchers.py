@@ -125,3 +125,28 @@ def test_pdsh_exit_status_line(tmp_path: Path) -> None:
     # cap-25, pdsh 2.34 -S -R exec
     r = _kind(_events(tmp_path, "pdsh@node-a: node-b: bash exited with exit code 1"), "process_exit")
     assert (r["host"], r["exit_code"], r["rank"]) == ("node-b", 1, None)
+
+
+def test_spawn_child_traceback_gets_the_process_index(tmp_path: Path) -> None:
+    # cap-33 (torch 2.13 mp.spawn): the only copy of process 2's error is inside the parent's exception
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/app/spawn_train.py", line 34, in <module>\n'
+        "    mp.spawn(worker, args=(nprocs, port), nprocs=nprocs, join=True)\n"
+        "torch.multiprocessing.spawn.ProcessRaisedException: \n"
+        "\n"
+        "-- Process 2 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252, in all_reduce\n'
+        "    work.wait()\n"
+        "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+        "waiting 10000ms for recv operation to complete\n"
+        "after the block"
+    )
+    t = _events(tmp_path, text)
+    child = t.filter(pl.col("message").str.contains("Timed out waiting"))
+    assert child.select("rank", "kind", "timeout_ms").rows() == [(2, "gloo_timeout", 10000)]
+    parent = t.filter(pl.col("message").str.starts_with("torch.multiprocessing.spawn.ProcessRaisedException"))
+    assert parent["rank"].to_list() == [None]
+    assert t.filter(pl.col("message") == "after the block")["rank"].to_list() == [None]
+    assert t["line_count"].sum() == 11
