@@ -90,6 +90,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
     df = apply_rules(df, deepspeed.RULES, where=layer.is_in(["elastic", "", "app"]))
     df = python.exception_fields(df)
+    df = elastic.signal_exit_codes(df)
     is_exc = (df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"]))
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)
     if "nccl_level" in df.columns:

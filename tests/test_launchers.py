@@ -39,7 +39,7 @@ def test_spawn_process_exited_signal(tmp_path: Path) -> None:
     # cap-20-spawn-sigkill
     text = "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL"
     r = _kind(_events(tmp_path, text), "worker_failed")
-    assert (r["rank"], r["signal"], r["exit_code"]) == (1, "SIGKILL", None)
+    assert (r["rank"], r["signal"], r["exit_code"]) == (1, "SIGKILL", -9)
 
 
 def test_spawn_process_exited_exit_code(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_mpirun_signal_report_names_rank_and_signal(tmp_path: Path) -> None:
     # cap-31, Open MPI 4.1.4: the only line that says which rank died of SIGKILL
     text = "mpirun noticed that process rank 2 with PID 0 on node node-a exited on signal 9 (Killed)."
     r = _kind(_events(tmp_path, text), "worker_failed")
-    assert (r["rank"], r["signal"], r["host"], r["pid"]) == (2, "SIGKILL", "node-a", None)
+    assert (r["rank"], r["signal"], r["host"], r["pid"], r["exit_code"]) == (2, "SIGKILL", "node-a", None, -9)
 
 
 def test_mpirun_signal_report_unnamed_signal(tmp_path: Path) -> None:
