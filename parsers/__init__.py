@@ -10,6 +10,7 @@
 - :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
+- :mod:`parsers.lightning` — PyTorch Lightning's ``[rank: N]`` prefix, child-process observer and init lines;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
 - :mod:`parsers.timestamps` — timestamp parts to UTC ``ts``;
 - :mod:`parsers.rules` — the vectorized engine they all use.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import app, c10d, deepspeed, elastic, horovod, mpi, nccl, python, spawn, system, transport
+from parsers import app, c10d, deepspeed, elastic, horovod, lightning, mpi, nccl, python, spawn, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -68,7 +69,7 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
 def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
     """Strip producer (L3) and ProcessGroup (L4) prefixes; set ``layer`` and the prefix severity."""
     for pfx in (nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.EXCEPTHOOK,
-                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, horovod.PREFIX, *app.PREFIXES):
+                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, horovod.PREFIX, lightning.RANK_PREFIX, *app.PREFIXES):
         df = strip_prefix(df, pfx)
     # torch._logging lines of the elastic agent share the glog shape; their source path says who wrote them.
     if "src" in df.columns:
@@ -96,13 +97,14 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, spawn.RULES)
     df = apply_rules(df, horovod.RULES)
     df = apply_rules(df, mpi.RULES)
-    df = apply_rules(df, mpi.RECORD_RULES, text="record")
     df = apply_rules(df, c10d.RULES)
     df = apply_rules(df, [python.TERMINATE])
+    df = apply_rules(df, lightning.RULES, where=layer.is_in(["", "app"]))
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
     df = apply_rules(df, deepspeed.RULES, where=layer.is_in(["elastic", "", "app"]))
     df = apply_rules(df, app.RULES, where=layer.is_in(["", "app"])).pipe(app.bar_fields)
     df = python.exception_fields(df)
+    df = elastic.signal_exit_codes(df)
     is_exc = (df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"]))
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)
     # A traceback record with no exception line anywhere (the paste ends inside its frames).
@@ -110,6 +112,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1)).pipe(python.cut_message)
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
+    df = lightning.rank_fields(df)
     df = app.progress_fields(df)
     df = nccl.normalize_ops(df)
     df = nccl.resolve_comms(df)
@@ -121,7 +124,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("unparsed")).alias("kind"),
         pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
         pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
-    ).pipe(c10d.stated_ranks).pipe(spawn.worker_fields).pipe(horovod.stall_rows).pipe(mpi.signal_fields)
+    ).pipe(c10d.stated_ranks).pipe(horovod.stall_rows).pipe(mpi.signal_fields)
 
 
 def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
@@ -141,5 +144,6 @@ def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
     # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks
     # interleave in one combined stream are separate streams.
     df = df.with_columns(pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank"))
+    df = spawn.spawn_child_rank(df)
     df = python.group_records(df, STREAM_KEYS)
     return classify(df)

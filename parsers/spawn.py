@@ -8,15 +8,14 @@ The parent joins its workers and raises on the first failure (torch/multiprocess
 - ``process N terminated with exit code C`` — the same two classes;
 - ``-- Process N terminated with the following error:`` followed by the worker's own traceback —
   ``ProcessRaisedException`` (torch ≥ 1.8), ``Exception`` before. The traceback after that line is the
-  worker's: it gets the worker's index as its stated rank (``msg_rank``; mp.spawn runs one node's workers).
+  worker's: it gets the worker's index as its rank (:func:`spawn_child_rank`; mp.spawn runs one node's workers).
+- ``Terminating process P via signal SIGTERM``: the parent tearing the other workers down (torch 2.1+).
 
 Each becomes a ``worker_failed`` row (layer ``elastic``: the launcher's word) with ``local_rank_stated``,
-``exit_code`` (negative signal number for a signal, as torchrun reports it) and ``signal``.
+``exit_code`` and ``signal`` (a signal's exit code comes from :func:`parsers.elastic.signal_exit_codes`).
 """
 
 from __future__ import annotations
-
-import signal as _signal
 
 import polars as pl
 
@@ -34,28 +33,38 @@ RULES: list[Rule] = [
     Rule("spawn_raised", "worker_failed", "elastic", "terminated with the following error",
          r"Process (?P<local_rank_stated>\d+) terminated with the following error", "error", SRC,
          "-- Process 1 terminated with the following error:"),
+    Rule("spawn_terminating", "worker_signalled", "elastic", "Terminating process",
+         r"Terminating process (?P<pid>\d+) via signal (?P<signal>SIG\w+)", "warning",
+         "torch.multiprocessing.spawn ProcessContext.join, torch 2.1 – 2.13",
+         "W1201 19:01:17.290000 15002 torch/multiprocessing/spawn.py:165] Terminating process 15021 via signal SIGTERM"),
 ]
 
-_SIGNUM = {s.name: int(s) for s in _signal.Signals}
+_SPAWN_HEAD = r"^-- Process (\d+) terminated with the following error:$"
 
 
-def worker_fields(df: pl.DataFrame) -> pl.DataFrame:
-    """Exit code from the signal name of ``spawn_signal`` rows; the traceback that follows a ``spawn_raised``
-    row (the next non-blank row of the file) is that worker's: its ``msg_rank`` is the worker's index."""
-    if "rule" not in df.columns or not df.select(pl.col("rule").is_in([r.name for r in RULES]).any()).item():
+def spawn_child_rank(df: pl.DataFrame) -> pl.DataFrame:
+    """Give the child's traceback that ``torch.multiprocessing.spawn``'s parent re-prints after
+    ``-- Process N terminated with the following error:`` the process index N as its rank.
+
+    The child itself prints nothing (``_wrap`` pickles the traceback to the parent), so this block is the
+    only place its error appears, unprefixed (fixtures/cases/cap-19, cap-33; torch 2.13 spawn.py). The block
+    is the head line, then ``Traceback …`` and indented frames, up to and including the first line at
+    indentation 0 (the exception line). Sets ``c10_rank`` (the stated rank of a traceback, as the excepthook's
+    ``[rankN]:`` would) and ``hook_rank`` (its own stream) on the block's rows; input is the prefix-stripped
+    lines frame sorted by ``path``, ``line``.
+    """
+    body = pl.col("body")
+    if not df["body"].str.contains(_SPAWN_HEAD).any():
         return df
-    sig = pl.col("signal").replace_strict(_SIGNUM, default=None, return_dtype=pl.Int32)
-    df = df.with_columns(
-        pl.when((pl.col("rule") == "spawn_signal") & pl.col("exit_code").is_null()).then(-sig)
-        .otherwise(pl.col("exit_code")).alias("exit_code"))
-    # The worker's traceback is the next non-blank row after the marker, in the same file.
-    marks = (df.with_row_index("__o").filter(pl.col("kind") != "blank")
-             .with_columns(pl.when(pl.col("rule") == "spawn_raised").then(pl.col("local_rank_stated"))
-                           .shift(1).over("path").alias("__owner"))
-             .filter(pl.col("__owner").is_not_null()))
-    if marks.height == 0:
-        return df
-    owner = dict(marks.select("__o", "__owner").iter_rows())
-    is_tb = pl.col("kind").is_in(["python_exception", "cuda_oom", "cuda_error"]) | pl.col("exc_type").is_not_null()
-    own = pl.int_range(pl.len(), dtype=pl.UInt32).replace_strict(owner, default=None, return_dtype=pl.Int32)
-    return df.with_columns(pl.when(own.is_not_null() & is_tb).then(own).otherwise(pl.col("msg_rank")).alias("msg_rank"))
+    head = body.str.extract(_SPAWN_HEAD, 1).cast(pl.Int32, strict=False)
+    df = df.with_columns(head.alias("__sp_head"))
+    df = df.with_columns(pl.col("__sp_head").is_not_null().cum_sum().over("path").alias("__sp_blk"))
+    ends = (pl.col("__sp_head").is_null() & ~body.str.contains(r"^[ \t]") & (body.str.len_chars() > 0)
+            & (body != "Traceback (most recent call last):"))
+    df = df.with_columns(ends.cast(pl.Int32).cum_sum().over("path", "__sp_blk").alias("__sp_end"))
+    inside = (pl.col("__sp_blk") > 0) & ((pl.col("__sp_end") == 0) | ((pl.col("__sp_end") == 1) & ends))
+    n = pl.col("__sp_head").forward_fill().over("path", "__sp_blk")
+    return df.with_columns(
+        pl.when(inside).then(pl.coalesce(pl.col("c10_rank"), n)).otherwise(pl.col("c10_rank")).alias("c10_rank"),
+        pl.when(inside).then(pl.coalesce(pl.col("hook_rank"), n)).otherwise(pl.col("hook_rank")).alias("hook_rank"),
+    ).drop("__sp_head", "__sp_blk", "__sp_end")
