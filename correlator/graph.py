@@ -33,14 +33,15 @@ def failing_attempts(table: pl.DataFrame) -> list[int]:
 def _world_size(t: pl.DataFrame) -> int | None:
     """World size from evidence (DESIGN.md rule 16): a size a line states (NCCL ``nranks``, ``world_size=``,
     torchrun's ``global_world_sizes``), or — when the logs are one file or folder per rank — the highest
-    rank seen + 1. A pasted excerpt of a combined stream states nothing about the ranks it lacks: None."""
+    rank seen + 1 (two such files at least: one rank's file alone says nothing of its peers). A pasted excerpt of a
+    combined stream states nothing about the ranks it lacks: None."""
     stated = t["world_size"]
     ws = stated.drop_nulls()
     seen = t["rank"].drop_nulls()
     best = int(ws.max()) if ws.len() else None  # type: ignore[arg-type]
     top = int(seen.max()) + 1 if seen.len() else None  # type: ignore[arg-type]
     if best is None:
-        per_rank = t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"])).height > 0
+        per_rank = t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"]))["rank"].n_unique() >= 2
         return top if per_rank else None
     return max(best, top or 0)
 

@@ -244,6 +244,9 @@ def barrier_named(e: Evidence) -> Finding | None:
 _ROOTED_OPS = {"BROADCAST", "REDUCE", "SCATTER", "GATHER", "_BROADCAST_OOP", "_REDUCE_OOP"}
 #: Effect kinds whose ``peer_rank`` names the rank the reporter waited for (a vote for the initiator).
 _WAITING_FOR = ["store_error", "monitored_barrier_peer", "nccl_error"]
+#: Effects that mean the peer process went away (not that it is slow).
+_PEER_LOSS = ["gloo_connection_closed", "nccl_net_error", "nccl_peer_closed", "async_error", "nccl_error",
+              "peer_shutdown"]
 
 
 def votes(e: Evidence) -> Counter[int]:
@@ -359,11 +362,22 @@ def silence(e: Evidence) -> Finding | None:
                 cand = [r for r in silent if entered.get(r, -1) == low]
         found = Finding(sorted(cand), "silent while the others failed", "straggler_hang", focus=focus,
                         reasons=["the initiating rank logged no error; it was found by its silence"])
-        # Early exit needs the launcher's word: it reported the job's failures or terminated the live workers,
-        # and this rank was neither signalled nor failed (torchrun lists only the ranks that did not exit 0).
-        reported = e.f.filter(pl.col("kind").is_in(["worker_failed", "worker_signalled", *_SUMMARY]))
-        if reported.height and not (set(found.initiators) & (e.signalled | set(reported["rank"].drop_nulls().to_list()))):
+        # Early exit needs the launcher's word on EVERY worker: torchrun's summary lists all that did not exit 0
+        # and its agent signals all live ones; this rank was neither. A launcher that names only the first
+        # failure (mpirun, mp.spawn, DeepSpeed's return-code line) says nothing about the others.
+        reported = e.f.filter(pl.col("kind").is_in(["worker_signalled", *_SUMMARY]))
+        failed = set(e.f.filter(pl.col("kind") == "worker_failed")["rank"].drop_nulls().to_list())
+        if reported.height and not (set(found.initiators) & (e.signalled | failed
+                                                             | set(reported["rank"].drop_nulls().to_list()))):
             found.failure_kind = "early_exit"
+        # A launcher reported a worker killed (SIGKILL) without naming it: the one silent rank is that worker.
+        unnamed_kill = e.f.filter(pl.col("rank").is_null() & pl.col("kind").is_in(["worker_failed", "process_exit"])
+                                  & ((pl.col("exit_code") == -9) | (pl.col("exit_code") == 137)))
+        if unnamed_kill.height and len(found.initiators) == 1:
+            found.failure_kind = "oom_kill"
+            found.cause_event = {found.initiators[0]: int(unnamed_kill["event_id"][0])}
+            found.reasons.append("the launcher reports a worker killed by SIGKILL without naming it; the one silent "
+                                 "rank is taken to be that worker")
     elif behind_ranks:
         found = Finding(behind_ranks, "behind on the collective sequence", "straggler_hang", focus=focus,
                         reasons=["found by its lagging sequence number, not by an error"])
@@ -374,7 +388,9 @@ def silence(e: Evidence) -> Finding | None:
         # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
         # rank 0 has a stated reason; many absent ranks were most likely just cut from the paste.
         why = _rank0_reason(e, focus) if 0 in e.absent else None
-        if not why and len(e.absent) * 3 > len(e.seen):
+        # A lost peer (connection closed, remote process exited) with one rank absent: that rank is the peer.
+        lost_peer = len(e.absent) == 1 and effects.filter(pl.col("kind").is_in(_PEER_LOSS)).height > 0
+        if not why and not lost_peer and len(e.absent) * 3 > len(e.seen):
             return None
         found = Finding(e.absent, "absent from the excerpt", "straggler_hang", focus=focus,
                         reasons=["the initiating rank is absent from the excerpt while the others report waiting; "

@@ -11,7 +11,8 @@ The parent joins its workers and raises on the first failure (torch/multiprocess
   worker's: it gets the worker's index as its rank (:func:`spawn_child_rank`; mp.spawn runs one node's workers).
 - ``Terminating process P via signal SIGTERM``: the parent tearing the other workers down (torch 2.1+).
 
-Each becomes a ``worker_failed`` row (layer ``elastic``: the launcher's word) with ``local_rank_stated``,
+Each becomes a ``worker_failed`` row (layer ``elastic``: the launcher's word) with ``rank_stated`` (the index: the
+rank on one node),
 ``exit_code`` and ``signal`` (a signal's exit code comes from :func:`parsers.elastic.signal_exit_codes`).
 """
 
@@ -25,13 +26,13 @@ SRC = "torch.multiprocessing.spawn ProcessContext.join, torch 1.0 – 2.13"
 
 RULES: list[Rule] = [
     Rule("spawn_signal", "worker_failed", "elastic", "terminated with signal",
-         r"process (?P<local_rank_stated>\d+) terminated with signal (?P<signal>SIG[A-Z0-9]+)", "error", SRC,
+         r"process (?P<rank_stated>\d+) terminated with signal (?P<signal>SIG[A-Z0-9]+)", "error", SRC,
          "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL"),
     Rule("spawn_exit", "worker_failed", "elastic", "terminated with exit code",
-         r"process (?P<local_rank_stated>\d+) terminated with exit code (?P<exit_code>-?\d+)", "error", SRC,
+         r"process (?P<rank_stated>\d+) terminated with exit code (?P<exit_code>-?\d+)", "error", SRC,
          "Exception: process 1 terminated with exit code 1"),
     Rule("spawn_raised", "worker_failed", "elastic", "terminated with the following error",
-         r"Process (?P<local_rank_stated>\d+) terminated with the following error", "error", SRC,
+         r"Process (?P<rank_stated>\d+) terminated with the following error", "error", SRC,
          "-- Process 1 terminated with the following error:"),
     Rule("spawn_terminating", "worker_signalled", "elastic", "Terminating process",
          r"Terminating process (?P<pid>\d+) via signal (?P<signal>SIG\w+)", "warning",

@@ -252,3 +252,72 @@ def test_fixed_width_wrap_rejoins_cut_lines(tmp_path: Path) -> None:
     rows = _load(tmp_path, text).filter(pl.col("kind") == "watchdog_timeout")
     assert rows.select("rank", "seq", "elapsed_ms", "line_count").rows() == [
         (1, 1580, 600061, 3), (2, 1580, 600062, 3), (3, 1580, 600063, 3)]
+
+
+def test_horovod_stall_reports_name_the_missing_rank(tmp_path: Path) -> None:
+    ready = ("Stalled ops: HorovodBroadcast_InceptionV3_Logits_Conv2d_1c_1x1_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]")
+    d = correlator.diagnose(_load(tmp_path, ready))
+    assert (d.initiating_ranks, d.failure_kind) == ([2], "straggler_hang")
+    assert d.collateral_ranks == [0, 1, 3, 4, 5, 6]
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    text = "\n".join([
+        "[1,0]<stderr>:[2020-01-14 13:48:07.704032: W horovod/common/stall_inspector.cc:105] One or more tensors "
+        "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
+        "ranks for more than 60 seconds.",
+        "[1,0]<stderr>:Stalled ranks:",
+        "[1,0]<stderr>:2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0]",
+    ])
+    d = correlator.diagnose(_load(newer, text))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([2], [0])
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    text = "\n".join(["Stalled ops:", "HorovodAllreduce_loss_Mean_0 [ready ranks: 3]",
+                      "HorovodAllreduce_gradients_0 [ready ranks: 2, 0, 1]"])
+    d = correlator.diagnose(_load(odd, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([3], "collective_mismatch")
+
+
+def test_open_mpi_names_the_rank_that_died(tmp_path: Path) -> None:
+    text = "\n".join([
+        "[node-a:19474] *** Process received signal ***",
+        "[node-a:19474] Signal: Segmentation fault (11)",
+        "mpiexec noticed that process rank 0 with PID 19474 on node node-a exited on signal 11 (Segmentation fault).",
+    ])
+    t = _load(tmp_path, text)
+    assert t.filter(pl.col("kind") == "process_killed").select("rank", "exit_code", "signal").row(0) == (0, -11, "SIGSEGV")
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.failure_kind) == ([0], "rank_crash")
+
+
+def test_lost_peer_with_one_rank_absent(tmp_path: Path) -> None:
+    # pytorch#150916 shape: rank 1 reports the remote process exited; rank 0 left nothing in the paste.
+    line = ("[rank1]:[E415 09:00:01.000000000 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
+            "Collective WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) raised the "
+            "following async exception: NCCL error: remote process exited or there was a network error")
+    d = correlator.diagnose(_load(tmp_path, line))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([0], [1])
+
+
+def test_srun_task_ids_are_ranks_without_a_launcher_inside(tmp_path: Path) -> None:
+    # facebookresearch/deit#102 shape: one task per rank; task 5 exits 1, the step is cancelled, the rest killed.
+    text = "\n".join([
+        "srun: error: node-a: task 5: Exited with exit code 1",
+        "slurmstepd: error: *** STEP 43575862.0 ON node-a CANCELLED AT 2021-07-14T08:00:36 ***",
+        "srun: error: node-a: tasks 0-4,6,7: Killed",
+    ])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([5], "rank_crash")
+    assert d.collateral_ranks == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_nccl_cuda_dev_and_nccl_oom_on_one_node(tmp_path: Path) -> None:
+    text = "\n".join([
+        "node-a:3018451:3018451 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'",
+        "node-a:3018452:3018452 [1] NCCL INFO [Service thread] Connection closed by localRank 0",
+    ])
+    t = _load(tmp_path, text)
+    assert t.select("kind", "rank", "rank_source").rows() == [("cuda_oom", 0, "gpu_index"),
+                                                                ("nccl_peer_closed", 1, "gpu_index")]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.failure_kind) == ([0], "cuda_oom")
