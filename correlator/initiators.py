@@ -83,6 +83,13 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
     state what the peer ran.
     """
     rows = t.filter(pl.col("kind").is_in(_SIG_KINDS) & pl.col("seq").is_not_null() & pl.col("rank").is_not_null())
+    if rows.height == 0:
+        # Old watchdog lines name no SeqNum (torch <= 1.12: ``WorkNCCL(OpType=BROADCAST, Timeout(ms)=…)``): when each
+        # rank timed out in one op only, those ops are compared as one collective (seq -1).
+        old = t.filter((pl.col("kind") == "watchdog_timeout") & pl.col("op").is_not_null() & pl.col("rank").is_not_null())
+        if old.height and (old.group_by("rank").agg(pl.col("op").n_unique().alias("n"))["n"] == 1).all():
+            rows = old.with_columns(pl.lit(-1, dtype=pl.Int64).alias("seq"), pl.lit(None, dtype=pl.Int64).alias("numel"),
+                                    pl.lit(None, dtype=pl.String).alias("shape"))
     claims: list[tuple[str, int, int, str, int]] = []  # pg, seq, rank, signature, event_id
     own_line: dict[tuple[str, int, int], int] = {}  # (pg, seq, rank) -> the rank's own line about it
     for r in rows.select("kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "message",
