@@ -69,8 +69,11 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
         .when((pl.col("kind") == "process_killed") & (signal == "SIGABRT")).then(pl.lit("exit"))
         .when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (killed | crashed)).then(pl.lit("cause"))
-        .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM")
-                                                 | (pl.col("exit_code") == -2))).then(pl.lit("effect"))
+        # 128 + N is a shell's "killed by signal N" (143 SIGTERM, 137 SIGKILL, 134 SIGABRT): the launcher's or the
+        # watchdog's doing, as are SIGTERM / SIGHUP / SIGINT from the launcher (DESIGN.md rule 15).
+        .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | pl.col("signal").is_in(["SIGTERM", "SIGHUP"])
+                                                 | pl.col("exit_code").is_in([-2, -1]) | (pl.col("exit_code") > 128)))
+        .then(pl.lit("effect"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (pl.col("exit_code") == 0)).then(pl.lit("none"))
         .when(pl.col("kind").is_in(EXIT_KINDS)).then(pl.lit("exit"))
         .when(pl.col("kind") == "error_file").then(pl.lit("exit"))

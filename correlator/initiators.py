@@ -338,6 +338,9 @@ def _rank0_reason(e: Evidence, focus: dict[str, Any]) -> str | None:
         return "the untagged output (rank-0-only work, a progress bar) stops mid-work"
     if votes(e).get(0):
         return "the waiting ranks name rank 0"
+    lost_store = e.effects.filter(pl.col("kind") == "store_error")["rank"].n_unique()
+    if lost_store >= 2:
+        return f"{lost_store} ranks lost the TCPStore, which rank 0 hosts"
     return None
 
 
@@ -402,6 +405,8 @@ def silence(e: Evidence) -> Finding | None:
         found = Finding(e.absent, "absent from the excerpt", "straggler_hang", focus=focus,
                         reasons=["the initiating rank is absent from the excerpt while the others report waiting; "
                                  "the excerpt may lack ranks"])
+        if why and len(e.absent) == 1:
+            found.reasons.append(f"rank 0 is the likely one: {why}")
     else:
         return None
     chosen, why = _prefer_rank0(e, found.initiators, focus)

@@ -42,7 +42,7 @@ _ENTRY = (
 
 RULES: list[Rule] = [
     Rule("worker_failed", "worker_failed", "elastic", "failed (exitcode:",
-         r"failed \(exitcode: (?P<exit_code>-?\d+)\) local_rank: (?P<local_rank_stated>\d+) \(pid: (?P<pid>\d+)\) of",
+         r"failed \(exitcode: (?P<exit_code>-?\d+)\)(?: local_rank: (?P<local_rank_stated>\d+)(?: \(pid: (?P<pid>\d+)\))?)?",
          "error", SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
          "E1129 23:08:36.815000 13396 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
          "local_rank: 2 (pid: 13401) of binary: /opt/venv/bin/python3"),

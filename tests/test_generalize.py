@@ -321,3 +321,28 @@ def test_nccl_cuda_dev_and_nccl_oom_on_one_node(tmp_path: Path) -> None:
                                                                 ("nccl_peer_closed", 1, "gpu_index")]
     d = correlator.diagnose(t)
     assert (d.initiating_ranks, d.failure_kind) == ([0], "cuda_oom")
+
+
+def test_exit_codes_past_128_are_effects(tmp_path: Path) -> None:
+    from correlator.faults import fault_rows
+
+    pfx = "ERROR:torch.distributed.elastic.multiprocessing.api:"
+    text = "\n".join([f"{pfx}failed (exitcode: 143) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+                      f"{pfx}failed (exitcode: 1) local_rank: 0 (pid: 4241) of binary: /usr/bin/python"])
+    t = _load(tmp_path, text)
+    assert fault_rows(t).sort("rank").select("rank", "role").rows() == [(0, "exit"), (1, "effect")]
+    assert correlator.diagnose(t).initiating_ranks == [0]
+
+
+def test_truncated_failed_line_still_names_the_worker(tmp_path: Path) -> None:
+    t = _load(tmp_path, "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3")
+    assert t.select("kind", "exit_code", "local_rank").row(0) == ("worker_failed", -9, 3)
+
+
+def test_ranks_losing_the_store_point_at_rank0(tmp_path: Path) -> None:
+    text = "\n".join(f"[rank{r}]:[E1201 10:00:0{r}.000000000 TCPStore.cpp:125] [c10d] recvValue failed on "
+                     f"SocketImpl(fd=6, addr=[node-b]:4321{r}, remote=[node-a]:29500): Connection reset by peer"
+                     for r in (1, 2, 3))
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert d.initiating_ranks == [0]
+    assert any("TCPStore" in r for r in d.confidence_reasons)
