@@ -156,7 +156,8 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         if role.startswith("initiating fault of rank"):
             init = int(role.rsplit(" ", 1)[1])
             role = "initiating fault" if r["rank"] == init else f"points at rank {init} (reported by rank {r['rank']})"
-        use_message = (r["kind"] in ("python_exception", "cuda_oom", "cuda_error", "failure_entry", "root_cause_entry")
+        use_message = (r["kind"] in ("python_exception", "cuda_oom", "cuda_error", "failure_entry", "root_cause_entry",
+                                     "fr_collective", "fr_status", "fr_waiting")
                        or r["stream"] == "error_json")
         text = r["message"] if use_message and r["message"] else r["raw"]
         out.append(Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role))
@@ -211,6 +212,8 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         verb = "became unreachable (their host stopped logging; the others lost their connections to it)"
     head = f"{names} {verb}" + (f": {what}" if what and basis in ("first fault", "common mode", "exit status") else "")
     focus = G.graph.get("focus") or {}
+    if basis == "Flight Recorder" and focus.get("claim"):
+        head = f"Flight Recorder: {focus['claim']}" + (f" ({names}: {what})" if what and not what.startswith("fr ") else "")
     waits = [a for a, b, d in G.edges(data=True) if d["edge"] == "waits_for"]
     tail = ""
     if collateral:

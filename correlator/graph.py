@@ -31,7 +31,8 @@ def failing_attempts(table: pl.DataFrame) -> list[int]:
 
 
 def _world_size(t: pl.DataFrame) -> int | None:
-    stated = t.filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "nccl_coll", "log", "step_progress"]))["world_size"]
+    stated = t.filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "nccl_coll", "log", "step_progress",
+                                            "fr_status", "fr_waiting"]))["world_size"]
     ws = stated.drop_nulls()
     seen = t["rank"].drop_nulls()
     best = int(ws.max()) if ws.len() else None  # type: ignore[arg-type]
