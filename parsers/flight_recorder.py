@@ -347,10 +347,13 @@ def read(path: Path, rel: str, rank: int | None = None, fmt: str | None = None) 
     return parse_dump(load_dump(path, fmt), path, rel, r, fmt or sniff(path) or "pickle")
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def _ts(ns: int | None) -> dt.datetime | None:
     if ns is None or not (0 < ns < 2**62):
         return None
-    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC)
+    return _EPOCH + dt.timedelta(microseconds=ns // 1000)  # exact: no float rounding of the ns stamp
 
 
 def rows(d: Dump) -> list[dict[str, Any]]:

@@ -225,3 +225,27 @@ def test_cli_fr_option_and_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert code == 0 and len(rows) == 80 and {r["kind"] for r in rows} == {"fr_collective"}
     code, _, err = run_cli(["diagnose", logs, "--fr", tmp_path / "nope", "-q"], monkeypatch, capsys)
     assert code == 2 and "--fr" in err
+
+
+def test_fr_slices_in_perfetto_and_plot(tmp_path: Path) -> None:
+    """NCCL entries with a known completion time become slices (created .. completed); gloo's never do."""
+    from correlator.perfetto import to_trace
+    from correlator.plot import timeline_figure
+
+    d = tmp_path / "dumps"
+    d.mkdir()
+    for r in (0, 1):
+        obj = layout("2.5")
+        e2 = _entry(1, 2, state="scheduled", time_created_ns=1724779240000000000)  # rank r stuck in seq 2
+        obj["entries"].append(e2 if r == 0 else _entry(1, 2, name="broadcast", time_created_ns=1724779240000000000))
+        (d / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
+    (d / "nccl_trace_rank_2").write_bytes(pickle.dumps(layout("2.5"), protocol=2))
+    t = correlator.load(d)
+    diag = correlator.diagnose(t)
+    xs = [e for e in to_trace(t, diag)["traceEvents"] if e.get("ph") == "X" and "flight_recorder" in e.get("cat", "")]
+    # the seq-1 entry of each rank: created ...936775119, completed ...975811724 -> 39036 µs
+    assert len(xs) == 3 and {x["dur"] for x in xs} == {39036}
+    fig = timeline_figure(t, diag)
+    assert fig is not None
+    gloo = correlator.load(CASES / "fr-06-clean-dumps-only" / "logs")
+    assert gloo.filter(pl.col("ts_end").is_not_null()).height == 0
