@@ -256,6 +256,7 @@ def _confidence(G: nx.DiGraph) -> float:
         "left no log": 0.05, "no launcher": 0.05, "inferred": 0.1, "clocks": 0.1, "evenly": 0.3,
         "only an exit status": 0.15, "none explains": 0.5, "stopped logging": 0.2, "could not be determined": 0.35,
         "several ranks saw network errors": 0.15, "configuration line": 0.1, "did not wait in the barrier": 0.1,
+        "left no Flight Recorder dump": 0.05, "Flight Recorder majority is a single rank": 0.2,
     }
     for reason in G.graph["reasons"]:
         for key, p in penalties.items():
