@@ -198,11 +198,14 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
                          pl.col("raw").str.json_path_match("$.input_sizes").alias("sizes"))
     coll = fr.filter(pl.col("__p2p") != "true")
     dumped = sorted(int(r) for r in fr["rank"].unique().to_list())
-    # Ring-buffer wrap: keep what every rank still holds (largest first record_id across ranks, then per PG
-    # the largest first seq).
-    first_rid = coll.group_by("rank").agg(pl.col("record_id").min())["record_id"].max()
-    if first_rid is not None:
-        coll = coll.filter(pl.col("record_id") >= first_rid)
+    # Ring-buffer wrap: keep what every rank still holds — the largest first record_id across ranks (as
+    # torchfrtrace does; record ids count every entry of a rank, so this holds only when all ranks are in
+    # the same PGs), then per PG the largest first seq (always).
+    pgs = coll.group_by("rank").agg(pl.col("pg").unique().sort().alias("pgs"))
+    if pgs["pgs"].n_unique() == 1:
+        first_rid = coll.group_by("rank").agg(pl.col("record_id").min())["record_id"].max()
+        if first_rid is not None:
+            coll = coll.filter(pl.col("record_id") >= first_rid)
     best: tuple[Any, ...] | None = None
     for (pg,), g in coll.group_by("pg", maintain_order=True):
         ranks = sorted(int(r) for r in g["rank"].unique().to_list())
@@ -280,7 +283,7 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
                  f"{_who(majority)} entered")
         if last:
             r0 = min(last)
-            claim += f"; {'its' if len(absent) == 1 else f'rank {r0}’s'} last collective was seq {last[r0]['seq']}"
+            claim += f"; {'its' if len(absent) == 1 else f'rank {r0}' + chr(39) + 's'} last collective was seq {last[r0]['seq']}"
         cause = {r: int(row["event_id"]) for r, row in last.items()}
         evidence = [*cause.values(), int(m_row["event_id"])]
         inits = absent

@@ -249,3 +249,27 @@ def test_fr_slices_in_perfetto_and_plot(tmp_path: Path) -> None:
     assert fig is not None
     gloo = correlator.load(CASES / "fr-06-clean-dumps-only" / "logs")
     assert gloo.filter(pl.col("ts_end").is_not_null()).height == 0
+
+
+def test_subgroup_record_ids_do_not_trim_other_ranks(tmp_path: Path) -> None:
+    """Ranks 0-1 also run a sub-group's collectives, so their record ids run ahead of rank 2's: trimming by
+    the largest first record_id would drop all of rank 2; per-PG seq trimming keeps the alignment right."""
+    d = tmp_path / "dumps"
+    d.mkdir()
+    for r in (0, 1, 2):
+        ents, rid = [], 100 if r < 2 else 10
+        for s in range(1, 5):
+            ents.append(_entry(rid, s, backend="gloo"))
+            rid += 1
+            if r < 2:
+                ents.append(_entry(rid, s, backend="gloo", process_group=("1", "sub"), sizes=((2,),)))
+                rid += 1
+        if r == 2:
+            ents.append(_entry(rid, 5, name="all_reduce", sizes=((3, 4),), backend="gloo", input_dtypes=["Half"]))
+        else:
+            ents.append(_entry(rid, 5, backend="gloo"))
+        obj = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1, 2]"}}, "entries": ents}
+        (d / f"fr_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
+    v = fr.analyze(correlator.load(d))
+    assert v is not None and (v.initiators, v.kind, v.pg, v.seq) == ([2], "dtype_mismatch", "0", 5)
+    assert "rank 2 called all_reduce of Half at pg 0 seq 5 where ranks 0-1 called all_reduce of Float" == v.claim
