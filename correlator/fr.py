@@ -150,7 +150,8 @@ def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
 @dataclass
 class Verdict:
     """What FR shows at the first disagreement. ``kind``: op_mismatch | size_mismatch | dtype_mismatch |
-    skipped | extra | never_reached. ``claim`` is the sentence for the summary."""
+    skipped (its collective here is the one after it in the others' history) | extra (its next collective is
+    the others' collective here) | never_reached. ``claim`` is the sentence for the summary."""
 
     initiators: list[int]
     kind: str
@@ -254,17 +255,22 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
                 kinds[r] = "op_mismatch"
             elif _skipped(by_seq, majority[0], seq, top_sig, s):
                 kinds[r] = "skipped"
+            elif _sig_at(by_seq, r, seq + 1) == top_sig:
+                kinds[r] = "extra"  # its next collective is the one the others ran here
             elif s[1] != top_sig[1]:
                 kinds[r] = "size_mismatch"
             else:
                 kinds[r] = "dtype_mismatch"
         kind = Counter(kinds.values()).most_common(1)[0][0]
-        what = {"op_mismatch": "op", "size_mismatch": "size", "skipped": "size", "dtype_mismatch": "dtype"}[kind]
+        what = {"op_mismatch": "op", "size_mismatch": "size", "skipped": "size", "extra": "size",
+                "dtype_mismatch": "dtype"}[kind]
         odd = present[minority[0]]
         claim = (f"{_who(minority)} called {_desc(odd, what)} at pg {pg} seq {seq} where {_who(majority)} called "
                  f"{_desc(m_row, what)}")
         if kind == "skipped":
             claim += f" ({'it' if len(minority) == 1 else 'they'} skipped that {_desc(m_row, 'op')} and ran ahead)"
+        elif kind == "extra":
+            claim += f" (an extra collective: {'its' if len(minority) == 1 else 'their'} seq {seq + 1} is what the others ran here)"
         if absent:
             reasons.append(f"{_who(absent)} never reached pg {pg} seq {seq} either")
         cause = {r: int(present[r]["event_id"]) for r in minority}
@@ -309,6 +315,11 @@ def _skipped(by_seq: dict[int, dict[int, dict[str, Any]]], ref: int, seq: int, m
     seqs = sorted(s for s in by_seq if s < seq and ref in by_seq[s])
     hist = [(by_seq[s][ref]["profiling"].split(":")[-1], by_seq[s][ref]["sizes"], by_seq[s][ref]["dtypes"]) for s in seqs]
     return any(hist[i] == missed and hist[i + 1] == odd for i in range(len(hist) - 1))
+
+
+def _sig_at(by_seq: dict[int, dict[int, dict[str, Any]]], rank: int, seq: int) -> tuple[Any, ...] | None:
+    row = by_seq.get(seq, {}).get(rank)
+    return None if row is None else (row["profiling"].split(":")[-1], row["sizes"], row["dtypes"])
 
 
 def _linked_text(t: pl.DataFrame, pg: str, seq: int) -> list[int]:

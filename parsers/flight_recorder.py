@@ -358,7 +358,8 @@ def _ts(ns: int | None) -> dt.datetime | None:
 
 def rows(d: Dump) -> list[dict[str, Any]]:
     """Event-table rows of one dump: one ``fr_collective`` per entry, then one ``fr_status`` (or
-    ``fr_waiting`` when the rank had enqueued a collective it never completed) per process group."""
+    ``fr_waiting`` when the rank had enqueued a collective it never completed; seq = the first not completed) per
+    process group."""
     out: list[dict[str, Any]] = []
     world = len(d.pg_ranks.get("0") or d.pg_ranks.get("") or []) or None
     for e in d.entries:
@@ -383,12 +384,12 @@ def rows(d: Dump) -> list[dict[str, Any]]:
         waiting = enq is not None and comp is not None and enq > comp
         kind = "fr_waiting" if waiting else "fr_status"
         msg = (f"Flight Recorder pg_status pg {pg}: last enqueued {enq}, last started {st.get('started')}, "
-               f"last completed {comp}" + (f" (waiting in seq {enq})" if waiting else ""))
+               f"last completed {comp}" + (f" (stuck in seq {comp + 1})" if waiting else ""))
         out.append({
             "path": d.rel, "line": len(d.entries) + i + 1, "line_count": 0, "rank": d.rank, "rank_source": "file",
             "attempt": 0, "stream": "fr_dump", "ts": _ts(last_ts), "ts_quality": "inherited" if last_ts else "missing",
             "layer": "fr", "severity": "warning" if waiting else "info", "kind": kind, "pg": pg,
-            "seq": enq if waiting else None, "seq_enqueued": enq, "seq_completed": comp, "world_size": world,
+            "seq": comp + 1 if waiting else None, "seq_enqueued": enq, "seq_completed": comp, "world_size": world,
             "message": msg, "raw": json.dumps({"pg_status": {pg: st}, "version": d.version}), "duplicate": False,
         })
     return out

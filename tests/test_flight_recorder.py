@@ -26,7 +26,7 @@ from correlator.evaluate import run_case
 from parsers import flight_recorder as frp
 from tests.conftest import CASES, run_cli
 
-FR_CASES = sorted(p for p in CASES.iterdir() if p.name.startswith("fr-"))
+FR_CASES = sorted(p for p in CASES.iterdir() if p.name.startswith("fr-") or "-fr-" in p.name)
 
 
 def _entry(rid: int, seq: int, name: str = "all_reduce", sizes=((3, 4),), backend: str = "nccl", **kw):
@@ -209,6 +209,14 @@ def test_verdicts_say_what_fr_showed() -> None:
     assert any("rank 3 left no Flight Recorder dump" in r for r in d.confidence_reasons)
     d = correlator.diagnose(correlator.load(CASES / "fr-04-skip-collective-dumps-only" / "logs"))
     assert "skipped that all_reduce and ran ahead" in d.summary and d.missing_ranks == [1]
+    # NCCL (reconstructed from the FR tutorial): an extra collective on rank 0; pg_status says where each
+    # rank is stuck (first seq not completed).
+    t = correlator.load(CASES / "recon-17-fr-nccl-extra-allreduce-rank0-dumps-only" / "logs")
+    d = correlator.diagnose(t)
+    assert "rank 0 called all_reduce of [4, 5] at pg 0 seq 3 where ranks 1-3 called all_reduce of [3, 4]" in d.summary
+    assert "an extra collective" in d.summary
+    st = t.filter(pl.col("kind") == "fr_waiting").sort("rank")
+    assert st["seq"].to_list() == [3, 3, 3, 3] and st["seq_enqueued"].to_list() == [5, 4, 4, 4]
 
 
 def test_cli_fr_option_and_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
