@@ -17,6 +17,7 @@ Two halves, both pure functions apart from reading the dump files:
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from parsers import flight_recorder as frp
 
 #: The layer and kinds this module writes (see correlator.schema.Kind).
 FR_KINDS = ["fr_collective", "fr_status", "fr_waiting"]
+#: Entries before the first disagreement read for the "skipped a collective" pattern.
+HISTORY = 256
 
 
 @dataclass
@@ -58,6 +61,7 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
     truncated, bad JSON) is a warning naming the file, never an exception, and is not read as text either.
     """
     found = list(found)
+    known = {p.resolve() for p, _ in found}
     res = Collected(pl.DataFrame())
     if extra is not None:
         ex = Path(extra)
@@ -65,7 +69,7 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
             res.warnings.append(f"{extra}: --fr directory does not exist; no Flight Recorder dumps read from it")
         for p in _walk(ex) if ex.exists() else []:
             rel = "fr/" + (p.relative_to(ex).as_posix() if ex.is_dir() else p.name)
-            if not p.is_file():
+            if not p.is_file() or p.resolve() in known:  # already found under the log directory
                 continue
             if frp.sniff(p) is None:
                 res.warnings.append(f"{rel}: not a Flight Recorder dump; skipped")
@@ -214,22 +218,28 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
             continue
         start = g.group_by("rank").agg(pl.col("seq").min())["seq"].max()
         top = {int(r): int(s) for r, s in g.group_by("rank").agg(pl.col("seq").max()).iter_rows()}
-        g = g.filter(pl.col("seq") >= start).sort("seq", "rank")
+        g = g.filter(pl.col("seq") >= start)
+        # The first seq where the signatures differ or a rank never got there, found column-wise (a dump
+        # holds up to TORCH_FR_BUFFER_SIZE entries per rank, times thousands of ranks).
+        sig = pl.concat_str([pl.col("profiling"), pl.col("sizes"), pl.col("dtypes")], separator="|", ignore_nulls=True)
+        per = g.group_by("seq").agg(sig.n_unique().alias("k")).sort("seq")
+        tops = sorted(top.values())
+        first = next((int(sq) for sq, k in per.iter_rows() if k > 1 or bisect.bisect_left(tops, sq) > 0), None)
+        if first is None:
+            continue
+        # Only the rows the verdict reads: a window of history before it, and the seq after it.
+        near = g.filter(pl.col("seq").is_between(first - HISTORY, first + 1)).sort("seq", "rank")
         by_seq: dict[int, dict[int, dict[str, Any]]] = {}
-        for row in g.select("seq", "rank", "op", "sizes", "dtypes", "shape", "profiling", "event_id", "ts", "path",
-                            "record_id").iter_rows(named=True):
+        for row in near.select("seq", "rank", "op", "sizes", "dtypes", "shape", "profiling", "event_id", "ts", "path",
+                               "record_id").iter_rows(named=True):
             by_seq.setdefault(int(row["seq"]), {}).setdefault(int(row["rank"]), row)
-        for seq in sorted(by_seq):
-            present = by_seq[seq]
-            absent = [r for r in ranks if r not in present and top[r] < seq]
-            sigs = {r: (row["profiling"].split(":")[-1], row["sizes"], row["dtypes"]) for r, row in present.items()}
-            if len(set(sigs.values())) == 1 and not absent:
-                continue
-            t0 = min((row["ts"] for row in present.values() if row["ts"] is not None), default=None)
-            key = (t0 is None, t0, seq)
-            if best is None or key < best[0]:
-                best = (key, str(pg), seq, present, absent, sigs, by_seq, ranks)
-            break
+        present = by_seq[first]
+        absent = [r for r in ranks if r not in present and top[r] < first]
+        sigs = {r: (row["profiling"].split(":")[-1], row["sizes"], row["dtypes"]) for r, row in present.items()}
+        t0 = min((row["ts"] for row in present.values() if row["ts"] is not None), default=None)
+        key = (t0 is None, t0, first)
+        if best is None or key < best[0]:
+            best = (key, str(pg), first, present, absent, sigs, by_seq, ranks)
     if best is None:
         return None
     _, pg, seq, present, absent, sigs, by_seq, ranks = best
