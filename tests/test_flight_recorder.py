@@ -281,3 +281,18 @@ def test_subgroup_record_ids_do_not_trim_other_ranks(tmp_path: Path) -> None:
     v = fr.analyze(correlator.load(d))
     assert v is not None and (v.initiators, v.kind, v.pg, v.seq) == ([2], "dtype_mismatch", "0", 5)
     assert "rank 2 called all_reduce of Half at pg 0 seq 5 where ranks 0-1 called all_reduce of Float" == v.claim
+
+
+def test_text_lines_of_the_same_seq_are_linked() -> None:
+    """A DETAIL fingerprint (no PG id: the default PG) about the same seq joins the FR evidence."""
+    from correlator.schema import conform
+
+    t = correlator.load(CASES / "fr-02-op-mismatch" / "logs")
+    fp = conform(pl.DataFrame({
+        "event_id": [10**6], "path": ["rank1.log"], "line": [1], "line_count": [1], "rank": [1], "layer": ["c10d"],
+        "kind": ["collective_fingerprint"], "seq": [25], "op": ["BROADCAST"], "duplicate": [False],
+        "raw": ["[rank1]:[I] Running collective: CollectiveFingerPrint(SequenceNumber=25, OpType=BROADCAST)"],
+        "attempt": [0],
+    }))
+    v = fr.analyze(pl.concat([t, fp]))
+    assert v is not None and 10**6 in v.evidence and v.evidence[0] != 10**6
