@@ -2,10 +2,10 @@
 
 FR is c10d's per-rank ring buffer of collectives (``torch/csrc/distributed/c10d/FlightRecorder*.hpp``,
 ``FlightRecorderDetail.hpp``; before torch 2.6 ``TraceUtils.h`` / ``NCCLUtils.hpp``). It is turned on by
-``TORCH_FR_BUFFER_SIZE=N`` (torch ≥ 2.7; ``TORCH_NCCL_TRACE_BUFFER_SIZE`` before) and written one file per
-rank, named ``<prefix><rank>``: ProcessGroupNCCL dumps on a watchdog timeout with
-``TORCH_NCCL_DUMP_ON_TIMEOUT=1`` to ``TORCH_FR_DUMP_TEMP_FILE`` (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``
-before; default ``/tmp/nccl_trace_rank_``); any backend (gloo too) dumps on demand with
+``TORCH_FR_BUFFER_SIZE=N`` (older name ``TORCH_NCCL_TRACE_BUFFER_SIZE``, both read by torch 2.13) and
+written one file per rank, named ``<prefix><rank>``: ProcessGroupNCCL dumps on a watchdog timeout with
+``TORCH_NCCL_DUMP_ON_TIMEOUT=1`` to ``TORCH_FR_DUMP_TEMP_FILE`` (older ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``;
+default ``/tmp/nccl_trace_rank_`` per the FR tutorial); any backend (gloo too) dumps on demand with
 ``torch._C._distributed_c10d._dump_fr_trace()`` (pickle bytes) or ``_dump_fr_trace_json()`` (JSON bytes,
 no stack frames).
 
