@@ -349,7 +349,10 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     if inits.height:
         handles.append(Line2D([], [], ls="", marker="*", ms=12, mfc="#ffdd00", mec="#b30000", label="initiating event"))
     if slices.height:
-        handles.append(Patch(fc="#ffbb78", alpha=0.7, label="collective until it timed out"))
+        timed = slices.filter(pl.col("kind") != "fr_collective").height
+        handles.append(Patch(fc="#ffbb78", alpha=0.7, label="collective until it timed out" if timed == slices.height
+                             else "collective (Flight Recorder start .. end)" if not timed
+                             else "collective (timed out / Flight Recorder)"))
     if not many:
         handles.append(Line2D([], [], ls="", marker="|", ms=7, mec="#6baed6", label="progress (step, collective)"))
         handles.append(Line2D([], [], ls="", marker="|", ms=7, mec="#c8c8c8", label="other log line"))
