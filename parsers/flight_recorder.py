@@ -152,6 +152,8 @@ def load_dump(path: str | os.PathLike[str], fmt: str | None = None) -> dict[str,
 
 
 def _int(v: Any) -> int | None:
+    if type(v) is int and -(2**63) <= v < 2**63:  # the common case first
+        return v
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
@@ -166,6 +168,8 @@ def _int(v: Any) -> int | None:
 def _sizes(v: Any) -> list[list[int]]:
     if not isinstance(v, (list, tuple)):
         return []
+    if all(type(t) is list and all(type(d) is int for d in t) for t in v):  # the common case first
+        return [list(t) for t in v]
     out = []
     for t in v:
         if isinstance(t, (list, tuple)):
