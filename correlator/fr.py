@@ -11,8 +11,10 @@ Two halves, both pure functions apart from reading the dump files:
   the same way by every other dumped rank of the PG.
 - :func:`analyze` (called by the ``flight_recorder`` rule of :mod:`correlator.initiators`): align ranks per
   (PG, seq) after trimming the ring buffer's wrap, find the first seq where they disagree and decide by
-  majority: op type mismatch, size/dtype mismatch, a rank that skipped a collective (ahead), a rank that
-  never reached the seq. A rank of the PG that left no dump is named as unknown.
+  majority: op type mismatch, size/dtype mismatch, a rank that skipped a collective (ahead) or ran an extra
+  one, a rank that never reached the seq; when all ran the same collectives, NCCL's entry states (a
+  minority that never started the first collective the others had started). A rank of the PG that left no
+  dump is named as unknown.
 """
 
 from __future__ import annotations
@@ -241,7 +243,7 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         if best is None or key < best[0]:
             best = (key, str(pg), first, present, absent, sigs, by_seq, ranks)
     if best is None:
-        return None
+        return _state_verdict(t, coll)
     _, pg, seq, present, absent, sigs, by_seq, ranks = best
     reasons: list[str] = []
     pg_members = _members(t, pg)
@@ -308,6 +310,47 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
     evidence += _linked_text(t, pg, seq)
     return Verdict(inits, kind, claim, pg, seq, cause, evidence, reasons, majority,
                    op=frp.op_type(frp.op_of(m_row["profiling"])[1]))
+
+
+_STATE_ORDER = {"scheduled": 0, "started": 1, "completed": 2}
+
+
+def _state_verdict(t: pl.DataFrame, coll: pl.DataFrame) -> Verdict | None:
+    """Every rank ran the same collectives, but at the first seq whose state differs (NCCL only: gloo
+    always says scheduled) a minority never started it while the others had: those ranks were stuck before
+    it (their stream or CPU), the others waited in it."""
+    c = coll.filter(pl.col("state").is_in(list(_STATE_ORDER)))
+    if c.height == 0 or c["state"].n_unique() < 2:
+        return None
+    c = c.with_columns(pl.col("state").replace_strict(_STATE_ORDER, return_dtype=pl.Int8).alias("__st"))
+    best: tuple[Any, ...] | None = None
+    for (pg,), g in c.group_by("pg", maintain_order=True):
+        per = (g.group_by("seq").agg(pl.col("__st").min().alias("lo"), pl.col("__st").max().alias("hi"),
+                                     pl.col("ts").min().alias("t0"))
+               .filter(pl.col("lo") < pl.col("hi")).sort("seq"))
+        if per.height == 0:
+            continue
+        seq, t0 = int(per["seq"][0]), per["t0"][0]
+        if best is None or (t0 is not None and (best[0] is None or t0 < best[0])):
+            best = (t0, str(pg), seq, g.filter(pl.col("seq") == seq))
+    if best is None:
+        return None
+    _, pg, seq, rows = best
+    lo = int(rows["__st"].min())  # type: ignore[arg-type]
+    behind = sorted(int(r) for r in rows.filter(pl.col("__st") == lo)["rank"].unique().to_list())
+    ahead = sorted(int(r) for r in rows.filter(pl.col("__st") > lo)["rank"].unique().to_list())
+    if len(behind) * 2 >= len(behind) + len(ahead):
+        return None  # not a minority: FR does not say who held the others up
+    name = {v: k for k, v in _STATE_ORDER.items()}
+    ahead_state = name[int(rows.filter(pl.col("__st") > lo)["__st"].min())]  # type: ignore[arg-type]
+    r0 = rows.filter(pl.col("rank") == behind[0]).row(0, named=True)
+    m0 = rows.filter(pl.col("rank") == ahead[0]).row(0, named=True)
+    claim = (f"{_who(behind)}'s {_desc(r0, 'op')} at pg {pg} seq {seq} never {name[lo + 1]} ({name[lo]}) while "
+             f"{_who(ahead)} had {ahead_state} it")
+    cause = {int(r["rank"]): int(r["event_id"]) for r in rows.filter(pl.col("__st") == lo).iter_rows(named=True)}
+    evidence = [*list(cause.values())[:2], int(m0["event_id"]), *_linked_text(t, pg, seq)]
+    return Verdict(behind, "never_reached", claim, pg, seq, cause, evidence, [], ahead,
+                   op=frp.op_type(frp.op_of(r0["profiling"])[1]))
 
 
 def _members(t: pl.DataFrame, pg: str) -> list[int]:

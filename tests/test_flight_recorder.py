@@ -296,3 +296,24 @@ def test_text_lines_of_the_same_seq_are_linked() -> None:
     }))
     v = fr.analyze(pl.concat([t, fp]))
     assert v is not None and 10**6 in v.evidence and v.evidence[0] != 10**6
+
+
+def test_nccl_state_names_the_rank_that_never_started(tmp_path: Path) -> None:
+    """Same collectives everywhere; at seq 3 rank 2's kernel is still scheduled while the others started it
+    (NCCL states; gloo dumps always say scheduled, so this never fires there)."""
+    d = tmp_path / "dumps"
+    d.mkdir()
+    for r in range(4):
+        ents = [_entry(0, 1, state="completed", time_discovered_completed_ns=1724779239975811724),
+                _entry(1, 2, state="completed", time_discovered_completed_ns=1724779239985811724),
+                _entry(2, 3, state="scheduled" if r == 2 else "started")]
+        obj = {"version": "2.5", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
+               "pg_status": {"0": {"last_enqueued_collective": 3, "last_started_collective": 2 if r == 2 else 3,
+                                   "last_completed_collective": 2}}, "entries": ents}
+        (d / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
+    t = correlator.load(d)
+    v = fr.analyze(t)
+    assert v is not None and (v.initiators, v.pg, v.seq) == ([2], "0", 3)
+    assert v.claim == "rank 2's all_reduce at pg 0 seq 3 never started (scheduled) while ranks 0-1, 3 had started it"
+    diag = correlator.diagnose(t)
+    assert (diag.initiating_ranks, diag.collateral_ranks, diag.failure_kind) == ([2], [0, 1, 3], "straggler_hang")
