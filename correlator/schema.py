@@ -102,7 +102,9 @@ class Kind(StrEnum):
     RENDEZVOUS = "rendezvous"  #: rendezvous results and worker-group state lines
     RESTART = "restart"  #: ``Worker group FAILED. N/M attempts left; will restart worker group``
     # -- PyTorch Flight Recorder dumps (parsers.flight_recorder, correlator.fr); rows cover no physical line
-    FR_COLLECTIVE = "fr_collective"  #: one FR entry: pg, seq (collective_seq_id / p2p_seq_id), op, sizes, dtypes, state
+    #: one FR entry: pg, seq (collective_seq_id / p2p_seq_id), op, numel, shape, dtypes, state, record_id; message
+    #: ``<profiling_name> pg P seq S record_id R <sizes> <dtypes> <state> in <top user frame>`` (no frame in JSON dumps)
+    FR_COLLECTIVE = "fr_collective"
     FR_STATUS = "fr_status"  #: a dump's ``pg_status`` of one PG: last enqueued / completed seq (seq_enqueued, seq_completed)
     FR_WAITING = "fr_waiting"  #: the same, for a rank left inside a collective (seq = that collective): an effect
     # -- system
