@@ -46,7 +46,7 @@ class Source:
     path: Path
     rel: str
     layout: str  # torchrun_rank | rank_file | nccl_file | error_json | stream | syslog | fr_dump
-    stream: str  # stdout | stderr | launcher | combined | nccl_file | error_json | syslog | unknown
+    stream: str  # stdout | stderr | launcher | combined | nccl_file | error_json | syslog | fr_dump | unknown
     rank: int | None = None
     local_rank: int | None = None
     host: str | None = None
@@ -67,7 +67,8 @@ def _host_from_name(stem: str) -> str | None:
 
 
 def classify(path: Path, root: Path) -> Source:
-    """Classify one file by its path (no content is read here)."""
+    """Classify one file by its path (no content is read here, except the first 4 KiB of a file named
+    ``<prefix><rank>``: is it a Flight Recorder dump?)."""
     rel = path.relative_to(root).as_posix() if path != root else path.name
     parts = Path(rel).parts
     name = path.name
