@@ -64,13 +64,17 @@ TzOpt = Annotated[str | None, typer.Option("--tz", help="Time zone (IANA name, e
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")]
 StreamingOpt = Annotated[bool | None, typer.Option("--streaming/--no-streaming", help="Ingest node by node in bounded "
                                                     "memory (~1.3 GiB) keeping only what diagnosis needs. Default: on above 2 GiB of logs.")]
+FrOpt = Annotated[Path | None, typer.Option("--fr", help="Directory of PyTorch Flight Recorder dumps kept apart from "
+                                           "the logs (dumps under DIRECTORY are found anyway).", show_default=False)]
 RedactOpt = Annotated[bool, typer.Option("--redact", help="Replace host names, IPs, user names, e-mails and secrets by stable "
                                          "pseudonyms (host-1, ip-3, user-1) in everything written.")]
 
 
-def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False) -> IngestResult:
+def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr: Path | None = None) -> IngestResult:
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
+    if fr is not None and not fr.exists():
+        raise UsageError(f"--fr {fr}: no such file or directory")
     if tz:
         import zoneinfo
 
@@ -80,7 +84,7 @@ def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False) ->
             raise UsageError(f"--tz {tz!r}: unknown time zone (use an IANA name such as UTC or America/New_York)")
     show = not quiet and err.is_terminal
     if not show:
-        res = ingest(directory, tz=tz)
+        res = ingest(directory, tz=tz, fr=fr)
     else:
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as progress:
@@ -92,7 +96,7 @@ def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False) ->
             def step(_src: Source) -> None:
                 progress.advance(task)
 
-            res = ingest(directory, tz=tz, progress=step, on_sources=on_sources)
+            res = ingest(directory, tz=tz, progress=step, on_sources=on_sources, fr=fr)
     if redact:
         from correlator.redact import redact_result
 
@@ -152,6 +156,7 @@ def diagnose(
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
+    fr: FrOpt = None,
 ) -> None:
     """Name the initiating rank(s), the failure kind, the collateral ranks and the evidence lines."""
     from correlator.diagnose import diagnose as run_diagnose
@@ -166,11 +171,11 @@ def diagnose(
             raise UsageError(f"{directory}: not a readable rankscope timeline parquet ({type(e).__name__})") from None
         attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
         ranks = table["rank"].drop_nulls().unique().to_list()
-    elif _want_streaming(directory, streaming):
+    elif fr is None and _want_streaming(directory, streaming):
         table, s = _streamed(directory, tz, quiet)
         attempts, ranks = s["attempts"], s["ranks"]  # type: ignore[assignment]
     else:
-        res = _load(directory, tz, quiet, redact)
+        res = _load(directory, tz, quiet, redact, fr=fr)
         table = res.table
         attempts, ranks = res.summary()["attempts"], res.summary()["ranks"]  # type: ignore[assignment]
     if redact and (_parquet_input(directory) or _want_streaming(directory, streaming)):
@@ -345,6 +350,7 @@ def events(
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
+    fr: FrOpt = None,
 ) -> None:
     """Print events as a table (or JSON/CSV), filtered by rank and kind."""
     from correlator.schema import FAULT_KINDS, Kind
@@ -353,7 +359,7 @@ def events(
         bad = [k for k in kind if k not in {m.value for m in Kind}]
         if bad:
             raise UsageError(f"unknown kind {', '.join(bad)}; known kinds: {', '.join(m.value for m in Kind)}")
-    res = _load(directory, tz, quiet, redact)
+    res = _load(directory, tz, quiet, redact, fr=fr)
     t = res.table.filter(~pl.col("duplicate"))
     if rank:
         t = t.filter(pl.col("rank").is_in(rank))

@@ -156,7 +156,8 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         if role.startswith("initiating fault of rank"):
             init = int(role.rsplit(" ", 1)[1])
             role = "initiating fault" if r["rank"] == init else f"points at rank {init} (reported by rank {r['rank']})"
-        use_message = (r["kind"] in ("python_exception", "cuda_oom", "cuda_error", "failure_entry", "root_cause_entry")
+        use_message = (r["kind"] in ("python_exception", "cuda_oom", "cuda_error", "failure_entry", "root_cause_entry",
+                                     "fr_collective", "fr_status", "fr_waiting")
                        or r["stream"] == "error_json")
         text = r["message"] if use_message and r["message"] else r["raw"]
         out.append(Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role))
@@ -218,6 +219,8 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         verb = "became unreachable (their host stopped logging; the others lost their connections to it)"
     head = f"{names} {verb}" + (f": {what}" if what and basis in ("first fault", "common mode", "exit status") else "")
     focus = G.graph.get("focus") or {}
+    if basis == "Flight Recorder" and focus.get("claim"):
+        head = f"Flight Recorder: {focus['claim']}" + (f" ({names}: {what})" if what and not what.startswith("fr ") else "")
     waits = [a for a, b, d in G.edges(data=True) if d["edge"] == "waits_for"]
     tail = ""
     if collateral:
@@ -261,6 +264,7 @@ def _confidence(G: nx.DiGraph) -> float:
         "only an exit status": 0.15, "none explains": 0.5, "stopped logging": 0.2, "could not be determined": 0.35,
         "several ranks saw network errors": 0.15, "configuration line": 0.1, "did not wait in the barrier": 0.1,
         "name no rank": 0.6,
+        "left no Flight Recorder dump": 0.05, "Flight Recorder majority is a single rank": 0.2,
     }
     for reason in G.graph["reasons"]:
         for key, p in penalties.items():

@@ -10,6 +10,8 @@ Path layouts recognized:
 - per-rank files named by rank: ``rank3.log``, ``rank_3.txt``, ``log_rank-3.out``, ``worker-3.log``,
   ``node-a.rank3.err`` (host ``node-a``).
 - ``NCCL_DEBUG_FILE`` outputs ``<prefix>.<host>.<pid>[.log]`` (NCCL's ``%h.%p`` expansion).
+- PyTorch Flight Recorder dumps ``<prefix><rank>[.json]`` whose first bytes are an FR pickle or JSON
+  (``layout="fr_dump"``): read by :mod:`correlator.fr`, never as lines.
 - anything else (launcher output, combined streams, SLURM output): ``layout="stream"``; its lines are
   demultiplexed by their prefixes later.
 """
@@ -20,6 +22,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from parsers import flight_recorder
 
 _ATTEMPT_RE = re.compile(r"^attempt_(\d+)$")
 _RANK_NAME_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker|proc)[-_]?(\d+)(?=$|[^0-9])", re.IGNORECASE)
@@ -41,8 +45,8 @@ class Source:
 
     path: Path
     rel: str
-    layout: str  # torchrun_rank | rank_file | nccl_file | error_json | stream | syslog
-    stream: str  # stdout | stderr | launcher | combined | nccl_file | error_json | syslog | unknown
+    layout: str  # torchrun_rank | rank_file | nccl_file | error_json | stream | syslog | fr_dump
+    stream: str  # stdout | stderr | launcher | combined | nccl_file | error_json | syslog | fr_dump | unknown
     rank: int | None = None
     local_rank: int | None = None
     host: str | None = None
@@ -63,7 +67,8 @@ def _host_from_name(stem: str) -> str | None:
 
 
 def classify(path: Path, root: Path) -> Source:
-    """Classify one file by its path (no content is read here)."""
+    """Classify one file by its path (no content is read here, except the first 4 KiB of a file named
+    ``<prefix><rank>``: is it a Flight Recorder dump?)."""
     rel = path.relative_to(root).as_posix() if path != root else path.name
     parts = Path(rel).parts
     name = path.name
@@ -73,6 +78,10 @@ def classify(path: Path, root: Path) -> Source:
         size = path.stat().st_size
     except OSError:
         size = 0
+
+    fr = flight_recorder.detect(path)  # a Flight Recorder dump (name <prefix><rank> and FR content)
+    if fr is not None:
+        return Source(path, rel, "fr_dump", "fr_dump", rank=fr[1], size=size, node_key=rel)
 
     attempt_idx = next((i for i, p in enumerate(parts) if _ATTEMPT_RE.match(p)), None)
     if attempt_idx is not None and attempt_idx + 1 < len(parts) - 1 and parts[attempt_idx + 1].isdigit():

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import parsers
+from correlator import fr as flight_recorder
 from correlator import identity
 from correlator.discover import DiscoveryError, Source, discover
 from correlator.read import ReadResult, read_lines
@@ -150,20 +151,26 @@ def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
 
 def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
            progress: Callable[[Source], None] | None = None,
-           on_sources: Callable[[list[Source]], None] | None = None) -> IngestResult:
+           on_sources: Callable[[list[Source]], None] | None = None,
+           fr: str | os.PathLike[str] | None = None) -> IngestResult:
     """Read every log under ``root`` (a directory or one file) into the event table.
 
     ``tz``: IANA zone for stamps that carry none (default UTC). ``progress`` is called once per file
-    read; ``on_sources`` once with the list of files found. Raises :class:`DiscoveryError` if ``root``
+    read; ``on_sources`` once with the list of files found. ``fr``: a directory of Flight Recorder dumps
+    kept elsewhere (dumps under ``root`` are found anyway; see :mod:`correlator.fr`). Raises :class:`DiscoveryError` if ``root``
     is missing, holds no file, or no line of any file could be read (all empty, binary or unreadable);
     every other problem becomes a warning.
     """
     sources, warnings = discover(root)
     if on_sources:
         on_sources(sources)
+    fr_rows = flight_recorder.collect([(s.path, s.rel) for s in sources if s.layout == "fr_dump"], fr)
+    warnings.extend(fr_rows.warnings)
     frames, plain, lines_read, skipped = [], [], 0, 0
     by_reason: dict[str, int] = {}
     for i, src in enumerate(sources):
+        if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
+            continue
         frame, res = _source_frame(src, progress)
         if frame is not None:
             frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int64).alias("__src")))
@@ -177,6 +184,9 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
         warnings.extend(res.warnings)
     if plain:
         frames.append(_plain_lines(plain))
+    if not any(f.height for f in frames) and fr_rows.table.height:  # Flight Recorder dumps, no text log
+        return IngestResult(conform(flight_recorder.with_ids(fr_rows.table)), sources, warnings, lines_read, skipped,
+                            by_reason)
     if not any(f.height for f in frames):
         why = f": {warnings[0]}" + (f" (and {len(warnings) - 1} more problems)" if len(warnings) > 1 else "") if warnings else ""
         raise DiscoveryError(f"{root}: no log lines to read in {len(sources)} file(s){why}")
@@ -193,13 +203,16 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     df = identity.resolve(df)
     df = timestamps.inherit(df, parsers.STREAM_KEYS)
     df = _mark_duplicates(df)
+    df = pl.concat([df, fr_rows.table], how="diagonal_relaxed") if fr_rows.table.height else df
     df = df.sort("path", "line", maintain_order=True).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
     return IngestResult(conform(df), sources, warnings, lines_read, skipped, by_reason)
 
 
-def load(root: str | os.PathLike[str], *, tz: str | None = None) -> pl.DataFrame:
-    """Return the event table for ``root``. Raises :class:`DiscoveryError` on a missing/empty path."""
-    return ingest(root, tz=tz).table
+def load(root: str | os.PathLike[str], *, tz: str | None = None,
+         fr: str | os.PathLike[str] | None = None) -> pl.DataFrame:
+    """Return the event table for ``root`` (plus the Flight Recorder dumps under ``fr``). Raises
+    :class:`DiscoveryError` on a missing/empty path."""
+    return ingest(root, tz=tz, fr=fr).table
 
 
 __all__ = ["DiscoveryError", "IngestResult", "ingest", "load"]

@@ -420,8 +420,28 @@ def silence(e: Evidence) -> Finding | None:
     return found
 
 
+def flight_recorder(e: Evidence) -> Finding | None:
+    """Flight Recorder dumps, aligned per (pg, seq) by :func:`correlator.fr.analyze`: the majority decides
+    who ran a different op, other sizes/dtypes, skipped a collective, or never reached the seq. A rank that
+    never reached it and raised on its own (text log) failed with its own kind; otherwise it is a straggler."""
+    from correlator import fr
+
+    v = fr.analyze(e.t)
+    if v is None:
+        return None
+    kind, cause_event = v.failure_kind, dict(v.cause_event)
+    if v.kind == "never_reached":
+        own = e.causes.filter(pl.col("rank").is_in(v.initiators))
+        if own.height:  # it stopped because it failed: its own error is the cause, FR the evidence
+            kind = _cause_kind(own)
+            cause_event.update(own.group_by("rank", maintain_order=True).first().select("rank", "event_id").iter_rows())
+    focus = {"pg": v.pg, "seq": v.seq, "op": v.op, "claim": v.claim, "fr": v.kind, "evidence": v.evidence}
+    return Finding(sorted(v.initiators), "Flight Recorder", kind, cause_event, focus, list(v.reasons))
+
+
 #: The rules in order of precedence; the first that names someone decides.
 RULES: list[Callable[[Evidence], Finding | None]] = [
+    flight_recorder,
     odd_one_out, config_odd_one_out, first_causes, bare_exit, network, stall_report, barrier_named, named_by_waiters,
     silence,
 ]

@@ -2,7 +2,8 @@
 
 One process per host (per host and attempt when the job restarted), one thread per rank, plus a
 ``launcher / no rank`` thread for lines no rank owns. Every event (blank lines excepted) is an instant
-(``ph: "i"``); collectives whose start and end are known are slices (``ph: "X"``): a watchdog timeout
+(``ph: "i"``); collectives whose start and end are known are slices (``ph: "X"``; Flight Recorder entries
+with a known completion time too): a watchdog timeout
 (end = its stamp, start = end - ``elapsed_ms``), a gloo timeout (``timeout_ms``), and the time between
 consecutive collective entries of the same process group (DETAIL fingerprints, NCCL opCounts). The
 initiating event(s) of the diagnosis are named ``INITIATING …``, carry the category ``initiating`` and
@@ -209,6 +210,17 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
                  "ts": int(r["tc"]), "dur": int(r["tc_next"] - r["tc"]), "pid": pid, "tid": tid,
                  "args": {"pg": r["pgk"], "seq": r["seq"], "op": r["op"], "where": f"{r['path']}:{r['line']}",
                           "note": "from entering this collective to entering the next on the same group"}})
+    # Flight Recorder entries whose end is known (NCCL: time_discovered_completed_ns): created .. completed.
+    fre = t.filter(pl.lit(base == "time") & (pl.col("kind") == "fr_collective") & pl.col("ts_end").is_not_null()
+                   & pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
+    fre = fre.with_columns((pl.col("ts_end") - pl.col("ts")).dt.total_microseconds().alias("__dur"))
+    for r in fre.filter(pl.col("__dur") >= 0).iter_rows(named=True):
+        pid, tid = pid_of[(r["attempt"], r["host_label"])], int(r["rank"]) + 1
+        slices.setdefault((pid, tid), []).append(
+            {"ph": "X", "name": f"FR {r['op'] or 'collective'} #{r['seq']}", "cat": "collective,flight_recorder",
+             "ts": int(r["tc"]), "dur": int(r["__dur"]), "pid": pid, "tid": tid,
+             "args": {"pg": r["pg"] or "0", "seq": r["seq"], "op": r["op"], "state": r["state"],
+                      "where": f"{r['path']}:{r['line']}", "record_id": r["record_id"]}})
     for lst in slices.values():
         events.extend(_no_partial_overlap(lst))
 

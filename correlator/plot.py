@@ -162,6 +162,11 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         (pl.when(pl.col("kind") == "watchdog_timeout").then(pl.col("elapsed_ms")).otherwise(pl.col("timeout_ms"))
          / 1000.0).alias("dur"))
     slices = slices.filter(pl.col("dur").is_not_null() & (pl.col("dur") > 0)) if base == "time" else slices.head(0)
+    # Flight Recorder entries with a known end (NCCL's time_discovered_completed_ns): created .. completed.
+    fr_sl = t.filter((pl.col("kind") == "fr_collective") & pl.col("ts_end").is_not_null() & (pl.col("y") >= 0)
+                     & pl.lit(base == "time")).with_columns(
+        ((pl.col("ts_end") - pl.col("ts")).dt.total_microseconds() / 1e6).alias("dur"))
+    slices = pl.concat([slices, fr_sl.with_columns(pl.col("x") + pl.col("dur")).filter(pl.col("dur") > 0)])
     xs = t["x"].to_list() + (slices["x"] - slices["dur"]).to_list()
     lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
     if base == "time":
@@ -344,7 +349,10 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     if inits.height:
         handles.append(Line2D([], [], ls="", marker="*", ms=12, mfc="#ffdd00", mec="#b30000", label="initiating event"))
     if slices.height:
-        handles.append(Patch(fc="#ffbb78", alpha=0.7, label="collective until it timed out"))
+        timed = slices.filter(pl.col("kind") != "fr_collective").height
+        handles.append(Patch(fc="#ffbb78", alpha=0.7, label="collective until it timed out" if timed == slices.height
+                             else "collective (Flight Recorder start .. end)" if not timed
+                             else "collective (timed out / Flight Recorder)"))
     if not many:
         handles.append(Line2D([], [], ls="", marker="|", ms=7, mec="#6baed6", label="progress (step, collective)"))
         handles.append(Line2D([], [], ls="", marker="|", ms=7, mec="#c8c8c8", label="other log line"))

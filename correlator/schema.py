@@ -28,6 +28,7 @@ class Layer(StrEnum):
     PYTHON = "python"  #: Python tracebacks and exceptions
     APP = "app"  #: the training script's own logging (progress, steps)
     SYSTEM = "system"  #: kernel, scheduler and launcher-transport lines (Killed, Xid, srun, slurmstepd)
+    FR = "fr"  #: PyTorch Flight Recorder dumps (pickle or JSON, one per rank): entries and pg_status, not lines
     UNKNOWN = "unknown"  #: no rule recognized the line
 
 
@@ -105,6 +106,12 @@ class Kind(StrEnum):
     LAUNCHER_ERROR = "launcher_error"  #: the agent's own failure (ChildFailedError traceback, rendezvous errors)
     RENDEZVOUS = "rendezvous"  #: rendezvous results and worker-group state lines
     RESTART = "restart"  #: ``Worker group FAILED. N/M attempts left; will restart worker group``
+    # -- PyTorch Flight Recorder dumps (parsers.flight_recorder, correlator.fr); rows cover no physical line
+    #: one FR entry: pg, seq (collective_seq_id / p2p_seq_id), op, numel, shape, dtypes, state, record_id; message
+    #: ``<profiling_name> pg P seq S record_id R <sizes> <dtypes> <state> in <top user frame>`` (no frame in JSON dumps)
+    FR_COLLECTIVE = "fr_collective"
+    FR_STATUS = "fr_status"  #: a dump's ``pg_status`` of one PG: last enqueued / completed seq (seq_enqueued, seq_completed)
+    FR_WAITING = "fr_waiting"  #: the same, for a rank left inside a collective (seq = that collective): an effect
     # -- system
     PROCESS_KILLED = "process_killed"  #: ``Killed``, OOM killer, ``srun: … task N: Killed|Out Of Memory``
     PROCESS_EXIT = "process_exit"  #: scheduler-reported exit (``srun: error: … Exited with exit code N``)
@@ -120,7 +127,7 @@ FAULT_KINDS: frozenset[str] = frozenset(
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
         Kind.PYTHON_EXCEPTION, Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED,
         Kind.FAILURE_ENTRY, Kind.ERROR_FILE, Kind.PROCESS_KILLED, Kind.PROCESS_EXIT, Kind.JOB_CANCELLED,
-        Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN,
+        Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN, Kind.FR_WAITING,
     }
 )
 
@@ -130,7 +137,7 @@ EFFECT_KINDS: frozenset[str] = frozenset(
         Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT,
         Kind.ASYNC_ERROR, Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER,
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
-        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN,
+        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN, Kind.FR_WAITING,
     }
 )
 
@@ -138,8 +145,10 @@ EFFECT_KINDS: frozenset[str] = frozenset(
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("event_id", pa.int64(), "Row id, unique in the table; evidence and graph edges refer to it."),
     ("path", pa.string(), "Source file, relative to the directory given to rankscope."),
-    ("line", pa.int64(), "1-based number of the row's first physical line in `path`."),
-    ("line_count", pa.int32(), "Physical lines this row covers (0 for the extra parts of a split line)."),
+    ("line", pa.int64(), ("1-based number of the row's first physical line in `path` (a Flight Recorder row: the "
+                          "entry's position in the dump, then its pg_status rows).")),
+    ("line_count", pa.int32(), ("Physical lines this row covers (0 for the extra parts of a split line and for "
+                                "Flight Recorder rows: a dump is not read as lines).")),
     ("rank", pa.int32(), "Global rank that produced the line; null when unknown (agent lines, unmapped NCCL)."),
     ("rank_source", pa.string(), "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
      "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py)."),
@@ -147,21 +156,29 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("host", pa.string(), "Short host name (FQDNs are cut at the first dot); null when unknown."),
     ("pid", pa.int64(), "Process id from the line (NCCL prefix, launcher lines, glog field)."),
     ("attempt", pa.int32(), "torchelastic restart attempt (`attempt_N` folder, agent restarts); 0 by default."),
-    ("stream", pa.string(), "stdout | stderr | launcher | combined | nccl_file | error_json | syslog | unknown."),
+    ("stream", pa.string(), "stdout | stderr | launcher | combined | nccl_file | error_json | syslog | fr_dump | unknown."),
     ("ts", pa.timestamp("us", tz="UTC"), "Event time, UTC, microseconds. c10 stamps keep whole seconds only "
      "(their 9 fraction digits come from a monotonic clock, not wall time)."),
     ("ts_quality", pa.string(), "exact | no_tz | no_year | inherited | missing (see TsQuality)."),
-    ("layer", pa.string(), "nccl | c10d | elastic | python | app | system | unknown (see Layer)."),
+    ("layer", pa.string(), "nccl | c10d | elastic | python | app | system | fr | unknown (see Layer)."),
     ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
     ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
     ("pg", pa.string(), "Process group: c10d PG GUID/name (`0` = default PG), NCCL commId / comm pointer, or "
      "`horovod:<tensor>` for a Horovod collective."),
-    ("seq", pa.int64(), "Collective sequence number: c10d SeqNum (decimal) or NCCL opCount (hex in the log)."),
-    ("seq_enqueued", pa.int64(), "Last enqueued work SeqNum from watchdog status lines."),
-    ("seq_completed", pa.int64(), "Last completed work SeqNum from watchdog status lines."),
+    ("seq", pa.int64(), ("Collective sequence number: c10d SeqNum (decimal), NCCL opCount (hex in the log) or a "
+                         "Flight Recorder entry's collective_seq_id (p2p_seq_id for send/recv).")),
+    ("seq_enqueued", pa.int64(), "Last enqueued work SeqNum from watchdog status lines or a dump's pg_status."),
+    ("seq_completed", pa.int64(), "Last completed work SeqNum from watchdog status lines or a dump's pg_status."),
     ("op", pa.string(), "Collective op type, upper case as c10d prints it (ALLREDUCE, BROADCAST, …)."),
     ("numel", pa.int64(), "Number of elements in the collective's input (NumelIn / NCCL count)."),
-    ("shape", pa.string(), "Tensor shape from DETAIL fingerprints, e.g. `[32, 16]`."),
+    ("shape", pa.string(), ("Tensor shape from DETAIL fingerprints, e.g. `[32, 16]`; for a Flight Recorder entry "
+                            "its input sizes (one tensor: `[32, 16]`, several: `[[32], [4]]`).")),
+    ("dtypes", pa.string(), "Input dtypes of a Flight Recorder entry, comma-separated as torch names them (`Float`)."),
+    ("state", pa.string(), "Flight Recorder entry state: scheduled | started | completed (gloo: always scheduled)."),
+    ("record_id", pa.int64(), ("Flight Recorder entry id within its rank's dump (`record_id`); `line` is its "
+                               "1-based position in the dump.")),
+    ("ts_end", pa.timestamp("us", tz="UTC"), ("End of a Flight Recorder entry (`time_discovered_completed_ns`), "
+                                              "UTC; null when unknown (always for gloo).")),
     ("timeout_ms", pa.int64(), "Configured timeout in milliseconds (Timeout(ms)=…, monitoredBarrier, gloo)."),
     ("elapsed_ms", pa.int64(), "How long the work ran before timing out, milliseconds (a progress bar: its elapsed time)."),
     ("step", pa.int64(), "Training step / iteration number from progress lines."),
