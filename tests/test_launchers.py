@@ -115,10 +115,11 @@ def test_mpirun_signal_report_names_rank_and_signal(tmp_path: Path) -> None:
     assert (r["rank"], r["signal"], r["host"], r["pid"], r["exit_code"]) == (2, "SIGKILL", "node-a", None, -9)
 
 
-def test_mpirun_signal_report_unnamed_signal(tmp_path: Path) -> None:
+def test_mpirun_signal_report_any_signal_number(tmp_path: Path) -> None:
+    # The number is the signal (signal(7) on Linux: 4 is SIGILL); the exit code follows torchrun's -N convention.
     text = "mpirun noticed that process rank 5 with PID 4242 on node node-b exited on signal 4 (Illegal instruction)."
     r = _kind(_events(tmp_path, text), "worker_failed")
-    assert (r["rank"], r["signal"], r["host"]) == (5, None, "node-b")
+    assert (r["rank"], r["signal"], r["host"], r["pid"], r["exit_code"]) == (5, "SIGILL", "node-b", 4242, -4)
 
 
 def test_pdsh_exit_status_line(tmp_path: Path) -> None:
