@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -142,6 +142,8 @@ class _Tail:
     pending_sig: tuple[int, int] | None = None
     seen_path: str = ""
     idx: int = 0  # the ``wsrc`` column of its rows
+    path: Path | None = None  # where the file is now (a rotated file moves)
+    reset: bool = False  # truncated: its earlier rows are dropped
 
 
 def _decode(data: bytes) -> list[str]:
@@ -340,6 +342,7 @@ class Watcher:
             self._warn(f"{t.seen_path}: renamed to {src.rel} (rotation); following it there")
             t.seen_path = src.rel
         self.by_path[src.rel] = key
+        t.path = src.path
         return t, st
 
     def _warn(self, msg: str) -> None:
@@ -349,8 +352,8 @@ class Watcher:
         """New complete lines of a plain file (and flush a partial last line after two quiet passes)."""
         size = st.st_size
         if size < t.offset:
-            self._warn(f"{t.src.rel}: truncated (size {size} < {t.offset} read); reading it again from the start")
-            t.offset, t.partial, t.next_line, t.carry, t.carry_first = 0, b"", 1, [], 1
+            self._warn(f"{t.seen_path}: truncated (size {size} < {t.offset} read); reading it again from the start")
+            t.offset, t.partial, t.next_line, t.carry, t.carry_first, t.reset = 0, b"", 1, [], 1, True
         if size == t.offset:
             t.quiet += 1
             if t.partial and t.quiet == 2:
@@ -358,7 +361,7 @@ class Watcher:
                 return _decode(data)
             return []
         try:
-            with open(t.src.path, "rb") as fh:  # read-only, no lock
+            with open(t.path or t.src.path, "rb") as fh:  # read-only, no lock
                 fh.seek(t.offset)
                 data = fh.read(min(size - t.offset, MAX_READ_BYTES))
         except OSError as e:
@@ -390,7 +393,7 @@ class Watcher:
             t.pending_sig = sig
             return None
         t.whole_sig = sig
-        src = t.src
+        src = replace(t.src, path=t.path or t.src.path)
         if src.layout == "error_json":
             frame, res = _source_frame(src, None)
         else:
@@ -426,16 +429,18 @@ class Watcher:
                     cut[t.idx] = 0
                 continue
             lines = self._read_plain(t, st)
+            if t.reset:
+                cut[t.idx], t.reset = 0, False
             if not lines:
                 continue
             self.lines_read += len(lines)
             first = t.carry_first if t.carry else t.next_line
             plain.append((t, t.carry + lines, first))
-            cut[t.idx] = first
+            cut[t.idx] = min(first, cut.get(t.idx, first))
             t.next_line += len(lines)
         if mtimes:
             self._year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year
-        changed = bool(plain or whole)
+        changed = bool(plain or whole or cut)
         if changed:
             self._ingest_new(plain, whole, cut)
         alerts: list[Alert] = []
@@ -454,6 +459,12 @@ class Watcher:
         frames = list(whole)
         if plain:
             frames.append(_lines_frame([(t.idx, t.src, lines, first) for t, lines, first in plain]))
+        if not frames:  # only truncations: drop those files' rows
+            if self.store is not None:
+                limit = pl.col("wsrc").replace_strict(cut, default=None, return_dtype=pl.Int64)
+                self.store = self.store.filter(limit.is_null() | (pl.col("line") < limit))
+                self._finish()
+            return
         df = pl.concat(frames, how="diagonal_relaxed").sort("wsrc", "line", maintain_order=True)
         parsed = parsers.parse_lines(df)
         if "exit_code_json" in parsed.columns:
