@@ -311,6 +311,8 @@ class Watcher:
         self.faults_by_kind: dict[str, int] = {}
         self.alerts_by_type: dict[str, int] = {}
         self.last_pass_cpu_s = 0.0
+        #: CPU seconds of the last pass by stage: read, parse, table (store, identity), diagnose.
+        self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ reading
     def _sources(self) -> list[Source]:
@@ -441,11 +443,14 @@ class Watcher:
         if mtimes:
             self._year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year
         changed = bool(plain or whole or cut)
+        self.timings = {"read": time.process_time() - cpu0, "parse": 0.0, "table": 0.0, "diagnose": 0.0}
         if changed:
             self._ingest_new(plain, whole, cut)
         alerts: list[Alert] = []
         if changed:
+            c = time.process_time()
             alerts += self._diagnosis_alerts()
+            self.timings["diagnose"] = time.process_time() - c
         alerts += self._progress_alerts(now, changed)
         if self.exit_seen and not changed:
             self._exited = True
@@ -465,6 +470,7 @@ class Watcher:
                 self.store = self.store.filter(limit.is_null() | (pl.col("line") < limit))
                 self._finish()
             return
+        c0 = time.process_time()
         df = pl.concat(frames, how="diagonal_relaxed").sort("wsrc", "line", maintain_order=True)
         parsed = parsers.parse_lines(df)
         if "exit_code_json" in parsed.columns:
@@ -484,6 +490,8 @@ class Watcher:
                     cs = max(first + len(lines) - MAX_CARRY_LINES, rows[-1][0] if rows else first)
                 t.carry = lines[cs - first:]
                 t.carry_first = cs
+        c1 = time.process_time()
+        self.timings["parse"] = c1 - c0
         store = self.store
         if store is not None and cut:
             limit = pl.col("wsrc").replace_strict(cut, default=None, return_dtype=pl.Int64)
@@ -491,6 +499,7 @@ class Watcher:
         store = parsed if store is None or store.height == 0 else pl.concat([store, parsed], how="diagonal_relaxed")
         self.store = self._reduce(store)
         self._finish()
+        self.timings["table"] = time.process_time() - c1
 
     def _reduce(self, store: pl.DataFrame) -> pl.DataFrame:
         """Keep every non-routine row; of routine rows the first 2 and last ``keep_last`` per group."""
