@@ -587,7 +587,8 @@ class Watcher:
         for r in new:
             st = next((s for s in d.per_rank if s.rank == r), None)
             ev = next((e for e in d.evidence if e.rank == r), None) or (d.evidence[0] if d.evidence else None)
-            out.append(self._alert("initiator", r, (st.first_fault_kind if st else None) or d.failure_kind,
+            kind = ev.kind if ev is not None and ev.rank == r and ev.kind != "step_progress" else None
+            out.append(self._alert("initiator", r, kind or (st.first_fault_kind if st else None) or d.failure_kind,
                                    d.summary, (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None)))
             self._alerted_init.add(r)
         if not new and self._last_key is not None and key != self._last_key:
@@ -722,7 +723,11 @@ class Watcher:
                 + (f" (initiating {init})" if init else ""))
 
     def prometheus_text(self, job: str | None = None) -> str:
-        """The node_exporter textfile-collector exposition of the current state (see ``write_prometheus``)."""
+        """The node_exporter textfile-collector exposition of the current state (see ``write_prometheus``).
+
+        Every sample carries ``training_job`` (``job``, default the watched folder's name; not ``job``, which
+        Prometheus sets to the scrape job). Gauges: ranks seen, ranks behind, last progress age per rank,
+        fault rows by kind, one sample per initiating rank, the failure flag; counter: alerts by type."""
         job = _label(job or self.root.resolve().name)
         now = self.clock()
         lines: list[str] = []
@@ -732,7 +737,7 @@ class Watcher:
             lines.append(f"# TYPE {name} {typ}")
             for labels, value in samples:
                 text = str(int(value)) if float(value).is_integer() else repr(float(value))
-                lines.append(f'{name}{{job="{job}"{labels}}} {text}')
+                lines.append(f'{name}{{training_job="{job}"{labels}}} {text}')
 
         metric("rankscope_ranks_seen", "Ranks that have written at least one line.", "gauge",
                [("", len(self.ranks_seen()))])
