@@ -585,10 +585,10 @@ class Watcher:
         key = (d.failure_kind, tuple(d.initiating_ranks))
         new = [r for r in d.initiating_ranks if r not in self._alerted_init]
         for r in new:
-            st = next((s for s in d.per_rank if s.rank == r), None)
             ev = next((e for e in d.evidence if e.rank == r), None) or (d.evidence[0] if d.evidence else None)
-            kind = ev.kind if ev is not None and ev.rank == r and ev.kind != "step_progress" else None
-            out.append(self._alert("initiator", r, kind or (st.first_fault_kind if st else None) or d.failure_kind,
+            # the rank's own fault line (python_exception, cuda_oom …), else the failure kind (a silent rank)
+            kind = ev.kind if ev is not None and ev.rank == r and ev.kind in FAULT_KINDS else d.failure_kind
+            out.append(self._alert("initiator", r, kind,
                                    d.summary, (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None)))
             self._alerted_init.add(r)
         if not new and self._last_key is not None and key != self._last_key:

@@ -358,3 +358,25 @@ def test_live_torchrun_hang_alert_before_pg_timeout(tmp_path: Path) -> None:
     assert still_running and faults.height == 0, "the job's own timeout fired first"
     assert alert.evidence and "attempt_0/3/" in alert.evidence or alert.evidence.startswith("launcher.log")
     assert "step 4" in alert.reason
+
+
+def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
+    """SIGINT to a real `rankscope watch` process: the verdict on the files as they are, exit status 130."""
+    import shutil
+    import sys
+
+    logs = tmp_path / "logs"
+    shutil.copytree(CASES / CRASH / "logs", logs)
+    p = subprocess.Popen([sys.executable, "-m", "correlator", "watch", str(logs), "--interval", "100ms", "-q"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()  # the first alert: the watcher is in its loop
+        assert "ALERT initiator: rank 1" in first
+        p.send_signal(signal.SIGINT)
+        rest, errs = p.communicate(timeout=120)  # a guard against a hung process, not a speed limit
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, errs
+    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError")
