@@ -63,7 +63,8 @@ from correlator.read import _ANSI_RE, _looks_binary, read_lines
 from correlator.schema import FAULT_KINDS, conform, empty_table
 from parsers import nccl, timestamps
 
-#: Row kinds that are routine at volume: reduced to the first 2 and last ``keep_last`` rows per group.
+#: Row kinds that are routine at volume: reduced to the first 2 and last ``keep_last`` rows per group
+#: (``log`` rows only when they are NCCL INFO chatter).
 ROUTINE_KINDS = frozenset({"nccl_coll", "collective_fingerprint", "step_progress", "log", "blank", "unparsed"})
 #: NCCL INFO lines kept whole: they map addresses to hosts and state topology (as in correlator.streaming).
 _NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
@@ -192,21 +193,25 @@ def _lines_frame(parts: list[tuple[int, Source, list[str], int]]) -> pl.DataFram
              "src_host", "pid", "src_attempt", "node_key", "layer")
 
 
-def _restart_line(rows: list[tuple[int, int, tuple]], floor: int) -> int:
+def _restart_line(rows: list[tuple[int, int, tuple]], floor: int, window: int = 256) -> int:
     """The first line of the next pass's parse for one file: a line before which every record is complete.
 
     ``rows``: (line, line_count, stream key) of the rows of the latest parse (lines >= ``floor``, sorted).
     Start at the earliest last-record of any stream (its record may continue); move back over any stream's
     last multi-line record before that point (its lines may run past it); then one more row back (the row
     before a record is context: the ``Root Cause`` header of a ChildFailedError block, a wrapped line).
+    A stream whose last record started more than ``window`` lines before the file's last row is taken as
+    finished (a rank that stopped writing to a shared launcher file must not pin the carry there).
     """
     if not rows:
         return floor
+    recent = rows[-1][0] - window
     starts: dict[tuple, list[int]] = {}
     counts: dict[int, int] = {}
     for ln, lc, key in rows:
         starts.setdefault(key, []).append(ln)
         counts[ln] = max(counts.get(ln, 0), lc)
+    starts = {k: v for k, v in starts.items() if v[-1] >= recent}
     cs = min(v[-1] for v in starts.values())
 
     def settle(cs: int) -> int:
@@ -215,7 +220,7 @@ def _restart_line(rows: list[tuple[int, int, tuple]], floor: int) -> int:
             moved = False
             for v in starts.values():
                 i = bisect.bisect_left(v, cs) - 1
-                if i >= 0 and counts.get(v[i], 1) > 1:
+                if i >= 0 and v[i] >= recent and counts.get(v[i], 1) > 1:
                     cs, moved = v[i], True
         return cs
 
@@ -506,7 +511,10 @@ class Watcher:
         kind = pl.col("kind")
         topo = (kind == "log") & (pl.col("layer") == "nccl") & (
             pl.col("world_size").is_not_null() | pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
-        routine = kind.is_in(list(ROUTINE_KINDS)) & ~topo.fill_null(False)
+        # as correlator.streaming: of ``log`` rows only NCCL INFO chatter is routine (an application's or
+        # launcher's own lines are few and can be evidence: a config line that differs on one rank)
+        log_kept = (kind == "log") & ((pl.col("layer") != "nccl") | topo).fill_null(True)
+        routine = kind.is_in(list(ROUTINE_KINDS)) & ~log_kept
         keys = ["wsrc", *[c for c in parsers.STREAM_KEYS if c in store.columns], "kind",
                 *[c for c in ("pg", "comm") if c in store.columns]]
         store = store.sort("wsrc", "line", maintain_order=True)
@@ -518,7 +526,9 @@ class Watcher:
     def _finish(self) -> None:
         """Store -> event table: communicators, timestamps, identity, inheritance, tee duplicates."""
         df = self.store
-        assert df is not None
+        if df is None or df.height == 0:
+            self.table, self.faults_by_kind = empty_table(), {}
+            return
         df = nccl.resolve_comms(df)  # COLL lines of a pass name comm pointers whose Init lines came earlier
         df = timestamps.build_ts(df, self._year, self.tz)
         df = identity.resolve(df)
