@@ -28,9 +28,12 @@ verdict: the normal ``ingest`` + ``diagnose`` on the files as they are, exactly 
 gives. The watcher's clock is injectable (``clock``, ``wallclock``) so tests drive passes deterministically.
 
 Known limits: a record split across passes is re-parsed whole only when its lines stay within the carry
-(4,096 lines); a last line without a newline is taken as complete after two quiet passes (a writer that
-later finishes it produces two rows); the rows of a file renamed by rotation keep the name it had when
-they were read.
+(at most 4,096 lines; a stream of a shared file that wrote nothing for 256 lines counts as finished); a
+per-file decision the parsers make from a file's share of prefixed lines (tee, srun labels) is made per
+pass; a last line without a newline is taken as complete after two quiet passes (a writer that later
+finishes it produces two rows); the rows of a file renamed by rotation keep the name it had when they were
+read; a job that ends cleanly at torchrun's default log level logs no exit line (``--until-exit`` then
+waits: stop it with Ctrl-C).
 """
 
 from __future__ import annotations
@@ -265,7 +268,7 @@ class _Exec:
                 self.warn(f"--exec failed: {e}")
 
     def close(self, wait_s: float | None = None) -> None:
-        """Let pending commands finish (at most ``wait_s``, default one timeout each... bounded by one timeout)."""
+        """Stop after the pending commands; wait for them at most ``wait_s`` (default: one ``--exec-timeout``)."""
         try:
             self.q.put_nowait(None)
         except queue.Full:

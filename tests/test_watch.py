@@ -294,7 +294,7 @@ def test_stall_rules_silent_rank_and_collective_straggler(tmp_path: Path) -> Non
     assert [a.rank for a in silent] == [2]
     assert silent[0].evidence == "rank2.log:4"
     assert 2 in w.behind
-    assert re.search(r'^rankscope_ranks_behind\{training_job="[^"]+"\} 1$', w.prometheus_text(), re.M)
+    assert re.search(r'^rankscope_ranks_behind\{training_job="[^"]+"\} 1$', w.prometheus_text(), re.MULTILINE)
 
 
 def test_parse_duration() -> None:
