@@ -392,3 +392,25 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
 def test_restart_line_ignores_a_stream_that_stopped_long_ago() -> None:
     rows = [(1, 1, ("quiet",))] + [(i, 1, ("busy",)) for i in range(2, 1000)]
     assert _restart_line(rows, 1) == 998  # the busy stream's last record, one context row before it
+
+
+def test_collective_every_rank_but_one_entered(tmp_path: Path) -> None:
+    """NCCL COLL lines (NCCL_DEBUG_SUBSYS=COLL): ranks 0-2 enter opCount 0xa, rank 3 stays at 0x9."""
+    w, now = _w(tmp_path)
+    comm_id = "0x7a1b2c3d4e5f6a7b"
+    for r in range(4):
+        pfx = f"node-a:{4000 + r}:{4000 + r} [{r}] NCCL INFO "
+        comm = f"0x55aa{r:08x}"
+        init = (f"{pfx}ncclCommInitRank comm {comm} rank {r} nranks 4 cudaDev {r} nvmlDev {r} busId 1{r}000 "
+                f"commId {comm_id} - Init COMPLETE")
+        last = 0x9 if r == 3 else 0xA
+        colls = [f"{pfx}AllReduce: opCount {s:x} sendbuff 0x7f0000 recvbuff 0x7f0000 count 1024 datatype 7 op 0 root 0 "
+                 f"comm {comm} [nranks=4] stream 0x55bb" for s in range(last + 1)]
+        (tmp_path / f"nccl.node-a.{4000 + r}.log").write_text("\n".join([init, *colls]) + "\n")
+    assert w.poll() == []
+    now[0] += 11  # nothing more is written for longer than --stall (10 s)
+    alerts = w.poll()
+    assert [(a.alert, a.rank) for a in alerts] == [("straggler", 3)]
+    assert "SeqNum 9" in alerts[0].reason and "entered SeqNum 10" in alerts[0].reason
+    assert alerts[0].evidence == "nccl.node-a.4003.log:11"
+    assert w.poll() == []  # once per episode
