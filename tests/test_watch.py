@@ -363,7 +363,7 @@ def test_live_torchrun_hang_alert_before_pg_timeout(tmp_path: Path) -> None:
                 job.wait()
     assert alert is not None, f"no alert on rank 3; alerts state: {w.status_line()}"
     assert still_running and faults.height == 0, "the job's own timeout fired first"
-    assert alert.evidence and "attempt_0/3/" in alert.evidence or alert.evidence.startswith("launcher.log")
+    assert alert.evidence is not None and ("attempt_0/3/" in alert.evidence or alert.evidence.startswith("launcher.log"))
     assert "step 4" in alert.reason
 
 
