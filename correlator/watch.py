@@ -72,8 +72,11 @@ ROUTINE_KINDS = frozenset({"nccl_coll", "collective_fingerprint", "step_progress
 #: NCCL INFO lines kept whole: they map addresses to hosts and state topology (as in correlator.streaming).
 _NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
 _SEQ_KINDS = ("nccl_coll", "collective_fingerprint")
-#: Most bytes read from one file in one pass (the rest is read by the next passes).
+#: Most bytes read from one file in one pass, and from all files in one pass (the rest is read by the next
+#: passes, which the CLI runs back to back while ``Watcher.backlog`` is true): bounded memory when a watcher
+#: starts on a directory that already holds gigabytes.
 MAX_READ_BYTES = 64 * 1024**2
+MAX_PASS_BYTES = 256 * 1024**2
 #: Most physical lines carried over to the next pass's parse per file.
 MAX_CARRY_LINES = 4096
 _HEAD_KEEP = 2
@@ -96,7 +99,8 @@ def parse_duration(text: str | float) -> float:
 class Alert:
     """One alert: a JSON line on stdout (``to_json``) or a readable line (``to_text``).
 
-    ``alert``: ``initiator`` (a fault no other rank explains yet) | ``verdict_changed`` | ``straggler`` (a
+    ``alert``: ``initiator`` (a fault no other rank explains yet) | ``verdict_changed`` (also: the first
+    fault when the verdict can name no initiating rank; ``rank`` is then null) | ``straggler`` (a
     collective every rank but a few entered, the rest silent for ``stall`` s) | ``silent`` (a rank that
     stopped advancing while others kept going for ``stall`` s) | ``stalled`` (every rank stopped for
     ``stall`` s; ``rank`` is the odd one out, or null when none stands out). ``kind`` is the rank's first
@@ -321,6 +325,9 @@ class Watcher:
         self.last_pass_cpu_s = 0.0
         #: CPU seconds of the last pass by stage: read, parse, table (store, identity), diagnose.
         self.timings: dict[str, float] = {}
+        #: True when the last pass left appended bytes unread (the per-pass read budget was spent).
+        self.backlog = False
+        self._budget = MAX_PASS_BYTES
 
     # ------------------------------------------------------------------ reading
     def _sources(self) -> list[Source]:
@@ -361,6 +368,9 @@ class Watcher:
     def _read_plain(self, t: _Tail, st: os.stat_result) -> list[str]:
         """New complete lines of a plain file (and flush a partial last line after two quiet passes)."""
         size = st.st_size
+        if self._budget <= 0 and size > t.offset:
+            self.backlog = True
+            return []
         if size < t.offset:
             self._warn(f"{t.seen_path}: truncated (size {size} < {t.offset} read); reading it again from the start")
             t.offset, t.partial, t.next_line, t.carry, t.carry_first, t.reset = 0, b"", 1, [], 1, True
@@ -373,7 +383,7 @@ class Watcher:
         try:
             with open(t.path or t.src.path, "rb") as fh:  # read-only, no lock
                 fh.seek(t.offset)
-                data = fh.read(min(size - t.offset, MAX_READ_BYTES))
+                data = fh.read(min(size - t.offset, MAX_READ_BYTES, self._budget))
         except OSError as e:
             self._warn(f"{t.src.rel}: cannot read ({e.strerror or e})")
             return []
@@ -385,6 +395,9 @@ class Watcher:
             return []
         t.offset += len(data)
         self.bytes_read += len(data)
+        self._budget -= len(data)
+        if t.offset < size:
+            self.backlog = True
         t.quiet = 0
         data = t.partial + data
         cut = data.rfind(b"\n")
@@ -422,6 +435,7 @@ class Watcher:
         cpu0 = time.process_time()
         self.passes += 1
         now = self.clock()
+        self._budget, self.backlog = MAX_PASS_BYTES, False
         sources = self._sources()
         plain: list[tuple[_Tail, list[str], int]] = []
         whole: list[pl.DataFrame] = []
@@ -460,7 +474,7 @@ class Watcher:
             alerts += self._diagnosis_alerts()
             self.timings["diagnose"] = time.process_time() - c
         alerts += self._progress_alerts(now, changed)
-        if self.exit_seen and not changed:
+        if self.exit_seen and not changed and not self.backlog:
             self._exited = True
         for a in alerts:
             self.alerts_by_type[a.alert] = self.alerts_by_type.get(a.alert, 0) + 1
@@ -593,7 +607,8 @@ class Watcher:
         out: list[Alert] = []
         if d.failure_kind == "none":
             return out
-        if len(d.initiating_ranks) * 2 > max(len(d.ranks_seen), 1):
+        n_init = len(d.initiating_ranks)
+        if n_init > 1 and n_init * 2 > len(set(d.ranks_seen) | set(d.initiating_ranks)):
             return out  # most of the job "initiating" (silent while two ranks failed): no fingerprint yet
         key = (d.failure_kind, tuple(d.initiating_ranks))
         new = [r for r in d.initiating_ranks if r not in self._alerted_init]
@@ -604,11 +619,12 @@ class Watcher:
             out.append(self._alert("initiator", r, kind,
                                    d.summary, (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None)))
             self._alerted_init.add(r)
-        if not new and self._last_key is not None and key != self._last_key:
+        if not new and key != self._last_key and (self._last_key is not None or not d.initiating_ranks):
             r0 = d.initiating_ranks[0] if d.initiating_ranks else None
             ev = d.evidence[0] if d.evidence else None
-            out.append(self._alert("verdict_changed", r0, d.failure_kind,
-                                   f"was {self._last_key[0]} (initiating {list(self._last_key[1])}); now {d.summary}",
+            was = (f"was {self._last_key[0]} (initiating {list(self._last_key[1])}); now " if self._last_key
+                   else "a fault, no initiating rank named yet: ")
+            out.append(self._alert("verdict_changed", r0, d.failure_kind, was + d.summary,
                                    (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None)))
         self._last_key = key
         return out
@@ -897,7 +913,8 @@ def register(app: Any) -> None:
                     break
                 if max_passes and w.passes >= max_passes:
                     break
-                time.sleep(max(0.0, every - (time.monotonic() - t0)))
+                if not w.backlog:  # catching up on a backlog: the next pass at once
+                    time.sleep(max(0.0, every - (time.monotonic() - t0)))
         except (KeyboardInterrupt, _Stop) as e:
             rc = e.code if isinstance(e, _Stop) else 130
             if not quiet:
@@ -928,4 +945,4 @@ class _Stop(Exception):
         self.code = code
 
 
-__all__ = ["MAX_READ_BYTES", "ROUTINE_KINDS", "Alert", "Watcher", "full_verdict", "parse_duration", "register"]
+__all__ = ["MAX_PASS_BYTES", "MAX_READ_BYTES", "ROUTINE_KINDS", "Alert", "Watcher", "full_verdict", "parse_duration", "register"]

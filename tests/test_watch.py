@@ -414,3 +414,25 @@ def test_collective_every_rank_but_one_entered(tmp_path: Path) -> None:
     assert "SeqNum 9" in alerts[0].reason and "entered SeqNum 10" in alerts[0].reason
     assert alerts[0].evidence == "nccl.node-a.4003.log:11"
     assert w.poll() == []  # once per episode
+
+
+def test_backlog_is_read_in_bounded_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import correlator.watch as watch
+
+    monkeypatch.setattr(watch, "MAX_PASS_BYTES", 200)
+    lines = [f"2026-11-30 00:19:{s:02d},000 INFO [trainer] rank=0 step={s} loss=1.0\n" for s in range(10)]
+    (tmp_path / "rank0.log").write_text("".join(lines))
+    (tmp_path / "rank1.log").write_text("".join(ln.replace("rank=0", "rank=1") for ln in lines))
+    w, _ = _w(tmp_path)
+    passes = 0
+    while True:
+        w.poll()
+        passes += 1
+        assert w.bytes_read <= passes * 200
+        if not w.backlog:
+            break
+    assert passes > 3
+    assert w.lines_read == 20
+    t = w.table.filter(pl.col("kind") == "step_progress")
+    # every line was read once; the reduced store keeps the first 2 and last 4 progress rows per file
+    assert sorted(t.filter(pl.col("rank") == 1)["step"].to_list()) == [0, 1, 6, 7, 8, 9]
