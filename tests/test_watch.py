@@ -374,7 +374,7 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
 
     logs = tmp_path / "logs"
     shutil.copytree(CASES / CRASH / "logs", logs)
-    p = subprocess.Popen([sys.executable, "-m", "correlator", "watch", str(logs), "--interval", "100ms", "-q"],
+    p = subprocess.Popen([sys.executable, "-m", "correlator", "watch", str(logs), "--interval", "100ms"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = p.stdout.readline()  # the first alert: the watcher is in its loop
@@ -386,7 +386,7 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
             p.kill()
             p.wait()
     assert p.returncode == 130, errs
-    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError")
+    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError"), (rest[-500:], errs[-2000:])
 
 
 def test_restart_line_ignores_a_stream_that_stopped_long_ago() -> None:
