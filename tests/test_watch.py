@@ -417,7 +417,7 @@ def test_collective_every_rank_but_one_entered(tmp_path: Path) -> None:
 
 
 def test_backlog_is_read_in_bounded_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import correlator.watch as watch
+    from correlator import watch
 
     monkeypatch.setattr(watch, "MAX_PASS_BYTES", 200)
     lines = [f"2026-11-30 00:19:{s:02d},000 INFO [trainer] rank=0 step={s} loss=1.0\n" for s in range(10)]
