@@ -376,17 +376,33 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
     shutil.copytree(CASES / CRASH / "logs", logs)
     p = subprocess.Popen([sys.executable, "-m", "correlator", "watch", str(logs), "--interval", "100ms"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: queue.Queue[str | None] = queue.Queue()
+    err: list[str] = []
+
+    def pump() -> None:  # one reader per pipe (readline + communicate would lose read-ahead data)
+        for line in p.stdout:
+            out.put(line)
+        out.put(None)
+
+    threads = [threading.Thread(target=pump, daemon=True),
+               threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)]
+    for t in threads:
+        t.start()
     try:
-        first = p.stdout.readline()  # the first alert: the watcher is in its loop
-        assert "ALERT initiator: rank 1" in first
+        first = out.get(timeout=120)  # the first alert: the watcher is in its loop (a guard, not a speed limit)
+        assert first is not None and "ALERT initiator: rank 1" in first, "".join(err)
         p.send_signal(signal.SIGINT)
-        rest, errs = p.communicate(timeout=120)  # a guard against a hung process, not a speed limit
+        p.wait(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert p.returncode == 130, errs
-    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError"), (rest[-500:], errs[-2000:])
+    for t in threads:
+        t.join(timeout=60)
+    rest = "".join(iter(lambda: out.get(timeout=10) or "", ""))
+    assert p.returncode == 130, "".join(err)
+    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError"), (rest[-500:], "".join(err)[-2000:])
+    assert "interrupted; verdict so far" in "".join(err)
 
 
 def test_restart_line_ignores_a_stream_that_stopped_long_ago() -> None:
