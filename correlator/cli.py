@@ -483,7 +483,7 @@ def eval_cmd(
 
 
 #: Feature modules that add their own commands with ``register(app)``.
-_COMMAND_MODULES = ("correlator.plot", "correlator.redact", "correlator.signatures")
+_COMMAND_MODULES = ("correlator.plot", "correlator.redact", "correlator.signatures", "correlator.watch")
 
 
 def _register_plugins() -> None:
