@@ -178,6 +178,14 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
             what = r["exc_type"] or r["kind"].replace("_", " ")
             return (f"No rank could be named: the logs show {what} at {r['path']}:{r['line']}, on a line that names "
                     f"no rank (failure kind {kind}).")
+        focus = G.graph.get("focus") or {}
+        faulty = sorted(r for r in G.nodes if G.nodes[r].get("first_fault_kind"))
+        if faulty:
+            where = f" in {focus.get('op') or 'a collective'}" + (f" SeqNum {focus['seq']}" if focus.get("seq") is not None else "")
+            cands = focus.get("candidates") or []
+            tail = (f"; the rank they waited for is not in these logs (candidates: ranks {_ranges(cands)})" if cands
+                    else "; no rank in these logs explains them")
+            return f"Ranks {_ranges(faulty)} failed{where if focus else ''}{tail}."
         return f"Failure of kind {kind}, but no rank could be named as its origin."
 
     def who(r: int) -> str:

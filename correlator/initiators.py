@@ -457,7 +457,14 @@ def find(e: Evidence) -> Finding:
     if e.f.filter(pl.col("kind").is_in(["launcher_error", "store_error", "job_cancelled"])).height:
         return Finding([], "launcher", "launcher_error")
     if e.fr.height:
-        return Finding([], "", "unknown", reasons=["ranks report faults but none explains the others"])
+        found = Finding([], "", "unknown", reasons=["ranks report faults but none explains the others"])
+        waited = e.effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort("tc", "event_id")
+        if waited.height:
+            w = waited.row(0, named=True)
+            found.focus = {"pg": w["pg"] or "0", "seq": w["seq"], "op": w["op"]}
+        if e.absent or e.missing:
+            found.focus["candidates"] = e.absent or e.missing
+        return found
     return unattributed(e) or Finding([], "", "none")
 
 
