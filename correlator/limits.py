@@ -8,9 +8,9 @@ past any real world size); these bounds keep memory and time finite and are alwa
 limit                          environment variable        default
 =============================  ==========================  ==========================================
 bytes read per file            ``RANKSCOPE_MAX_FILE_MB``   1024 MiB (after decompression)
-compression ratio              ``RANKSCOPE_MAX_RATIO``     1000 : 1 (checked past 64 MiB of output)
+compression ratio              ``RANKSCOPE_MAX_RATIO``     1000 : 1 (checked past 1 MiB of output)
 line length                    ``RANKSCOPE_MAX_LINE_KB``   1024 KiB (longer lines kept truncated)
-lines per file                 ``RANKSCOPE_MAX_LINES``     20,000,000
+lines per file                 ``RANKSCOPE_MAX_LINES``     5,000,000
 rank / world size              ``RANKSCOPE_MAX_WORLD``     262,144 (2^18; larger values become null)
 follow symlinks out of DIR     ``RANKSCOPE_FOLLOW_SYMLINKS`` off (``--follow-symlinks`` sets it)
 =============================  ==========================  ==========================================
@@ -51,9 +51,9 @@ class Limits:
         return cls(
             max_file_bytes=_env_int("RANKSCOPE_MAX_FILE_MB", 1024) * 1024 * 1024,
             max_ratio=_env_int("RANKSCOPE_MAX_RATIO", 1000),
-            ratio_floor_bytes=_env_int("RANKSCOPE_RATIO_FLOOR_MB", 64) * 1024 * 1024,
+            ratio_floor_bytes=_env_int("RANKSCOPE_RATIO_FLOOR_MB", 1) * 1024 * 1024,
             max_line_bytes=_env_int("RANKSCOPE_MAX_LINE_KB", 1024) * 1024,
-            max_lines=_env_int("RANKSCOPE_MAX_LINES", 20_000_000),
+            max_lines=_env_int("RANKSCOPE_MAX_LINES", 5_000_000),
             max_world=_env_int("RANKSCOPE_MAX_WORLD", 1 << 18),
             follow_symlinks=os.environ.get("RANKSCOPE_FOLLOW_SYMLINKS", "").strip().lower() in ("1", "true", "yes", "on"),
         )

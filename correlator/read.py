@@ -434,7 +434,7 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
         return ReadResult(_empty(), skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
     if bad:
         warnings.append(f"{rel}: {bad} invalid UTF-8 sequences replaced by U+FFFD")
-    if "\n" not in text and text.count("\r") > 1 and _cr_only(text):
+    if "\n" not in text and _cr_only(text):
         text = text.replace("\r", "\n")
         warnings.append(f"{rel}: CR-only line endings; split into lines at CR")
     if text.endswith("\n"):
@@ -478,13 +478,9 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
 
 
 def _cr_only(text: str) -> bool:
-    """A file with CRs and no LF: old Mac line ends, unless it is one progress bar redrawing itself."""
-    segs = [x for x in text.split("\r")[:50] if x]
-    if len(segs) < 2:
-        return False
-    # Progress bars repeat one prefix; log lines do not.
-    prefixes = {x[:6] for x in segs}
-    return len(prefixes) > len(segs) // 3
+    """A file with CRs and no LF at all: old Mac line ends (a progress bar alone, redrawing itself, ends
+    with a newline when its process exits; a file cut before that is read as lines too, none is lost)."""
+    return "\r" in text.rstrip("\r")
 
 
 __all__ = ["ReadResult", "read_lines", "skip_entry"]
