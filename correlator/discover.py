@@ -16,9 +16,12 @@ Path layouts recognized:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -259,13 +262,32 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
     return files, warnings
 
 
+_FOLLOW: contextvars.ContextVar[bool | None] = contextvars.ContextVar("rankscope_follow_symlinks", default=None)
+
+
+@contextlib.contextmanager
+def following_symlinks() -> Iterator[None]:
+    """Within this block, discovery follows symlinks out of the root (for a tree of links that the caller
+    built to files it already discovered, e.g. the streaming batches)."""
+    token = _FOLLOW.set(True)
+    try:
+        yield
+    finally:
+        _FOLLOW.reset(token)
+
+
+def _follow_default() -> bool:
+    v = _FOLLOW.get()
+    return limits.current().follow_symlinks if v is None else v
+
+
 def input_size(root: str | os.PathLike[str], follow_symlinks: bool | None = None) -> int:
     """Total bytes of the files :func:`discover` would read under ``root`` (each real file once)."""
     p = Path(root)
     try:
         if not p.is_dir():
             return p.stat().st_size if p.is_file() else 0
-        follow = limits.current().follow_symlinks if follow_symlinks is None else follow_symlinks
+        follow = _follow_default() if follow_symlinks is None else follow_symlinks
         return sum(size for _, size in _walk(p, follow)[0])
     except (OSError, DiscoveryError):
         return 0
@@ -286,7 +308,7 @@ def discover(root: str | os.PathLike[str], follow_symlinks: bool | None = None) 
         return [classify(rootp, rootp.parent)], []
     if not rootp.is_dir():
         raise DiscoveryError(f"{printable(str(root))}: not a regular file or directory (a FIFO, socket or device cannot be read)")
-    follow = limits.current().follow_symlinks if follow_symlinks is None else follow_symlinks
+    follow = _follow_default() if follow_symlinks is None else follow_symlinks
     files, warnings = _walk(rootp, follow)
     if not files:
         raise DiscoveryError(f"{printable(str(root))}: no log files found (empty directory)"

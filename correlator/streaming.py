@@ -38,7 +38,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from correlator.discover import DiscoveryError, Source, discover
+from correlator.discover import DiscoveryError, Source, discover, following_symlinks, input_size
 from correlator.ingest import ingest
 from correlator.schema import EVENT_SCHEMA, conform, empty_table
 
@@ -56,17 +56,7 @@ _NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using networ
 
 def input_bytes(root: str | os.PathLike[str]) -> int:
     """Total size of the files under ``root`` (to decide whether to stream)."""
-    p = Path(root)
-    if p.is_file():
-        return p.stat().st_size
-    total = 0
-    for dirpath, _dirs, files in os.walk(p, followlinks=True):
-        for fn in files:
-            try:
-                total += os.path.getsize(os.path.join(dirpath, fn))
-            except OSError:
-                pass
-    return total
+    return input_size(root)  # each real file once, no symlink out of root (a link to "." must not fan out)
 
 
 def should_stream(root: str | os.PathLike[str], threshold: int = STREAMING_THRESHOLD_BYTES) -> bool:
@@ -182,7 +172,8 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
                base: str) -> _BatchOut:
     target = Path(single_file) if single_file else _shadow(batch, Path(tmp))
     try:
-        res = ingest(target, tz=tz)
+        with following_symlinks():  # the shadow's links point at files discovery already vetted
+            res = ingest(target, tz=tz)
     except DiscoveryError as e:  # a batch of only empty/binary files
         return _BatchOut(None, None, warnings=[str(e).replace(str(target), base)])
     finally:
