@@ -181,6 +181,13 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _is_link(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_symlink()
+    except OSError:
+        return False
+
+
 def _inside(path: str, root_real: str) -> bool:
     return path == root_real or path.startswith(root_real.rstrip(os.sep) + os.sep)
 
@@ -211,7 +218,7 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
         d = stack.pop()
         try:
             with os.scandir(d) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=lambda e: (_is_link(e), e.name))  # a file before a link to it
         except OSError as e:
             warnings.append(f"{rel_of(d)}: skipped directory ({e.strerror or e})")
             continue

@@ -106,13 +106,14 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _raw_chunks(fd: int, size: int, plain: bool, rel: str, warnings: list[str], info: dict[str, int]) -> Iterator[bytes]:
+def _raw_chunks(fd: int, size: int, plain: bool, rel: str, warnings: list[str], info: dict[str, int],
+                chunk_size: int = _CHUNK) -> Iterator[bytes]:
     """The bytes of ``fd`` up to ``size`` (its size when opened) in chunks; sparse holes of plain files are
     skipped with SEEK_DATA (counted in ``info['holes']``)."""
     pos = 0
     while pos < size:
         try:
-            chunk = os.read(fd, min(_CHUNK, size - pos))
+            chunk = os.read(fd, min(chunk_size, size - pos))
         except BlockingIOError:
             chunk = b""
         if not chunk:
@@ -120,7 +121,7 @@ def _raw_chunks(fd: int, size: int, plain: bool, rel: str, warnings: list[str], 
             info["shrank"] = 1
             return
         pos += len(chunk)
-        if plain and len(chunk) == _CHUNK and not chunk.strip(b"\x00") and hasattr(os, "SEEK_DATA"):
+        if plain and len(chunk) == chunk_size and not chunk.strip(b"\x00") and hasattr(os, "SEEK_DATA"):
             info["holes"] += len(chunk)
             try:
                 nxt = os.lseek(fd, pos, os.SEEK_DATA)
@@ -156,7 +157,7 @@ def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limit
     Damage keeps what came out before it; the size and ratio caps stop with a warning and a ``skipped``
     entry for the compressed bytes not read."""
     out: list[bytes] = []
-    total = consumed = 0
+    total = consumed = used = 0  # consumed: compressed bytes read; used: bytes the decompressor took
     magic = next(m for m, k in _MAGIC if k == kind)
     d = _decompressor(kind)
     pending = b""
@@ -169,20 +170,33 @@ def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limit
                 break
             pending = nxt
             consumed += len(nxt)
+        backup = d.copy() if kind == "gzip" else None
         try:
             piece = d.decompress(pending, _CHUNK)
         except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as e:
+            if backup is not None:  # salvage what decompresses before the damage, 1 KiB of input at a time
+                for i in range(0, len(pending), 1024):
+                    try:
+                        piece = backup.decompress(pending[i:i + 1024], lim.max_file_bytes - total + 1)
+                    except zlib.error:
+                        break
+                    out.append(piece)
+                    total += len(piece)
+                    if total > lim.max_file_bytes:
+                        break
             warnings.append(f"{rel}: damaged {kind} data ({e}); kept the {total} bytes that decompressed before the damage")
             skipped.append(skip_entry(rel, max(size - consumed, 0) or None, None, f"damaged {kind} data"))
             return b"".join(out)
+        before = len(pending)
         pending = d.unconsumed_tail if kind == "gzip" else b""
+        used += before - len(pending) - (len(d.unused_data) if d.eof else 0)
         if piece:
             out.append(piece)
             total += len(piece)
         stop = ""
         if total > lim.max_file_bytes:
             stop = f"decompressed size cap reached ({lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB)"
-        elif total > lim.ratio_floor_bytes and total > lim.max_ratio * max(consumed, 1):
+        elif total > lim.ratio_floor_bytes and total > lim.max_ratio * max(used, 1):
             stop = f"compression ratio above {lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO)"
         if stop:
             warnings.append(f"{rel}: stopped reading, {stop}; kept the first {total} decompressed bytes")
@@ -344,8 +358,9 @@ def read_lines(path: Path, rel: str) -> ReadResult:
             if kind == "zstd":
                 data = _decompress_zstd(path, rel, lim, warnings, skipped, size)
             elif kind:
-                data = _decompress(_raw_chunks(fd, size, False, rel, warnings, info), kind, rel, lim, warnings,
-                                   skipped, size)
+                # bzip2/xz buffer their input: feed them small pieces so that the ratio is measured closely.
+                raw = _raw_chunks(fd, size, False, rel, warnings, info, 64 * 1024 if kind == "gzip" else 4096)
+                data = _decompress(raw, kind, rel, lim, warnings, skipped, size)
             else:
                 data = _read_plain(fd, size, rel, lim, warnings, skipped, info)
         except OSError as e:
@@ -443,6 +458,7 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
         warnings.append(f"{rel}: last line has no newline (truncated write?); kept as is")
     split = text.split("\n")
     n = len(split)
+    bin_lines = skipped_lines
     if n > lim.max_lines:
         extra = n - lim.max_lines
         warnings.append(f"{rel}: {extra} lines past the line cap ({lim.max_lines} lines per file; raise "
@@ -474,7 +490,7 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
             warnings.append(f"{rel}: {n_long} line(s) longer than {cap} bytes kept truncated (longest {longest} "
                             "bytes; raise RANKSCOPE_MAX_LINE_KB)")
             skipped.append(skip_entry(rel, dropped, 0, "line truncated"))
-    return ReadResult(s, n + skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
+    return ReadResult(s, n + bin_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
 
 
 def _cr_only(text: str) -> bool:
