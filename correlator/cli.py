@@ -265,9 +265,14 @@ def _skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, objec
 
 def _with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
     """The diagnosis JSON with the ``skipped`` list (what was not read: path, bytes, lines, reason)."""
-    data = json.loads(doc)
-    data["skipped"] = skipped
-    return json.dumps(data, indent=2, default=str)
+    body = doc.rstrip()
+    sk = json.dumps(skipped, indent=2, default=str).replace("\n", "\n  ")
+    if not body.endswith("}") or body.replace(" ", "").replace("\n", "") == "{}":
+        data = json.loads(doc)
+        data["skipped"] = skipped
+        return json.dumps(data, indent=2, default=str)
+    # Appended as text: a world of 10^5 ranks makes a large document, not worth parsing twice.
+    return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
 
 
 def _atomic_write(output: Path, write: object) -> None:
