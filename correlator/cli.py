@@ -284,10 +284,14 @@ def _atomic_write(output: Path, write: object) -> None:
     parent = output.parent if str(output.parent) else Path(".")
     if output.is_dir():
         raise UsageError(f"{output}: is a directory; give a file name")
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=parent)
+    # The temporary name keeps the extension: writers that pick the format from it still do.
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.tmp-", suffix=output.suffix, dir=parent)
     os.close(fd)
     try:
         write(tmp)  # type: ignore[operator]
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; the output gets the usual mode
         os.replace(tmp, output)
     except BaseException:
         try:
@@ -475,7 +479,8 @@ def timeline(
             from correlator.diagnose import diagnose as run_diagnose
             from correlator.perfetto import write_trace
 
-            write_trace(t, run_diagnose(t), output)
+            d = run_diagnose(t)
+            _atomic_write(output, lambda tmp: write_trace(t, d, Path(tmp)))
         elif format == TableFormat.parquet:
             _atomic_write(output, t.write_parquet)
         elif format == TableFormat.jsonl:
@@ -575,7 +580,9 @@ def graph(
     _check_attempt(res, attempt)
     G = build_graph(res.table, attempt)
     try:
-        fmt = write_graph(G, output)
+        fmts: list[str] = []
+        _atomic_write(output, lambda tmp: fmts.append(write_graph(G, Path(tmp))))
+        fmt = fmts[0]
     except OSError as e:
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")
     if not quiet:

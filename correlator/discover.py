@@ -220,7 +220,8 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
             with os.scandir(d) as it:
                 entries = sorted(it, key=lambda e: (_is_link(e), e.name))  # a file before a link to it
         except OSError as e:
-            warnings.append(f"{rel_of(d)}: skipped directory ({e.strerror or e})")
+            warnings.append(_note(f"{rel_of(d)}: skipped directory ({e.strerror or e})", rel_of(d), None,
+                                  "unreadable directory"))
             continue
         subdirs: list[str] = []
         for e in entries:
@@ -245,7 +246,7 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
                 try:
                     st = e.stat(follow_symlinks=False)
                 except OSError as err:
-                    warnings.append(f"{rel}: skipped ({err.strerror or err})")
+                    warnings.append(_note(f"{rel}: skipped ({err.strerror or err})", rel, None, "cannot read"))
                     continue
             key = (st.st_dev, st.st_ino)
             if stat.S_ISDIR(st.st_mode):

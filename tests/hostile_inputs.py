@@ -51,7 +51,7 @@ def _text(n: int, rank: int = 1) -> bytes:
 
 
 def gz_damaged_mid(root: Path) -> int | None:
-    n = base(root)
+    base(root)
     text = _text(20000, 0)
     gz = bytearray(gzip.compress(text))
     mid = len(gz) // 2
@@ -238,22 +238,21 @@ def fifo(root: Path) -> int:
 
 
 def deep_and_long_path(root: Path) -> int:
+    """A folder chain deeper than PATH_MAX (made with dir fds): it is skipped with a warning, the rest read."""
     n = base(root)
-    d = root
-    for _ in range(40):
-        d = d / ("d" * 100)
-        try:
-            d.mkdir()
-        except OSError:
-            break
+    fd = os.open(root, os.O_RDONLY)
     try:
-        fd = os.open(d / "deep.log", os.O_WRONLY | os.O_CREAT)
-        os.write(fd, b"[rank0]: deep\n")
+        for _ in range(50):  # 50 x 101 bytes > 4096
+            os.mkdir("d" * 100, dir_fd=fd)
+            nxt = os.open("d" * 100, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        f = os.open("rank0.log", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(f, b"[rank0]: deep\n")
+        os.close(f)
+    finally:
         os.close(fd)
-        n += 1
-    except OSError:
-        pass
-    return n
+    return n  # the deep file cannot be opened by path: not read (a warning), never a refusal
 
 
 def parquet_plot_in_dir(root: Path) -> int:

@@ -27,8 +27,8 @@ CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 #: kind -> (line as a tool or a shell prints it, strings that must not survive)
 KINDS: dict[str, tuple[str, list[str]]] = {
     "nccl_host_prefix": ("trn-node-12:4242:4300 [0] NCCL INFO Init COMPLETE", ["trn-node-12"]),
-    "nccl_init_host": ("trn-node-12:4242:4300 [0] NCCL INFO ncclCommInitRank comm 0x55d0c3a4e2b0 rank 0 nranks 4 "
-                       "cudaDev 0 busId 1000 commId 0x1 - Init COMPLETE", ["trn-node-12"]),
+    "nccl_init_host": (("trn-node-12:4242:4300 [0] NCCL INFO ncclCommInitRank comm 0x55d0c3a4e2b0 rank 0 nranks 4 "
+                        "cudaDev 0 busId 1000 commId 0x1 - Init COMPLETE"), ["trn-node-12"]),
     "fqdn": ("connecting to gpu17.cluster.acme-corp.com:29500", ["gpu17", "acme-corp"]),
     "ipv4": ("Bootstrap : Using eth0:10.44.3.21<0>", ["10.44.3.21"]),
     "ipv6_full": ("peer 2001:0db8:85a3:0000:0000:8a2e:0370:7334 closed", ["2001:0db8:85a3:0000:0000:8a2e:0370:7334",

@@ -22,7 +22,6 @@ import resource
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
