@@ -656,7 +656,23 @@ def _global_flags() -> None:
 
     if "--follow-symlinks" in sys.argv[1:]:
         sys.argv = [a for a in sys.argv if a != "--follow-symlinks"]
+        _SAVED_ENV["RANKSCOPE_FOLLOW_SYMLINKS"] = os.environ.get("RANKSCOPE_FOLLOW_SYMLINKS")
         os.environ["RANKSCOPE_FOLLOW_SYMLINKS"] = "1"
+
+
+_SAVED_ENV: dict[str, str | None] = {}
+
+
+def _restore_flags() -> None:
+    """Undo :func:`_global_flags` (main() may run several times in one process: tests, notebooks)."""
+    import os
+
+    for k, v in _SAVED_ENV.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    _SAVED_ENV.clear()
 
 
 def main() -> None:
@@ -714,6 +730,8 @@ def main() -> None:
         err.print(f"[red]error:[/] the table engine failed on this input ({_safe(str(e)[:300])}); the input is "
                   "malformed in a way rankscope does not catch yet — please report it", highlight=False)
         sys.exit(2)
+    finally:
+        _restore_flags()
 
 
 if __name__ == "__main__":

@@ -308,7 +308,8 @@ def _utf16(data: bytes) -> str | None:
     return None
 
 
-def _sniff(head: bytes, name: str) -> str | None:
+def _sniff(head: bytes) -> str | None:
+    """The compression named by the magic bytes at the head of a file, or None."""
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
@@ -344,12 +345,12 @@ def read_lines(path: Path, rel: str) -> ReadResult:
             head = os.pread(fd, 6, 0) if size else b""
         except OSError as e:
             return _skipped(rel, f"cannot read ({e.strerror or e})", size, warnings)
-        kind = _sniff(head, path.name)
+        kind = _sniff(head)
         suffix_kind = _SUFFIX.get(Path(path.name).suffix.lower())
         if suffix_kind and kind != suffix_kind and size:
             if kind is None:
-                warnings.append(f"{rel}: named {Path(path.name).suffix} but not {suffix_kind}-compressed "
-                                f"(not gzip); read as plain text")
+                warnings.append(f"{rel}: named {Path(path.name).suffix} but not {suffix_kind}-compressed; "
+                                "read as plain text")
             else:
                 warnings.append(f"{rel}: named {Path(path.name).suffix} but {kind}-compressed; decompressed as {kind}")
         elif kind and not suffix_kind:
@@ -376,9 +377,7 @@ def _read_plain(fd: int, size: int, rel: str, lim: _limits.Limits, warnings: lis
                 skipped: list[dict[str, object]], info: dict[str, int]) -> bytes:
     out: list[bytes] = []
     total = 0
-    consumed = 0
     for chunk in _raw_chunks(fd, size, True, rel, warnings, info):
-        consumed += len(chunk)
         out.append(chunk)
         total += len(chunk)
         if total > lim.max_file_bytes:

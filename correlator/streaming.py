@@ -38,7 +38,14 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from correlator.discover import DiscoveryError, Source, discover, following_symlinks, input_size
+from correlator.discover import (
+    DiscoveryError,
+    Source,
+    discover,
+    following_symlinks,
+    input_size,
+    skipped_entries,
+)
 from correlator.ingest import ingest
 from correlator.schema import EVENT_SCHEMA, conform, empty_table
 
@@ -149,6 +156,7 @@ class _BatchOut:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     maxrss_kib: int = 0
+    skipped_list: list[dict[str, object]] = field(default_factory=list)
 
 
 def _compact(df: pl.DataFrame) -> pl.DataFrame:
@@ -182,7 +190,7 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
     t = res.table
     return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), res.lines_read, res.skipped_lines,
                      dict(getattr(res, "skipped_by_reason", None) or {}), list(res.warnings),
-                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, list(getattr(res, "skipped", [])))
 
 
 def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[str] | None,
@@ -213,6 +221,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
     skipped_by_reason: dict[str, int] = {}
     reduced: list[pl.DataFrame] = []
     warnings: list[str] = list(disc_warnings)
+    skipped_list = skipped_entries(disc_warnings)
     lines_read = skipped = rows = unparsed = 0
     peak_rss = 0
     writer: pq.ParquetWriter | None = None
@@ -237,6 +246,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
                 event_offset += t.height
                 lines_read += out.lines_read
                 skipped += out.skipped
+                skipped_list.extend(out.skipped_list)
                 rows += t.height
                 for k, v in out.skipped_by_reason.items():
                     skipped_by_reason[k] = skipped_by_reason.get(k, 0) + v
@@ -269,6 +279,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
         "lines_read": lines_read,
         "lines_skipped": skipped,
         "skipped_by_reason": skipped_by_reason,
+        "skipped": skipped_list,
         "rows": rows,
         "ranks": sorted(ranks),
         "hosts": sorted(hosts),
