@@ -448,6 +448,8 @@ def timeline(
     if (by or _want_streaming(directory, streaming)) and format != TableFormat.parquet:
         raise UsageError("--partition-by and --streaming write parquet only")
     if _want_streaming(directory, streaming):
+        if directory.exists():
+            _check_output(directory, output)
         if redact:
             raise UsageError("--redact needs the whole table: use --no-streaming, or `rankscope redact` first")
         try:

@@ -8,7 +8,7 @@ past any real world size); these bounds keep memory and time finite and are alwa
 limit                          environment variable        default
 =============================  ==========================  ==========================================
 bytes read per file            ``RANKSCOPE_MAX_FILE_MB``   1024 MiB (after decompression)
-compression ratio              ``RANKSCOPE_MAX_RATIO``     1000 : 1 (checked past 1 MiB of output)
+compression ratio              ``RANKSCOPE_MAX_RATIO``     500 : 1  (checked past 256 KiB of output)
 line length                    ``RANKSCOPE_MAX_LINE_KB``   1024 KiB (longer lines kept truncated)
 lines per file                 ``RANKSCOPE_MAX_LINES``     5,000,000
 rank / world size              ``RANKSCOPE_MAX_WORLD``     262,144 (2^18; larger values become null)
@@ -50,8 +50,8 @@ class Limits:
         """The defaults, each raised (or lowered) by its environment variable."""
         return cls(
             max_file_bytes=_env_int("RANKSCOPE_MAX_FILE_MB", 1024) * 1024 * 1024,
-            max_ratio=_env_int("RANKSCOPE_MAX_RATIO", 1000),
-            ratio_floor_bytes=_env_int("RANKSCOPE_RATIO_FLOOR_MB", 1) * 1024 * 1024,
+            max_ratio=_env_int("RANKSCOPE_MAX_RATIO", 500),
+            ratio_floor_bytes=_env_int("RANKSCOPE_RATIO_FLOOR_KB", 256) * 1024,
             max_line_bytes=_env_int("RANKSCOPE_MAX_LINE_KB", 1024) * 1024,
             max_lines=_env_int("RANKSCOPE_MAX_LINES", 5_000_000),
             max_world=_env_int("RANKSCOPE_MAX_WORLD", 1 << 18),

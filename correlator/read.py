@@ -46,6 +46,7 @@ _CTRL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
 _BINARY_MIN = 64
 _REGION = 64 * 1024
 _CHUNK = 1 << 20
+_DSTEP = 256 * 1024  # output per decompression step: caps are checked this often
 _NUL_RUN = re.compile(rb"\x00{16,}")
 
 _MAGIC = (
@@ -172,7 +173,7 @@ def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limit
             consumed += len(nxt)
         backup = d.copy() if kind == "gzip" else None
         try:
-            piece = d.decompress(pending, _CHUNK)
+            piece = d.decompress(pending, _DSTEP)
         except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as e:
             if backup is not None:  # salvage what decompresses before the damage, 1 KiB of input at a time
                 for i in range(0, len(pending), 1024):
@@ -200,7 +201,7 @@ def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limit
             stop = f"compression ratio above {lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO)"
         if stop:
             warnings.append(f"{rel}: stopped reading, {stop}; kept the first {total} decompressed bytes")
-            skipped.append(skip_entry(rel, max(size - consumed, 0), None, stop.split(" (")[0]))
+            skipped.append(skip_entry(rel, max(size - used, 0), None, stop.split(" (")[0]))
             return b"".join(out)
         if d.eof:
             tail = d.unused_data
