@@ -404,9 +404,14 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
     skipped_lines = 0
     reason: str | None = None
     enc = _utf16(data) if data else None
+    only_nul = False
     if enc:
-        text = data.decode(enc, errors="replace")
-        text = text.lstrip("\ufeff")
+        text = data.decode(enc, errors="replace").lstrip("\ufeff")
+        sample = text[:4096]
+        ascii_ish = sum(1 for c in sample if " " <= c < "\x7f" or c in "\t\n\r")
+        if not sample or "\ufffd" in sample or ascii_ish < 0.9 * len(sample):
+            enc = None  # a BOM-like start on bytes that are not UTF-16 text: read as bytes
+    if enc:
         warnings.append(f"{rel}: UTF-16 text ({enc}); decoded")
         data = b""
         bad = 0
@@ -439,13 +444,14 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
             warnings.append(f"{rel}: skipped {len(bin_regions)} binary region(s) ({nbytes} bytes, {n_bin} lines); "
                             "the text around them is kept (line numbers after them count kept lines)")
             skipped.append(skip_entry(rel, nbytes, n_bin, "binary content"))
+        only_nul = bool(data) and not data.strip(b"\x00")
         if b"\x00" in data:
             nul = data.count(b"\x00")
             warnings.append(f"{rel}: {nul} NUL bytes dropped")
             data = data.replace(b"\x00", b"")
         text = data.decode("utf-8", errors="replace")
         bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd") if "\ufffd" in text else 0
-    if not text:
+    if not text and not (not enc and only_nul):  # a file of only NULs is one (empty) line, still counted
         return ReadResult(_empty(), skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
     if bad:
         warnings.append(f"{rel}: {bad} invalid UTF-8 sequences replaced by U+FFFD")

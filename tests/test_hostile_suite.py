@@ -129,9 +129,10 @@ def _bytes_of(lines: list[bytes], enc: str, end: str) -> tuple[bytes, int]:
                  if b"\x00" not in ln and not any(b < 9 for b in ln)]
     sep = b"\r\n" if end == "\r\n" else b"\n"
     body = sep.join(lines) + (sep if lines and end != "none" else b"")
-    if enc == "utf16":
+    n = body.count(b"\n") + (0 if body.endswith(b"\n") or not body else 1)  # physical lines, by definition
+    if enc == "utf16" and body:  # (a BOM alone is not generated: as bytes it is one line of U+FFFD)
         body = body.decode("ascii").encode("utf-16")
-    return body, len(lines)
+    return body, n
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
