@@ -70,11 +70,53 @@ RedactOpt = Annotated[bool, typer.Option("--redact", help="Replace host names, I
                                          "pseudonyms (host-1, ip-3, user-1) in everything written.")]
 
 
+def _safe(text: object) -> str:
+    """``text`` with C0/C1 control characters escaped (``\\x1b``), then rich-markup escaped: nothing
+    printed from a file name, a log line or an error can drive the terminal."""
+    s = str(text)
+    if _CTRL_RE.search(s):
+        s = _CTRL_RE.sub(lambda m: f"\\x{ord(m.group(0)):02x}", s)
+    return escape(s)
+
+
+_CTRL_RE = __import__("re").compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _check_output(directory: Path, output: Path | None) -> None:
+    """Refuse an output path inside the input (it would be read back as logs next time), equal to it,
+    or a folder that holds the input."""
+    if output is None:
+        return
+    try:
+        src, dst = directory.resolve(), output.resolve()
+    except (OSError, RuntimeError) as e:
+        raise UsageError(f"{output}: cannot resolve the output path ({e})") from None
+    if dst == src:
+        raise UsageError(f"{output}: the output is the input itself; choose a path outside {directory}")
+    if src.is_dir() and dst.is_relative_to(src):
+        raise UsageError(f"{output}: inside the input folder {directory}; it would be read as a log next time "
+                         "(write it elsewhere)")
+    if src.is_relative_to(dst) and dst.is_dir():
+        raise UsageError(f"{output}: a folder that holds the input {directory}; choose another output path")
+
+
+def _current_output() -> Path | None:
+    """The ``-o`` value of the running command, if it has one."""
+    try:
+        from click.globals import get_current_context
+    except ModuleNotFoundError:  # typer >= 0.20 vendors click
+        from typer._click.globals import get_current_context  # type: ignore[no-redef]
+    ctx = get_current_context(silent=True)
+    out_path = ctx.params.get("output") if ctx is not None else None
+    return out_path if isinstance(out_path, Path) else None
+
+
 def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr: Path | None = None) -> IngestResult:
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
     if fr is not None and not fr.exists():
         raise UsageError(f"--fr {fr}: no such file or directory")
+    _check_output(directory, _current_output())
     if tz:
         import zoneinfo
 
@@ -103,7 +145,7 @@ def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr
         res = redact_result(res)
     if not quiet:
         for w in res.warnings[:20]:
-            err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+            err.print(f"[yellow]warning:[/] {_safe(w)}", highlight=False)
         if len(res.warnings) > 20:
             err.print(f"[yellow]warning:[/] … and {len(res.warnings) - 20} more warnings", highlight=False)
     return res
@@ -119,6 +161,13 @@ def _summary(res: IngestResult | dict[str, object]) -> None:
               f"attempts {s['attempts']}", highlight=False)
     err.print(f"events by kind: {kinds}", highlight=False)
     err.print(f"lines not understood: {s['lines_not_understood']}", highlight=False)
+    skipped_list = list(s.get("skipped") or [])  # type: ignore[call-overload]
+    for e in skipped_list[:10]:
+        lines = "?" if e.get("lines") is None else e["lines"]
+        nbytes = "?" if e.get("bytes") is None else e["bytes"]
+        err.print(f"skipped: {_safe(e['path'])}: {_safe(e['reason'])} ({nbytes} bytes, {lines} lines)", highlight=False)
+    if len(skipped_list) > 10:
+        err.print(f"skipped: … and {len(skipped_list) - 10} more", highlight=False)
 
 
 def _r(ranks: list[int]) -> str:
@@ -165,19 +214,28 @@ def diagnose(
     if _parquet_input(directory):  # a `rankscope timeline` parquet file or partitioned dataset
         from correlator.streaming import reduced_from_parquet
 
+        _check_parquet(directory)
         try:
             table = reduced_from_parquet(directory)
-        except (pl.exceptions.PolarsError, OSError) as e:
-            raise UsageError(f"{directory}: not a readable rankscope timeline parquet ({type(e).__name__})") from None
+        except (pl.exceptions.PolarsError, OSError, ValueError) as e:
+            raise UsageError(f"{directory}: not a readable rankscope timeline parquet ({type(e).__name__}: "
+                             f"{_safe(str(e).splitlines()[0] if str(e) else '')})") from None
+        except BaseException as e:  # a Rust panic inside polars on a corrupt page (PanicException)
+            if type(e).__name__ != "PanicException":
+                raise
+            raise UsageError(f"{directory}: corrupt parquet data (the reader panicked: {_safe(str(e)[:200])})") from None
+        skipped_list: list[dict[str, object]] = []
         attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
         ranks = table["rank"].drop_nulls().unique().to_list()
     elif fr is None and _want_streaming(directory, streaming):
         table, s = _streamed(directory, tz, quiet)
         attempts, ranks = s["attempts"], s["ranks"]  # type: ignore[assignment]
+        skipped_list = list(s.get("skipped") or [])  # type: ignore[call-overload]
     else:
         res = _load(directory, tz, quiet, redact, fr=fr)
         table = res.table
         attempts, ranks = res.summary()["attempts"], res.summary()["ranks"]  # type: ignore[assignment]
+        skipped_list = _skipped_for_output(res, redact)
     if redact and (_parquet_input(directory) or _want_streaming(directory, streaming)):
         from correlator.redact import redact_table
 
@@ -193,11 +251,90 @@ def diagnose(
     d = run_diagnose(table, attempt=attempt)
     _attach_signatures(d, table, signatures or [])
     if format == DiagFormat.json:
-        print(to_json(d))
+        print(_with_skipped(to_json(d), skipped_list))
     elif format == DiagFormat.markdown:
         print(render_markdown(d), end="")
     else:
         render_text(d, out)
+
+
+def _skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object]]:
+    """``res.skipped`` for printing: paths redacted too under ``--redact``."""
+    entries = [dict(e) for e in getattr(res, "skipped", [])]
+    if redact and entries:
+        from correlator.redact import Redactor
+
+        r = Redactor()
+        r.learn_hosts(s.host for s in res.sources)
+        for e in entries:
+            e["path"] = r.text(str(e["path"]))
+    return entries
+
+
+def _with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
+    """The diagnosis JSON with the ``skipped`` list (what was not read: path, bytes, lines, reason)."""
+    body = doc.rstrip()
+    sk = json.dumps(skipped, indent=2, default=str).replace("\n", "\n  ")
+    if not body.endswith("}") or body.replace(" ", "").replace("\n", "") == "{}":
+        data = json.loads(doc)
+        data["skipped"] = skipped
+        return json.dumps(data, indent=2, default=str)
+    # Appended as text: a world of 10^5 ranks makes a large document, not worth parsing twice.
+    return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
+
+
+def _atomic_write(output: Path, write: object) -> None:
+    """Write ``output`` through ``write(tmp_path)`` to a temporary name in the same folder, then rename:
+    a full disk or an interrupted run never leaves a partial file under the real name."""
+    import os
+    import tempfile
+
+    parent = output.parent if str(output.parent) else Path(".")
+    if output.is_dir():
+        raise UsageError(f"{output}: is a directory; give a file name")
+    # The temporary name keeps the extension: writers that pick the format from it still do.
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.tmp-", suffix=output.suffix, dir=parent)
+    os.close(fd)
+    try:
+        write(tmp)  # type: ignore[operator]
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; the output gets the usual mode
+        os.replace(tmp, output)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+_EXPECTED_COLUMNS_MIN = ("path", "line", "kind", "rank", "ts", "raw", "event_id", "attempt")
+
+
+def _check_parquet(path: Path) -> None:
+    """A parquet file or dataset given to ``diagnose`` must hold the event table: every column of
+    ``correlator.schema`` with its type. Raises :class:`UsageError` naming what is wrong."""
+    from correlator.schema import EVENT_SCHEMA
+
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*.parquet") if p.is_file())
+    want = pl.from_arrow(EVENT_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
+    for f in files[:1000]:
+        try:
+            got = pl.read_parquet_schema(f)
+        except (pl.exceptions.PolarsError, OSError, ValueError) as e:
+            raise UsageError(f"{_safe(f)}: not a readable parquet file ({type(e).__name__})") from None
+        except BaseException as e:
+            if type(e).__name__ != "PanicException":
+                raise
+            raise UsageError(f"{_safe(f)}: corrupt parquet metadata (the reader panicked)") from None
+        missing = [c for c in want if c not in got]
+        if missing:
+            raise UsageError(f"{_safe(f)}: not a rankscope timeline: missing column(s) {', '.join(missing[:8])}"
+                             + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+        wrong = [f"{c} is {got[c]}, want {t}" for c, t in want.items() if got[c] != t and got[c] != pl.Null]
+        if wrong:
+            raise UsageError(f"{_safe(f)}: not a rankscope timeline: wrong column type(s): {'; '.join(wrong[:5])}")
 
 
 def _check_attempt(res: IngestResult, attempt: int | None) -> None:
@@ -223,10 +360,29 @@ def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> Non
         if extra:
             raise UsageError("--signatures: the signature library is not available in this build")
         return
+    for p in extra:
+        _check_small_file(p, "--signatures")
     try:
         signatures.attach(d, table, extra)  # type: ignore[attr-defined]
     except ValueError as e:  # a user's signature file that does not parse
         raise UsageError(str(e)) from None
+    except RecursionError:
+        raise UsageError("--signatures: a signature file nested too deeply") from None
+
+
+def _check_small_file(p: Path, what: str, limit: int = 4 << 20) -> None:
+    """``p`` must be a regular file of at most ``limit`` bytes (not a FIFO, a device, /dev/zero)."""
+    import os
+    import stat as st
+
+    try:
+        info = os.stat(p)
+    except OSError as e:
+        raise UsageError(f"{what} {_safe(p)}: cannot read ({e.strerror or e})") from None
+    if not st.S_ISREG(info.st_mode):
+        raise UsageError(f"{what} {_safe(p)}: not a regular file")
+    if info.st_size > limit:
+        raise UsageError(f"{what} {_safe(p)}: {info.st_size} bytes, more than {limit} (not a signature file?)")
 
 
 class PartitionBy(str, Enum):
@@ -239,8 +395,14 @@ def _parquet_input(path: Path) -> bool:
     if path.is_file():
         return path.suffix.lower() == ".parquet"
     if path.is_dir():
-        files = [p for p in path.rglob("*") if p.is_file()]
-        return bool(files) and all(p.suffix.lower() == ".parquet" for p in files)
+        import os
+
+        files: list[str] = []
+        for dirpath, _dirs, names in os.walk(path, onerror=lambda _e: None):  # no symlinks followed
+            files.extend(os.path.join(dirpath, n) for n in names)
+            if len(files) > 100_000:
+                break
+        return bool(files) and all(f.lower().endswith(".parquet") and os.path.isfile(f) for f in files)
     return False
 
 
@@ -260,7 +422,7 @@ def _streamed(directory: Path, tz: str | None, quiet: bool, out: Path | None = N
         table, s = stream_ingest(directory, out, tz=tz, partition_by=partition_by)
     if not quiet:
         for w in list(s.get("warning_lines") or [])[:20]:  # type: ignore[call-overload]
-            err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
+            err.print(f"[yellow]warning:[/] {_safe(w)}", highlight=False)
     return table, s
 
 
@@ -294,6 +456,8 @@ def timeline(
     if (by or _want_streaming(directory, streaming)) and format != TableFormat.parquet:
         raise UsageError("--partition-by and --streaming write parquet only")
     if _want_streaming(directory, streaming):
+        if directory.exists():
+            _check_output(directory, output)
         if redact:
             raise UsageError("--redact needs the whole table: use --no-streaming, or `rankscope redact` first")
         try:
@@ -325,13 +489,14 @@ def timeline(
             from correlator.diagnose import diagnose as run_diagnose
             from correlator.perfetto import write_trace
 
-            write_trace(t, run_diagnose(t), output)
+            d = run_diagnose(t)
+            _atomic_write(output, lambda tmp: write_trace(t, d, Path(tmp)))
         elif format == TableFormat.parquet:
-            t.write_parquet(output)
+            _atomic_write(output, t.write_parquet)
         elif format == TableFormat.jsonl:
-            t.write_ndjson(output)
+            _atomic_write(output, t.write_ndjson)
         else:
-            t.write_csv(output)
+            _atomic_write(output, t.write_csv)
     except (OSError, pl.exceptions.PolarsError) as e:
         raise UsageError(f"{output}: cannot write ({getattr(e, 'strerror', None) or e})") from None
     if not quiet:
@@ -369,7 +534,7 @@ def events(
         t = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
     t = t.sort("ts", "event_id", nulls_last=True)
     total = t.height
-    if limit:
+    if limit and limit < 2**62:  # a larger limit is no limit
         t = t.head(limit)
     if not quiet:
         if total == 0:
@@ -426,7 +591,9 @@ def graph(
     _check_attempt(res, attempt)
     G = build_graph(res.table, attempt)
     try:
-        fmt = write_graph(G, output)
+        fmts: list[str] = []
+        _atomic_write(output, lambda tmp: fmts.append(write_graph(G, Path(tmp))))
+        fmt = fmts[0]
     except OSError as e:
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")
     if not quiet:
@@ -504,32 +671,66 @@ def _register_plugins() -> None:
 _register_plugins()
 
 
+def _global_flags() -> None:
+    """Flags that hold for every command, wherever they stand: ``--follow-symlinks`` (also
+    ``RANKSCOPE_FOLLOW_SYMLINKS=1``) lets discovery follow symlinks that leave the input folder."""
+    import os
+
+    if "--follow-symlinks" in sys.argv[1:]:
+        sys.argv = [a for a in sys.argv if a != "--follow-symlinks"]
+        _SAVED_ENV["RANKSCOPE_FOLLOW_SYMLINKS"] = os.environ.get("RANKSCOPE_FOLLOW_SYMLINKS")
+        os.environ["RANKSCOPE_FOLLOW_SYMLINKS"] = "1"
+
+
+_SAVED_ENV: dict[str, str | None] = {}
+
+
+def _restore_flags() -> None:
+    """Undo :func:`_global_flags` (main() may run several times in one process: tests, notebooks)."""
+    import os
+
+    for k, v in _SAVED_ENV.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    _SAVED_ENV.clear()
+
+
 def main() -> None:
     """Console-script entry point: one-line errors with meaningful exit codes, never a raw traceback."""
     import signal
 
     if hasattr(signal, "SIGPIPE"):  # `rankscope … | head` ends quietly, like any Unix tool
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _global_flags()
     try:
         rc = app(standalone_mode=False)
         # Without standalone mode, typer returns a command's typer.Exit code instead of exiting with it.
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except UsageError as e:
-        err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[red]error:[/] {_safe(e)}", highlight=False)
         sys.exit(2)
     except DiscoveryError as e:
-        err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[red]error:[/] {_safe(e)}", highlight=False)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except OSError as e:  # disk full, unwritable output, a file vanishing under us: the environment, not a bug
-        err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[red]error:[/] {_safe(e)}", highlight=False)
+        sys.exit(2)
+    except MemoryError:
+        err.print("[red]error:[/] out of memory reading this input; lower the limits (see README, \"bad input\": "
+                  "RANKSCOPE_MAX_FILE_MB, RANKSCOPE_MAX_LINES) or use --streaming", highlight=False)
+        sys.exit(2)
+    except RecursionError:
+        err.print("[red]error:[/] input nested too deeply to read (a hostile JSON/TOML file?)", highlight=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         sys.exit(130)
-    except Exception as e:  # click usage errors, then genuine bugs
+    except Exception as e:  # noqa: BLE001 - click usage errors, then genuine bugs
         try:
             import click
         except ModuleNotFoundError:  # typer >= 0.20 vendors click
@@ -543,8 +744,16 @@ def main() -> None:
             sys.exit(e.exit_code)
         if isinstance(e, BrokenPipeError):
             sys.exit(0)
-        err.print(f"[red]internal error:[/] {type(e).__name__}: {escape(str(e))} — please report this with the command line", highlight=False)
+        err.print(f"[red]internal error:[/] {type(e).__name__}: {_safe(e)} — please report this with the command line", highlight=False)
         sys.exit(3)
+    except BaseException as e:  # a Rust panic in polars/pyarrow (pyo3's PanicException is a BaseException)
+        if type(e).__name__ != "PanicException":
+            raise
+        err.print(f"[red]error:[/] the table engine failed on this input ({_safe(str(e)[:300])}); the input is "
+                  "malformed in a way rankscope does not catch yet — please report it", highlight=False)
+        sys.exit(2)
+    finally:
+        _restore_flags()
 
 
 if __name__ == "__main__":

@@ -18,11 +18,16 @@ Path layouts recognized:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from correlator import limits
 from parsers import flight_recorder
 
 _ATTEMPT_RE = re.compile(r"^attempt_(\d+)$")
@@ -66,27 +71,38 @@ def _host_from_name(stem: str) -> str | None:
     return None
 
 
-def classify(path: Path, root: Path) -> Source:
+def _num(text: str, cap: int) -> int | None:
+    """A number from a path, or None past ``cap`` (a rank past any real world size, a pid past pid_max)."""
+    if len(text) > 12:
+        return None
+    n = int(text)
+    return n if n <= cap else None
+
+
+def classify(path: Path, root: Path, size: int | None = None) -> Source:
     """Classify one file by its path (no content is read here, except the first 4 KiB of a file named
-    ``<prefix><rank>``: is it a Flight Recorder dump?)."""
-    rel = path.relative_to(root).as_posix() if path != root else path.name
+    ``<prefix><rank>``: is it a Flight Recorder dump?). Numbers past the limits (rank > the world-size cap,
+    pid > 2^31) are not taken from the name; ``rel`` is :func:`printable`."""
+    rel = printable(path.relative_to(root).as_posix() if path != root else path.name)
     parts = Path(rel).parts
-    name = path.name
+    name = printable(path.name)
     base = name.removesuffix(".gz")
     stem = base.rsplit(".", 1)[0] if "." in base else base
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = 0
+    if size is None:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+    wcap = limits.current().max_world
 
     fr = flight_recorder.detect(path)  # a Flight Recorder dump (name <prefix><rank> and FR content)
     if fr is not None:
         return Source(path, rel, "fr_dump", "fr_dump", rank=fr[1], size=size, node_key=rel)
 
     attempt_idx = next((i for i, p in enumerate(parts) if _ATTEMPT_RE.match(p)), None)
-    if attempt_idx is not None and attempt_idx + 1 < len(parts) - 1 and parts[attempt_idx + 1].isdigit():
-        attempt = int(_ATTEMPT_RE.match(parts[attempt_idx]).group(1))  # type: ignore[union-attr]
-        local_rank = int(parts[attempt_idx + 1])
+    if attempt_idx is not None and attempt_idx + 1 < len(parts) - 1 and parts[attempt_idx + 1].isascii() and parts[attempt_idx + 1].isdigit():
+        attempt = _num(_ATTEMPT_RE.match(parts[attempt_idx]).group(1), 1 << 20)  # type: ignore[union-attr]
+        local_rank = _num(parts[attempt_idx + 1], wcap)
         node_key = "/".join(parts[:attempt_idx]) or "."
         if base == "error.json":
             layout, stream = "error_json", "error_json"
@@ -101,7 +117,7 @@ def classify(path: Path, root: Path) -> Source:
 
     m = _NCCL_FILE_RE.search(base)
     if m and not _RANK_NAME_RE.search(base):
-        return Source(path, rel, "nccl_file", "nccl_file", host=m.group("host"), pid=int(m.group("pid")),
+        return Source(path, rel, "nccl_file", "nccl_file", host=m.group("host"), pid=_num(m.group("pid"), (1 << 31) - 1),
                       size=size, node_key=rel)
 
     lowered = base.lower()
@@ -111,7 +127,7 @@ def classify(path: Path, root: Path) -> Source:
     rm = _RANK_NAME_RE.search(stem)
     if rm:
         stream = "stderr" if "err" in lowered else "stdout"
-        return Source(path, rel, "rank_file", stream, rank=int(rm.group(1)), host=_host_from_name(stem),
+        return Source(path, rel, "rank_file", stream, rank=_num(rm.group(1), wcap), host=_host_from_name(stem),
                       size=size, node_key=rel)
 
     host = _host_from_name(stem)
@@ -128,49 +144,192 @@ class DiscoveryError(Exception):
     """The path given cannot be ingested at all (missing, not readable, nothing in it)."""
 
 
-def discover(root: str | os.PathLike[str]) -> tuple[list[Source], list[str]]:
+class SkipNote(str):
+    """A discovery warning about a path that is not read (a symlink out of DIR, a FIFO, a second link to
+    a file already read); ``entry`` is its ``skipped`` record ``{"path", "bytes", "lines", "reason"}``."""
+
+    entry: dict[str, object]
+
+
+def _note(text: str, rel: str, nbytes: int | None, reason: str) -> SkipNote:
+    n = SkipNote(text)
+    n.entry = {"path": rel, "bytes": nbytes, "lines": 0, "reason": reason}
+    return n
+
+
+def skipped_entries(warnings: list[str]) -> list[dict[str, object]]:
+    """The ``skipped`` records among ``discover``'s warnings."""
+    return [dict(w.entry) for w in warnings if isinstance(w, SkipNote)]
+
+
+_CTRL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(name: str) -> str:
+    """A path as text that is safe to print and to store: bytes that are not UTF-8 (``surrogateescape``)
+    become ``\\xNN``, and so do control characters (newlines, terminal escapes) in the name."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        name = os.fsencode(name).decode("utf-8", errors="backslashreplace")
+    if _CTRL_RE.search(name):
+        name = _CTRL_RE.sub(lambda m: f"\\x{ord(m.group(0)):02x}", name)
+    return name
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _is_link(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_symlink()
+    except OSError:
+        return False
+
+
+def _inside(path: str, root_real: str) -> bool:
+    return path == root_real or path.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]:
+    """Regular files under ``rootp`` (path, size), each real file once, plus warnings. Symlinks are
+    followed at most once per real path, and never out of ``rootp`` unless ``follow``."""
+    warnings: list[str] = []
+    root_real = os.path.realpath(rootp)
+    files: list[tuple[Path, int]] = []
+    seen_dirs: set[tuple[int, int]] = set()
+    seen_files: dict[tuple[int, int], str] = {}
+
+    def rel_of(p: str) -> str:
+        try:
+            r = os.path.relpath(p, rootp)
+        except ValueError:
+            r = p
+        return printable(r.replace(os.sep, "/"))
+
+    try:
+        st = os.stat(rootp)
+        seen_dirs.add((st.st_dev, st.st_ino))
+    except OSError as e:
+        raise DiscoveryError(f"{printable(str(rootp))}: cannot read ({e.strerror or e})") from None
+    stack = [str(rootp)]
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: (_is_link(e), e.name))  # a file before a link to it
+        except OSError as e:
+            warnings.append(_note(f"{rel_of(d)}: skipped directory ({e.strerror or e})", rel_of(d), None,
+                                  "unreadable directory"))
+            continue
+        subdirs: list[str] = []
+        for e in entries:
+            rel = rel_of(e.path)
+            try:
+                link = e.is_symlink()
+            except OSError:
+                link = False
+            if link:
+                target = os.path.realpath(e.path)
+                try:
+                    st = os.stat(e.path)
+                except OSError:
+                    warnings.append(f"{rel}: skipped (not a regular file or a broken link)")
+                    continue
+                if not follow and not _inside(target, root_real):
+                    warnings.append(_note(f"{rel}: skipped, symlink pointing outside the input folder (not followed; "
+                                          "use --follow-symlinks or RANKSCOPE_FOLLOW_SYMLINKS=1)", rel, None,
+                                          "symlink outside the input"))
+                    continue
+            else:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError as err:
+                    warnings.append(_note(f"{rel}: skipped ({err.strerror or err})", rel, None, "cannot read"))
+                    continue
+            key = (st.st_dev, st.st_ino)
+            if stat.S_ISDIR(st.st_mode):
+                if key in seen_dirs:
+                    warnings.append(f"{rel}: skipped (symlink loop or directory already visited)")
+                    continue
+                seen_dirs.add(key)
+                subdirs.append(e.path)
+            elif stat.S_ISREG(st.st_mode):
+                if key in seen_files:
+                    warnings.append(_note(f"{rel}: skipped, same file as {seen_files[key]} (a second link; read once)",
+                                          rel, st.st_size, "second link to a file"))
+                    continue
+                seen_files[key] = rel
+                files.append((Path(e.path), st.st_size))
+            else:
+                warnings.append(_note(f"{rel}: skipped, not a regular file ({_kind(st.st_mode)})", rel, None,
+                                      "not a regular file"))
+        stack.extend(reversed(subdirs))
+    files.sort(key=lambda f: f[0].parts)
+    return files, warnings
+
+
+_FOLLOW: contextvars.ContextVar[bool | None] = contextvars.ContextVar("rankscope_follow_symlinks", default=None)
+
+
+@contextlib.contextmanager
+def following_symlinks() -> Iterator[None]:
+    """Within this block, discovery follows symlinks out of the root (for a tree of links that the caller
+    built to files it already discovered, e.g. the streaming batches)."""
+    token = _FOLLOW.set(True)
+    try:
+        yield
+    finally:
+        _FOLLOW.reset(token)
+
+
+def _follow_default() -> bool:
+    v = _FOLLOW.get()
+    return limits.current().follow_symlinks if v is None else v
+
+
+def input_size(root: str | os.PathLike[str], follow_symlinks: bool | None = None) -> int:
+    """Total bytes of the files :func:`discover` would read under ``root`` (each real file once)."""
+    p = Path(root)
+    try:
+        if not p.is_dir():
+            return p.stat().st_size if p.is_file() else 0
+        follow = _follow_default() if follow_symlinks is None else follow_symlinks
+        return sum(size for _, size in _walk(p, follow)[0])
+    except (OSError, DiscoveryError):
+        return 0
+
+
+def discover(root: str | os.PathLike[str], follow_symlinks: bool | None = None) -> tuple[list[Source], list[str]]:
     """Walk ``root`` (a directory or a single file) and return its sources plus warnings.
 
-    Symlink loops and unreadable directories are reported as warnings, not raised. Raises
+    Symlink loops, links out of ``root`` (followed only with ``follow_symlinks``, default from
+    ``RANKSCOPE_FOLLOW_SYMLINKS``), second links to one file, FIFOs/devices and unreadable directories are
+    warnings (:class:`SkipNote` for those that hold data: see :func:`skipped_entries`), not raised. Raises
     :class:`DiscoveryError` when ``root`` does not exist or holds no file at all.
     """
     rootp = Path(root)
-    warnings: list[str] = []
     if not rootp.exists():
-        raise DiscoveryError(f"{root}: no such file or directory")
+        raise DiscoveryError(f"{printable(str(root))}: no such file or directory")
     if rootp.is_file():
-        return [classify(rootp, rootp.parent)], warnings
+        return [classify(rootp, rootp.parent)], []
     if not rootp.is_dir():
-        raise DiscoveryError(f"{root}: not a regular file or directory (a FIFO, socket or device cannot be read)")
-    files: list[Path] = []
-    seen_dirs: set[tuple[int, int]] = set()
-
-    def onerror(err: OSError) -> None:
-        warnings.append(f"{err.filename}: skipped directory ({err.strerror or err})")
-
-    for dirpath, dirnames, filenames in os.walk(rootp, followlinks=True, onerror=onerror):
-        try:
-            st = os.stat(dirpath)
-            key = (st.st_dev, st.st_ino)
-        except OSError as e:
-            warnings.append(f"{dirpath}: skipped directory ({e.strerror})")
-            dirnames[:] = []
-            continue
-        if key in seen_dirs:
-            warnings.append(f"{dirpath}: skipped (symlink loop or directory already visited)")
-            dirnames[:] = []
-            continue
-        seen_dirs.add(key)
-        dirnames.sort()
-        for fn in sorted(filenames):
-            p = Path(dirpath) / fn
-            if not p.is_file():
-                warnings.append(f"{p}: skipped (not a regular file or a broken link)")
-                continue
-            files.append(p)
+        raise DiscoveryError(f"{printable(str(root))}: not a regular file or directory (a FIFO, socket or device cannot be read)")
+    follow = _follow_default() if follow_symlinks is None else follow_symlinks
+    files, warnings = _walk(rootp, follow)
     if not files:
-        raise DiscoveryError(f"{root}: no log files found (empty directory)")
-    sources = [classify(p, rootp) for p in files]
+        raise DiscoveryError(f"{printable(str(root))}: no log files found (empty directory)"
+                             + (f"; {warnings[0]}" if warnings else ""))
+    sources = [classify(p, rootp, size) for p, size in files]
     warnings.extend(_rank_clashes(sources))
     return sources, warnings
 

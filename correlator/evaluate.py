@@ -101,13 +101,47 @@ def find_cases(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("expected.json"))
 
 
+_EXPECTED_MAX_BYTES = 1 << 20
+
+
 def _rank_list(want: dict[str, object], key: str, where: Path) -> list[int]:
     v = want.get(key)
-    if v is None:
-        return []
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise LabelError(f"{where}: {key} must be a list of integer ranks")
-    return v
+    if not isinstance(v, list) or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 for r in v):
+        raise ValueError(f"{where}: field {key!r} must be a list of rank numbers (integers 0 … 2^31-1), got "
+                         f"{type(v).__name__}" + (f" {str(v)[:60]}" if isinstance(v, list) else ""))
+    return v  # type: ignore[return-value]
+
+
+def read_expected(path: Path) -> dict[str, object]:
+    """Read and validate one ``expected.json``. Raises ``ValueError`` naming the file and the field."""
+    import os
+    import stat
+
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        if st.st_size > _EXPECTED_MAX_BYTES:
+            raise ValueError(f"{path}: {st.st_size} bytes, too large for an expected.json (limit {_EXPECTED_MAX_BYTES})")
+        want = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not readable ({getattr(e, 'strerror', None) or e})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not readable JSON (nested too deeply)") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not readable JSON ({e})") from None
+    if not isinstance(want, dict):
+        raise ValueError(  # noqa: TRY004 - callers treat every malformed expected.json alike
+            f"{path}: must be a JSON object with initiating_ranks and collateral_ranks, got "
+                         f"{type(want).__name__}")
+    for key in ("initiating_ranks", "collateral_ranks"):
+        if key not in want:
+            raise ValueError(f"{path}: needs initiating_ranks and collateral_ranks (field {key!r} missing)")
+        _rank_list(want, key, path)
+    for key in ("failure_kind", "known_miss", "source"):
+        if want.get(key) is not None and not isinstance(want[key], str):
+            raise ValueError(f"{path}: field {key!r} must be a string, got {type(want[key]).__name__}")
+    return want
 
 
 def _accepted(want: dict[str, object], where: Path) -> list[list[int]]:
@@ -140,12 +174,7 @@ def _edges(want: dict[str, object], d: dict[str, object], where: Path) -> tuple[
 
 def run_case(case: Path) -> CaseResult:
     where = case / "expected.json"
-    try:
-        want = json.loads(where.read_text())
-    except (ValueError, OSError, RecursionError) as e:
-        raise ValueError(f"{where}: not readable JSON ({e})") from None
-    if not isinstance(want, dict) or "initiating_ranks" not in want or "collateral_ranks" not in want:
-        raise ValueError(f"{where}: needs initiating_ranks and collateral_ranks")
+    want = read_expected(where)
     accepted = _accepted(want, where)
     want_coll = sorted(_rank_list(want, "collateral_ranks", where))
     logs = case / "logs" if (case / "logs").is_dir() else case
@@ -153,7 +182,9 @@ def run_case(case: Path) -> CaseResult:
     try:
         d = diagnose(load(logs)).to_json()
         err = None
-    except Exception as e:  # noqa: BLE001 -- a crash is a failed case, not a crashed scorer
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - a crash (a polars panic too) is a failed case, not a crashed scorer
         d, err = {}, f"{type(e).__name__}: {e}"
     secs = time.perf_counter() - t0
     got = {k: d.get(k) for k in ("initiating_ranks", "collateral_ranks", "failure_kind", "confidence")}

@@ -16,8 +16,8 @@ import polars as pl
 
 import parsers
 from correlator import fr as flight_recorder
-from correlator import identity
-from correlator.discover import DiscoveryError, Source, discover
+from correlator import identity, limits
+from correlator.discover import DiscoveryError, Source, discover, skipped_entries
 from correlator.read import ReadResult, read_lines
 from correlator.schema import conform
 from parsers import elastic, timestamps
@@ -40,6 +40,8 @@ class IngestResult:
     lines_read: int = 0
     skipped_lines: int = 0
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    #: What was not read, one dict per file and reason: ``{"path", "bytes", "lines", "reason"}``.
+    skipped: list[dict[str, object]] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         """Counts for the closing summary: files, ranks, hosts, attempts, rows by kind, lines not understood."""
@@ -58,6 +60,7 @@ class IngestResult:
             "rows_by_kind": kinds,
             "lines_not_understood": unparsed,
             "warnings": len(self.warnings),
+            "skipped": [dict(e) for e in self.skipped],
         }
 
 
@@ -168,6 +171,7 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     warnings.extend(fr_rows.warnings)
     frames, plain, lines_read, skipped = [], [], 0, 0
     by_reason: dict[str, int] = {}
+    skipped_list = skipped_entries(warnings)
     for i, src in enumerate(sources):
         if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
             continue
@@ -178,9 +182,10 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
             plain.append((i, src, res.lines))
         lines_read += res.physical_lines
         skipped += res.skipped_lines
-        if res.skipped_lines:
-            reason = res.skip_reason or "unreadable"
-            by_reason[reason] = by_reason.get(reason, 0) + res.skipped_lines
+        skipped_list.extend(res.skipped)
+        for e in res.skipped:
+            if e["lines"]:
+                by_reason[str(e["reason"])] = by_reason.get(str(e["reason"]), 0) + int(e["lines"])  # type: ignore[call-overload]
         warnings.extend(res.warnings)
     if plain:
         frames.append(_plain_lines(plain))
@@ -200,12 +205,12 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
     df = timestamps.build_ts(df, year, tz)
-    df = identity.resolve(df)
+    df = limits.cap_values(identity.resolve(df), warnings)
     df = timestamps.inherit(df, parsers.STREAM_KEYS)
     df = _mark_duplicates(df)
     df = pl.concat([df, fr_rows.table], how="diagonal_relaxed") if fr_rows.table.height else df
     df = df.sort("path", "line", maintain_order=True).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
-    return IngestResult(conform(df), sources, warnings, lines_read, skipped, by_reason)
+    return IngestResult(conform(df), sources, warnings, lines_read, skipped, by_reason, skipped_list)
 
 
 def load(root: str | os.PathLike[str], *, tz: str | None = None,

@@ -1,32 +1,72 @@
-"""Read one source file into physical lines, losing nothing that can be read.
+"""Read one source file into physical lines, losing nothing that can be read, within stated limits.
 
-Step 2 of ingest. Bytes are decoded as UTF-8 with replacement (invalid bytes become U+FFFD and are
-counted); ``.gz`` files are decompressed transparently, every member of a concatenated archive (a
-truncated or damaged archive yields what could be decompressed, with a warning; a ``.gz`` name on plain
-text is read as text, with a warning); CRLF endings lose their CR; a line that redraws itself with bare
-carriage returns (tqdm / rich progress bars) keeps only its final state; NUL bytes are dropped (a line
-that held only NULs stays, empty, so that it is still counted).
-A file that is mostly NUL or control bytes is binary: it is skipped with a warning and its line
-count is reported as skipped, never silently.
+Step 2 of ingest. What a file holds is judged from its bytes, not its name:
+
+- **compression** is sniffed from magic bytes (gzip, bzip2, xz, zstd), with or without a suffix; every
+  member of a concatenated archive is read; data is decompressed in chunks, so a damaged or truncated
+  archive keeps what came out before the damage (with a warning), and a decompression bomb stops at the
+  size or ratio cap (:mod:`correlator.limits`) with a warning, the rest of the folder still diagnosed;
+- **encoding**: UTF-8 (a BOM is dropped), UTF-16 with or without BOM, anything else as UTF-8 with
+  replacement (invalid bytes become U+FFFD and are counted);
+- **line ends**: LF, CRLF, and CR-only files (old Mac style) are split into lines; a line that redraws
+  itself with bare carriage returns (tqdm / rich progress bars) keeps only its final state;
+- **NUL bytes** are dropped (a sparse hole or a NUL-filled head is skipped with ``SEEK_DATA`` where the file
+  system allows; a line that held only NULs stays, empty, so it is still counted);
+- **binary** is judged per region (about 64 KiB, cut at line ends): a region where more than 10% of the bytes
+  are control bytes (NUL runs excluded) is skipped and its lines counted as skipped; the text around it stays;
+- **terminal safety**: colour codes (CSI) are removed; every other C0/C1 control character (OSC titles,
+  clipboard writes, hyperlinks, bells) is escaped as ``\\xNN``, so nothing read can drive a terminal;
+- **limits**: bytes per file, line length (a longer line is kept truncated and marked ``…[truncated``),
+  lines per file. Every limit hit is a warning and an entry of :attr:`ReadResult.skipped`.
+
+Non-regular files (FIFOs, devices, sockets) are opened non-blocking and skipped with a reason; a file that
+vanishes, shrinks or grows while read is read up to a consistent point (its size when opened) and reported.
 """
 
 from __future__ import annotations
 
+import bz2
+import errno
+import lzma
+import os
 import re
+import stat
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
+from correlator import limits as _limits
+
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_BINARY_SAMPLE = 8192
+#: Control characters escaped in text (tab and newline are kept; CR is handled as a line end / redraw).
+_CTRL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
 _BINARY_MIN = 64
+_REGION = 64 * 1024
+_CHUNK = 1 << 20
+_DSTEP = 256 * 1024  # output per decompression step: caps are checked this often
+_NUL_RUN = re.compile(rb"\x00{16,}")
+
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+)
+_SUFFIX = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd", ".zstd": "zstd"}
 
 
 @dataclass
 class ReadResult:
-    """Physical lines of one file (``lines``, a polars String Series) and what happened reading it."""
+    """Physical lines of one file (``lines``, a polars String Series) and what happened reading it.
+
+    ``physical_lines``: lines counted in what was read (kept + skipped); ``skipped_lines``: lines not in
+    ``lines`` (binary regions, past the line cap, a whole unreadable file: then 0 and a reason);
+    ``skipped``: one dict per thing not read, ``{"path", "bytes", "lines", "reason"}`` (``lines`` is None
+    when it could not be counted, e.g. the rest of a file past the size cap).
+    """
 
     lines: pl.Series
     physical_lines: int
@@ -34,30 +74,185 @@ class ReadResult:
     warnings: list[str] = field(default_factory=list)
     #: Why ``skipped_lines`` were skipped (``binary content``, ``cannot read``); None when nothing was.
     skip_reason: str | None = None
+    skipped: list[dict[str, object]] = field(default_factory=list)
 
 
-def _decompress_gz(data: bytes, rel: str, warnings: list[str]) -> bytes:
-    """Decompress every gzip member (``cat a.gz b.gz`` and logrotate produce several); a truncated or
-    damaged archive yields what decompressed before the damage, with a warning."""
-    out: list[bytes] = []
-    rest = data
-    while rest:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+def _empty() -> pl.Series:
+    return pl.Series("text", [], dtype=pl.String)
+
+
+def skip_entry(rel: str, nbytes: int | None, lines: int | None, reason: str) -> dict[str, object]:
+    """One ``skipped`` entry (the shape used in the timeline summary and ``diagnose --format json``)."""
+    return {"path": rel, "bytes": nbytes, "lines": lines, "reason": reason}
+
+
+def _skipped(rel: str, reason: str, nbytes: int | None, warnings: list[str], lines: int = 0,
+             detail: str = "") -> ReadResult:
+    warnings.append(f"{rel}: skipped, {reason}{detail}")
+    return ReadResult(_empty(), lines, lines, warnings, skip_reason=reason.split(" (")[0],
+                      skipped=[skip_entry(rel, nbytes, lines, reason.split(" (")[0])])
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def _raw_chunks(fd: int, size: int, plain: bool, rel: str, warnings: list[str], info: dict[str, int],
+                chunk_size: int = _CHUNK) -> Iterator[bytes]:
+    """The bytes of ``fd`` up to ``size`` (its size when opened) in chunks; sparse holes of plain files are
+    skipped with SEEK_DATA (counted in ``info['holes']``)."""
+    pos = 0
+    while pos < size:
         try:
-            out.append(d.decompress(rest))
-            out.append(d.flush())
-        except zlib.error as e:
-            warnings.append(f"{rel}: damaged gzip archive ({e}); read the {sum(map(len, out))} bytes that "
-                            "decompressed before the damage")
-            break
-        if not d.eof:
-            warnings.append(f"{rel}: truncated gzip archive; read the {sum(map(len, out))} bytes that decompress")
-            break
-        rest = d.unused_data
-        if rest and rest[:2] != b"\x1f\x8b":
-            if rest.strip(b"\x00"):
-                warnings.append(f"{rel}: {len(rest)} bytes after the gzip data ignored (not gzip)")
-            break
+            chunk = os.read(fd, min(chunk_size, size - pos))
+        except BlockingIOError:
+            chunk = b""
+        if not chunk:
+            warnings.append(f"{rel}: file shrank while read (from {size} to {pos} bytes); read what was there")
+            info["shrank"] = 1
+            return
+        pos += len(chunk)
+        if plain and len(chunk) == chunk_size and not chunk.strip(b"\x00") and hasattr(os, "SEEK_DATA"):
+            info["holes"] += len(chunk)
+            try:
+                nxt = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # a hole up to the end
+                    info["holes"] += size - pos
+                    return
+                nxt = pos
+            if nxt > pos:
+                info["holes"] += min(nxt, size) - pos
+                pos = nxt
+            continue
+        yield chunk
+    try:
+        more = os.read(fd, 1)
+    except OSError:
+        more = b""
+    if more:
+        warnings.append(f"{rel}: file grew while read; read the {size} bytes it held when opened")
+
+
+def _decompressor(kind: str):  # type: ignore[no-untyped-def]
+    if kind == "gzip":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if kind == "bzip2":
+        return bz2.BZ2Decompressor()
+    return lzma.LZMADecompressor()
+
+
+def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limits, warnings: list[str],
+                skipped: list[dict[str, object]], size: int) -> bytes:
+    """Decompress a stream of gzip/bzip2/xz members in bounded steps (at most 1 MiB of output per call).
+    Damage keeps what came out before it; the size and ratio caps stop with a warning and a ``skipped``
+    entry for the compressed bytes not read."""
+    out: list[bytes] = []
+    total = consumed = used = 0  # consumed: compressed bytes read; used: bytes the decompressor took
+    magic = next(m for m, k in _MAGIC if k == kind)
+    d = _decompressor(kind)
+    pending = b""
+    it = iter(chunks)
+    while True:
+        need = not pending if kind == "gzip" else (not pending and d.needs_input)
+        if need:
+            nxt = next(it, None)
+            if nxt is None:
+                break
+            pending = nxt
+            consumed += len(nxt)
+        backup = d.copy() if kind == "gzip" else None
+        try:
+            piece = d.decompress(pending, _DSTEP)
+        except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as e:
+            if backup is not None:  # salvage what decompresses before the damage, 1 KiB of input at a time
+                for i in range(0, len(pending), 1024):
+                    try:
+                        piece = backup.decompress(pending[i:i + 1024], lim.max_file_bytes - total + 1)
+                    except zlib.error:
+                        break
+                    out.append(piece)
+                    total += len(piece)
+                    if total > lim.max_file_bytes:
+                        break
+            warnings.append(f"{rel}: damaged {kind} data ({e}); kept the {total} bytes that decompressed before the damage")
+            skipped.append(skip_entry(rel, max(size - consumed, 0) or None, None, f"damaged {kind} data"))
+            return b"".join(out)
+        before = len(pending)
+        pending = d.unconsumed_tail if kind == "gzip" else b""
+        used += before - len(pending) - (len(d.unused_data) if d.eof else 0)
+        if piece:
+            out.append(piece)
+            total += len(piece)
+        stop = ""
+        if total > lim.max_file_bytes:
+            stop = f"decompressed size cap reached ({lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB)"
+        elif total > lim.ratio_floor_bytes and total > lim.max_ratio * max(used, 1):
+            stop = f"compression ratio above {lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO)"
+        if stop:
+            warnings.append(f"{rel}: stopped reading, {stop}; kept the first {total} decompressed bytes")
+            skipped.append(skip_entry(rel, max(size - used, 0), None, stop.split(" (")[0]))
+            return b"".join(out)
+        if d.eof:
+            tail = d.unused_data
+            while not tail:
+                nxt = next(it, None)
+                if nxt is None:
+                    return b"".join(out)
+                consumed += len(nxt)
+                tail = nxt
+            if not tail.startswith(magic):
+                if tail.strip(b"\x00"):
+                    warnings.append(f"{rel}: {len(tail)}+ bytes after the {kind} data ignored (not {kind})")
+                    skipped.append(skip_entry(rel, max(size - consumed, 0) + len(tail), None, f"not {kind} data after the archive"))
+                return b"".join(out)
+            d = _decompressor(kind)
+            pending = tail
+    if not d.eof:
+        warnings.append(f"{rel}: truncated {kind} archive; read the {total} bytes that decompress")
+    return b"".join(out)
+
+
+def _decompress_zstd(path: Path, rel: str, lim: _limits.Limits, warnings: list[str],
+                     skipped: list[dict[str, object]], size: int) -> bytes:
+    """zstd through pyarrow's codec (a dependency already); bounded like the others."""
+    try:
+        import pyarrow as pa
+
+        stream = pa.CompressedInputStream(pa.OSFile(str(path)), "zstd")
+    except Exception as e:  # noqa: BLE001 - no zstd codec in this pyarrow build
+        warnings.append(f"{rel}: skipped, zstd-compressed and no zstd decoder ({type(e).__name__}); decompress it first")
+        skipped.append(skip_entry(rel, size, None, "zstd not readable"))
+        return b""
+    out: list[bytes] = []
+    total = 0
+    try:
+        with stream:
+            while True:
+                piece = stream.read(_CHUNK)
+                if not piece:
+                    break
+                out.append(bytes(piece))
+                total += len(piece)
+                if total > lim.max_file_bytes or (total > lim.ratio_floor_bytes and total > lim.max_ratio * max(size, 1)):
+                    why = "decompressed size cap reached" if total > lim.max_file_bytes else f"compression ratio above {lim.max_ratio}:1"
+                    warnings.append(f"{rel}: stopped reading, {why}; kept the first {total} decompressed bytes "
+                                    "(raise RANKSCOPE_MAX_FILE_MB / RANKSCOPE_MAX_RATIO)")
+                    skipped.append(skip_entry(rel, None, None, why))
+                    break
+    except Exception as e:  # noqa: BLE001 - pyarrow raises OSError/ArrowInvalid on damaged frames
+        warnings.append(f"{rel}: damaged zstd data ({type(e).__name__}); kept the {total} bytes that decompressed before the damage")
+        skipped.append(skip_entry(rel, None, None, "damaged zstd data"))
     return b"".join(out)
 
 
@@ -66,55 +261,248 @@ _CONTROL_BYTES = bytes(b for b in range(32) if b < 9 or (13 < b < 32 and b != 27
 
 
 def _looks_binary(data: bytes) -> bool:
-    """More than 10% control bytes (not tab/newline/CR/ESC) in the first 8 KiB. Tiny files (< 64 bytes)
-    are always text: a stray control byte in a one-line file is not worth losing the line."""
-    sample = data[:_BINARY_SAMPLE]
+    """More than 10% control bytes (not tab/newline/CR/ESC; runs of 16+ NULs, i.e. holes, excluded) in
+    ``data`` (a region of at most about 64 KiB). Tiny regions (< 64 bytes) are always text: a stray
+    control byte in a one-line file is not worth losing the line."""
+    sample = data[: 4 * _REGION]
+    if b"\x00" * 16 in sample:
+        sample = _NUL_RUN.sub(b"", sample)
     if len(sample) < _BINARY_MIN:
         return False
     ctrl = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
     return ctrl / len(sample) > 0.10
 
 
-def read_lines(path: Path, rel: str) -> ReadResult:
-    """Read ``path`` and return its physical lines.
+def _regions(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) spans of about 64 KiB, cut after a newline."""
+    n = len(data)
+    start = 0
+    while start < n:
+        end = start + _REGION
+        if end >= n:
+            yield start, n
+            return
+        nl = data.find(b"\n", end)
+        end = n if nl < 0 else nl + 1
+        yield start, end
+        start = end
 
-    Never raises on bad content; an unreadable file (permissions, I/O error) gives an empty result with
-    a warning. Line numbers are positions in the returned series plus one.
+
+def _nlines(data: bytes) -> int:
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def _utf16(data: bytes) -> str | None:
+    """``utf-16-le``/``utf-16-be`` when ``data`` looks like UTF-16 (BOM, or NULs in every other byte of
+    ASCII text); else None."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") and not data.startswith(b"\xff\xfe\x00\x00"):
+        return "utf-16"
+    sample = data[:4096]
+    if len(sample) < 8:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    ze, zo = even.count(0) / len(even), odd.count(0) / len(odd)
+    if zo > 0.4 and ze < 0.05:
+        return "utf-16-le"
+    if ze > 0.4 and zo < 0.05:
+        return "utf-16-be"
+    return None
+
+
+def _sniff(head: bytes) -> str | None:
+    """The compression named by the magic bytes at the head of a file, or None."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+def read_lines(path: Path, rel: str) -> ReadResult:
+    """Read ``path`` and return its physical lines (see the module docstring for what is done to them).
+
+    Never raises on bad content or an unreadable, vanished or non-regular file: those give an empty result
+    with a warning and a ``skipped`` entry. Line numbers are positions in the returned series plus one.
     """
+    lim = _limits.current()
     warnings: list[str] = []
+    skipped: list[dict[str, object]] = []
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return _skipped(rel, "vanished before it was read", None, warnings)
     except OSError as e:
-        return ReadResult(pl.Series("text", [], dtype=pl.String), 0, 0, [f"{rel}: skipped, cannot read ({e.strerror or e})"])
-    if path.name.endswith(".gz"):
-        if data[:2] == b"\x1f\x8b":
-            data = _decompress_gz(data, rel, warnings)
-        elif data:
-            warnings.append(f"{rel}: named .gz but not gzip-compressed; read as plain text")
-    if _looks_binary(data):
-        n = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-        return ReadResult(pl.Series("text", [], dtype=pl.String), n, n,
-                          [*warnings, f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)"],
-                          skip_reason="binary content")
-    if not data:
-        return ReadResult(pl.Series("text", [], dtype=pl.String), 0)
-    if b"\x00" in data:
-        nul = data.count(b"\x00")
-        warnings.append(f"{rel}: {nul} NUL bytes dropped")
-        data = data.replace(b"\x00", b"")
-    text = data.decode("utf-8", errors="replace")
-    bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd") if "\ufffd" in text else 0
+        return _skipped(rel, f"cannot read ({e.strerror or e})", None, warnings)
+    try:
+        try:
+            st = os.fstat(fd)
+        except OSError as e:
+            return _skipped(rel, f"cannot read ({e.strerror or e})", None, warnings)
+        if not stat.S_ISREG(st.st_mode):
+            return _skipped(rel, f"not a regular file ({_kind(st.st_mode)})", None, warnings)
+        size = st.st_size
+        info = {"holes": 0, "shrank": 0}
+        try:
+            head = os.pread(fd, 6, 0) if size else b""
+        except OSError as e:
+            return _skipped(rel, f"cannot read ({e.strerror or e})", size, warnings)
+        kind = _sniff(head)
+        suffix_kind = _SUFFIX.get(Path(path.name).suffix.lower())
+        if suffix_kind and kind != suffix_kind and size:
+            if kind is None:
+                warnings.append(f"{rel}: named {Path(path.name).suffix} but not {suffix_kind}-compressed; "
+                                "read as plain text")
+            else:
+                warnings.append(f"{rel}: named {Path(path.name).suffix} but {kind}-compressed; decompressed as {kind}")
+        elif kind and not suffix_kind:
+            warnings.append(f"{rel}: {kind}-compressed data without a {kind} suffix; decompressed")
+        try:
+            if kind == "zstd":
+                data = _decompress_zstd(path, rel, lim, warnings, skipped, size)
+            elif kind:
+                # bzip2/xz buffer their input: feed them small pieces so that the ratio is measured closely.
+                raw = _raw_chunks(fd, size, False, rel, warnings, info, 64 * 1024 if kind == "gzip" else 4096)
+                data = _decompress(raw, kind, rel, lim, warnings, skipped, size)
+            else:
+                data = _read_plain(fd, size, rel, lim, warnings, skipped, info)
+        except OSError as e:
+            return _skipped(rel, f"cannot read ({e.strerror or e})", size, warnings)
+    finally:
+        os.close(fd)
+    if info["holes"]:
+        warnings.append(f"{rel}: {info['holes']} NUL bytes of sparse holes skipped")
+    return _lines_from_bytes(data, rel, path.name, lim, warnings, skipped)
+
+
+def _read_plain(fd: int, size: int, rel: str, lim: _limits.Limits, warnings: list[str],
+                skipped: list[dict[str, object]], info: dict[str, int]) -> bytes:
+    out: list[bytes] = []
+    total = 0
+    for chunk in _raw_chunks(fd, size, True, rel, warnings, info):
+        out.append(chunk)
+        total += len(chunk)
+        if total > lim.max_file_bytes:
+            data = b"".join(out)
+            cut = data.rfind(b"\n", 0, lim.max_file_bytes) + 1 or lim.max_file_bytes
+            rest = size - info["holes"] - cut
+            warnings.append(f"{rel}: stopped reading at {cut} bytes, file size cap "
+                            f"({lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB); "
+                            f"{rest} bytes not read")
+            skipped.append(skip_entry(rel, rest, None, "file size cap"))
+            return data[:cut]
+    return b"".join(out)
+
+
+def _escape_controls(s: pl.Series, text: str) -> pl.Series:
+    for ch in sorted(set(_CTRL_RE.findall(text))):
+        s = s.str.replace_all(ch, f"\\x{ord(ch):02x}", literal=True)
+    return s
+
+
+def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, warnings: list[str],
+                      skipped: list[dict[str, object]]) -> ReadResult:
+    skipped_lines = 0
+    reason: str | None = None
+    enc = _utf16(data) if data else None
+    only_nul = False
+    if enc:
+        text = data.decode(enc, errors="replace").lstrip("\ufeff")
+        sample = text[:4096]
+        ascii_ish = sum(1 for c in sample if " " <= c < "\x7f" or c in "\t\n\r")
+        if not sample or "\ufffd" in sample or ascii_ish < 0.9 * len(sample):
+            enc = None  # a BOM-like start on bytes that are not UTF-16 text: read as bytes
+    if enc:
+        warnings.append(f"{rel}: UTF-16 text ({enc}); decoded")
+        data = b""
+        bad = 0
+    else:
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        # Binary judged per region: text around a binary blob is kept.
+        bin_regions: list[tuple[int, int]] = []
+        if len(data) > _REGION:
+            bin_regions = [(a, b) for a, b in _regions(data) if _looks_binary(data[a:b])]
+        elif len(data) >= _BINARY_MIN and _looks_binary(data):
+            bin_regions = [(0, len(data))]
+        if bin_regions:
+            n_bin = sum(_nlines(data[a:b]) for a, b in bin_regions)
+            nbytes = sum(b - a for a, b in bin_regions)
+            if nbytes >= len(data) * 0.9:
+                n = _nlines(data)
+                warnings.append(f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)")
+                skipped.append(skip_entry(rel, len(data), n, "binary content"))
+                return ReadResult(_empty(), n, n, warnings, skip_reason="binary content", skipped=skipped)
+            parts, last = [], 0
+            for a, b in bin_regions:
+                parts.append(data[last:a])
+                last = b
+            parts.append(data[last:])
+            # A binary region that ends without a newline leaves its line count in n_bin.
+            data = b"".join(parts)
+            skipped_lines += n_bin
+            reason = "binary content"
+            warnings.append(f"{rel}: skipped {len(bin_regions)} binary region(s) ({nbytes} bytes, {n_bin} lines); "
+                            "the text around them is kept (line numbers after them count kept lines)")
+            skipped.append(skip_entry(rel, nbytes, n_bin, "binary content"))
+        only_nul = bool(data) and not data.strip(b"\x00")
+        if b"\x00" in data:
+            nul = data.count(b"\x00")
+            warnings.append(f"{rel}: {nul} NUL bytes dropped")
+            data = data.replace(b"\x00", b"")
+        text = data.decode("utf-8", errors="replace")
+        bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd") if "\ufffd" in text else 0
+    if not text and not (not enc and only_nul):  # a file of only NULs is one (empty) line, still counted
+        return ReadResult(_empty(), skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
     if bad:
         warnings.append(f"{rel}: {bad} invalid UTF-8 sequences replaced by U+FFFD")
+    if "\n" not in text and _cr_only(text):
+        text = text.replace("\r", "\n")
+        warnings.append(f"{rel}: CR-only line endings; split into lines at CR")
     if text.endswith("\n"):
         text = text[:-1]
-    elif text and not path.name.endswith(".json"):
+    elif text and not name.endswith(".json"):
         warnings.append(f"{rel}: last line has no newline (truncated write?); kept as is")
-    s = pl.Series("text", text.split("\n"), dtype=pl.String)
-    n = len(s)
+    split = text.split("\n")
+    n = len(split)
+    bin_lines = skipped_lines
+    if n > lim.max_lines:
+        extra = n - lim.max_lines
+        warnings.append(f"{rel}: {extra} lines past the line cap ({lim.max_lines} lines per file; raise "
+                        "RANKSCOPE_MAX_LINES) not read")
+        skipped.append(skip_entry(rel, sum(len(x) + 1 for x in split[lim.max_lines:]), extra, "line cap"))
+        del split[lim.max_lines:]
+        skipped_lines += extra
+        reason = reason or "line cap"
+    s = pl.Series("text", split, dtype=pl.String)
+    del split
     if "\r" in text:
         # CRLF -> LF; a bare CR redraws the line: keep the text after the last non-final CR.
         s = s.str.strip_suffix("\r").str.replace(r"(?s)^.*\r", "")
     if "\x1b[" in text:
         s = s.str.replace_all(_ANSI_RE.pattern, "")
-    return ReadResult(s, n, 0, warnings)
+    if _CTRL_RE.search(text):
+        s = _escape_controls(s, text)
+    cap = lim.max_line_bytes
+    if len(text) > cap:
+        long = s.str.len_bytes() > cap
+        n_long = int(long.sum())
+        if n_long:
+            longest = int(s.str.len_bytes().max())  # type: ignore[arg-type]
+            dropped = int((s.filter(long).str.len_bytes() - cap).sum())
+            s = pl.select(pl.when(long).then(pl.concat_str([s.str.slice(0, cap), pl.lit(" …[truncated: line of "),
+                                                              s.str.len_bytes().cast(pl.String), pl.lit(" bytes]")]))
+                          .otherwise(s).alias("text")).to_series()
+            # str.slice counts characters: bring multi-byte lines under the cap too.
+            warnings.append(f"{rel}: {n_long} line(s) longer than {cap} bytes kept truncated (longest {longest} "
+                            "bytes; raise RANKSCOPE_MAX_LINE_KB)")
+            skipped.append(skip_entry(rel, dropped, 0, "line truncated"))
+    return ReadResult(s, n + bin_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
+
+
+def _cr_only(text: str) -> bool:
+    """A file with CRs and no LF at all: old Mac line ends (a progress bar alone, redrawing itself, ends
+    with a newline when its process exits; a file cut before that is read as lines too, none is lost)."""
+    return "\r" in text.rstrip("\r")
+
+
+__all__ = ["ReadResult", "read_lines", "skip_entry"]

@@ -38,7 +38,14 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from correlator.discover import DiscoveryError, Source, discover
+from correlator.discover import (
+    DiscoveryError,
+    Source,
+    discover,
+    following_symlinks,
+    input_size,
+    skipped_entries,
+)
 from correlator.ingest import ingest
 from correlator.schema import EVENT_SCHEMA, conform, empty_table
 
@@ -56,17 +63,7 @@ _NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using networ
 
 def input_bytes(root: str | os.PathLike[str]) -> int:
     """Total size of the files under ``root`` (to decide whether to stream)."""
-    p = Path(root)
-    if p.is_file():
-        return p.stat().st_size
-    total = 0
-    for dirpath, _dirs, files in os.walk(p, followlinks=True):
-        for fn in files:
-            try:
-                total += os.path.getsize(os.path.join(dirpath, fn))
-            except OSError:
-                pass
-    return total
+    return input_size(root)  # each real file once, no symlink out of root (a link to "." must not fan out)
 
 
 def should_stream(root: str | os.PathLike[str], threshold: int = STREAMING_THRESHOLD_BYTES) -> bool:
@@ -159,6 +156,7 @@ class _BatchOut:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     maxrss_kib: int = 0
+    skipped_list: list[dict[str, object]] = field(default_factory=list)
 
 
 def _compact(df: pl.DataFrame) -> pl.DataFrame:
@@ -182,7 +180,8 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
                base: str) -> _BatchOut:
     target = Path(single_file) if single_file else _shadow(batch, Path(tmp))
     try:
-        res = ingest(target, tz=tz)
+        with following_symlinks():  # the shadow's links point at files discovery already vetted
+            res = ingest(target, tz=tz)
     except DiscoveryError as e:  # a batch of only empty/binary files
         return _BatchOut(None, None, warnings=[str(e).replace(str(target), base)])
     finally:
@@ -191,7 +190,7 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
     t = res.table
     return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), res.lines_read, res.skipped_lines,
                      dict(getattr(res, "skipped_by_reason", None) or {}), list(res.warnings),
-                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, list(getattr(res, "skipped", [])))
 
 
 def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[str] | None,
@@ -222,6 +221,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
     skipped_by_reason: dict[str, int] = {}
     reduced: list[pl.DataFrame] = []
     warnings: list[str] = list(disc_warnings)
+    skipped_list = skipped_entries(disc_warnings)
     lines_read = skipped = rows = unparsed = 0
     peak_rss = 0
     writer: pq.ParquetWriter | None = None
@@ -246,6 +246,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
                 event_offset += t.height
                 lines_read += out.lines_read
                 skipped += out.skipped
+                skipped_list.extend(out.skipped_list)
                 rows += t.height
                 for k, v in out.skipped_by_reason.items():
                     skipped_by_reason[k] = skipped_by_reason.get(k, 0) + v
@@ -278,6 +279,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
         "lines_read": lines_read,
         "lines_skipped": skipped,
         "skipped_by_reason": skipped_by_reason,
+        "skipped": skipped_list,
         "rows": rows,
         "ranks": sorted(ranks),
         "hosts": sorted(hosts),

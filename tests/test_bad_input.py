@@ -152,14 +152,16 @@ def test_unreadable_file(tmp_path, monkeypatch, capsys):
     write(root / "rank1.log", "secret stuff\n")
     (root / "rank1.log").chmod(0)
     if os.access(root / "rank1.log", os.R_OK):  # root reads anyway: simulate EACCES
-        real = Path.read_bytes
+        import correlator.read as read_mod
 
-        def read_bytes(self: Path) -> bytes:
-            if self.name == "rank1.log":
-                raise PermissionError(13, "Permission denied", str(self))
-            return real(self)
+        real = os.open
 
-        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+        def fake_open(path, flags, *a):  # type: ignore[no-untyped-def]
+            if Path(path).name == "rank1.log":
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, flags, *a)
+
+        monkeypatch.setattr(read_mod.os, "open", fake_open)
     res = check_accounting(root, n_ok)
     warned(res, "rank1.log", "cannot read", "Permission denied")
     diag_warns(root, monkeypatch, capsys, "rank1.log", "cannot read")
@@ -263,7 +265,11 @@ def test_single_50mb_line(tmp_path, monkeypatch, capsys):
     n = write(root / "rank0.log", "[rank0]: before\n" + big + "[rank0]: after\n")
     t0 = time.perf_counter()
     res = check_accounting(root, n)
-    assert res.table.height == 3 and res.table["raw"].str.len_bytes().max() == len(big) - 1
+    # Kept truncated at the line cap (1 MiB by default), marked with the original length, and warned.
+    raw = res.table.sort("line")["raw"].to_list()
+    assert res.table.height == 3 and raw[1].startswith(big[: 1024 * 1024])
+    assert raw[1].endswith(f" …[truncated: line of {len(big) - 1} bytes]")
+    warned(res, "rank0.log", "longer than 1048576 bytes kept truncated")
     code, out, errtext = run(["diagnose", root, "-f", "json"], monkeypatch, capsys)  # one CLI run: 50 MB is slow
     assert_clean(code, out, errtext)
     json.loads(out)
