@@ -346,3 +346,18 @@ def test_ranks_losing_the_store_point_at_rank0(tmp_path: Path) -> None:
     d = correlator.diagnose(_load(tmp_path, text))
     assert d.initiating_ranks == [0]
     assert any("TCPStore" in r for r in d.confidence_reasons)
+
+
+def test_rank_that_never_entered_the_collective_is_named(tmp_path: Path) -> None:
+    # Ranks 0, 1, 3 entered work 88 (enqueued 88, completed 87); rank 2 was only told of the timeout by rank 0's
+    # dump signal and had enqueued == completed == 87: it never entered the collective.
+    pfx = "[rank{r}]:[E1201 10:00:0{s}.100000000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+    text = "\n".join([
+        *(pfx.format(r=r, s=0) + "Exception (either an error or timeout) detected by watchdog at work: 88, last "
+          "enqueued NCCL work: 88, last completed NCCL work: 87." for r in (0, 1, 3)),
+        pfx.format(r=2, s=1) + "Received a dump signal due to a collective timeout from  rank 0 and we will try our "
+        "best to dump the debug info. Last enqueued NCCL work: 87, last completed NCCL work: 87.",
+    ])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([2], [0, 1, 3])
+    assert d.initiator_basis == "behind on the collective sequence"
