@@ -265,6 +265,30 @@ def votes(e: Evidence) -> Counter[int]:
     return Counter(p for _, p in pairs)
 
 
+def minority_progress(e: Evidence) -> Finding | None:
+    """The odd one out by progress: ranks timed out in (pg, seq) while other ranks of that group went past it
+    (entered a later seq), or the reverse. A collective cannot complete without every member, so whichever side
+    is the minority ran a different sequence of collectives (an extra one, or one skipped)."""
+    waits = e.effects.filter((pl.col("kind") == "watchdog_timeout") & pl.col("seq").is_not_null())
+    if not waits.height:
+        return None
+    waits = waits.with_columns(align.pg_key().alias("pgk"))
+    (pg, seq), n = Counter(waits.select("pgk", "seq").iter_rows()).most_common(1)[0]
+    timed = set(waits.filter((pl.col("pgk") == pg) & (pl.col("seq") == seq))["rank"].to_list())
+    prog = align.progress(e.t).filter(pl.col("pg") == pg)
+    ahead = set(prog.filter((pl.col("entered") > seq) & ~pl.col("rank").is_in(list(timed)))["rank"].to_list())
+    if not ahead or len(ahead) == len(timed):
+        return None
+    minority = timed if len(timed) < len(ahead) else ahead
+    op = waits.filter(pl.col("seq") == seq)["op"].drop_nulls().first()
+    side = "timed out in a collective the others went past" if minority is timed else "went past the collective the others wait in"
+    ev = waits.filter(pl.col("rank").is_in(list(minority))).sort("tc", "event_id")
+    cause = {r: int(ev.filter(pl.col("rank") == r)["event_id"][0]) for r in minority if ev.filter(pl.col("rank") == r).height}
+    return Finding(sorted(minority), "odd one out", "collective_mismatch", cause,
+                   focus={"pg": pg, "seq": seq, "op": op},
+                   reasons=[f"the minority {side} (SeqNum {seq}); it ran a different sequence of collectives"])
+
+
 def stall_report(e: Evidence) -> Finding | None:
     """Horovod's stall report names who has (not) submitted the collective the others wait in.
 
@@ -443,7 +467,7 @@ def flight_recorder(e: Evidence) -> Finding | None:
 RULES: list[Callable[[Evidence], Finding | None]] = [
     flight_recorder,
     odd_one_out, config_odd_one_out, first_causes, bare_exit, network, stall_report, barrier_named, named_by_waiters,
-    silence,
+    minority_progress, silence,
 ]
 
 

@@ -361,3 +361,15 @@ def test_rank_that_never_entered_the_collective_is_named(tmp_path: Path) -> None
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.collateral_ranks) == ([2], [0, 1, 3])
     assert d.initiator_basis == "behind on the collective sequence"
+
+
+def test_minority_timed_out_in_a_collective_the_majority_went_past(tmp_path: Path) -> None:
+    fp = ("[rank{r}]:[I1201 10:00:0{s}.000000000 ProcessGroupWrapper.cpp:710] [Rank {r}] Running collective: "
+          "CollectiveFingerPrint(SequenceNumber={q}, OpType=ALLREDUCE)")
+    wd = ("[rank0]:[E1201 10:10:05.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+          "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 "
+          "milliseconds before timing out.")
+    text = "\n".join([*(fp.format(r=r, s=q - 4, q=q) for r in (1, 2, 3) for q in (5, 6)), wd])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([0], "collective_mismatch")
+    assert any("went past" in r for r in d.confidence_reasons)
