@@ -18,8 +18,26 @@ import parsers
 from correlator import identity
 from correlator.discover import DiscoveryError, Source, discover
 from correlator.read import ReadResult, read_lines
-from correlator.schema import conform
+from correlator.schema import POLARS_SCHEMA, conform
 from parsers import elastic, timestamps
+
+#: Columns that live only between parsing and the event table, in one place: what the steps after
+#: ``parsers.parse_lines`` read (identity: source and prefix ranks; timestamps: the stamp parts; tee
+#: de-duplication: ``record``). Every other parser column is dropped right after parsing.
+INTERMEDIATE_COLUMNS: tuple[str, ...] = (
+    # source (correlator.discover.Source)
+    "layout", "src_rank", "src_local_rank", "src_host", "src_attempt", "node_key",
+    # identity evidence (correlator.identity)
+    "c10_rank", "tee_local_rank", "xport_rank", "xport_host", "srun_label", "hook_rank", "local_rank_stated",
+    "rank_stated", "pg_rank",
+    # stamp parts (parsers.timestamps.build_ts)
+    "xport_ts", "mpi_ctime", "nccl_ts", "pyts", "cf_time", "usts", "mmdd", "hms", "yyyy", "mm", "dd", "usec",
+    "epoch_s",
+    # records (tee de-duplication) and error.json exit codes
+    "record", "exit_code_json",
+)
+#: What ``parsers.parse_lines`` hands on: the event-table columns plus the intermediate ones.
+PARSE_KEEP: tuple[str, ...] = tuple(dict.fromkeys([*POLARS_SCHEMA, *INTERMEDIATE_COLUMNS]))
 
 
 @dataclass
@@ -184,7 +202,7 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     if len(frames) > 1:
         df = df.sort("__src", "line", maintain_order=True)
     df = df.drop("__src")
-    df = parsers.parse_lines(df)
+    df = parsers.parse_lines(df, keep=PARSE_KEEP)
     if "exit_code_json" in df.columns:
         df = df.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
