@@ -155,15 +155,25 @@ def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
     tee_copy = pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream")
     if not df.select(tee_copy.any()).item():
         return df.with_columns(pl.lit(False).alias("duplicate"))
-    per_rank = (df.filter(pl.col("layout") == "torchrun_rank")
-                .select("node_key", "local_rank", "record").unique().with_columns(pl.lit(True).alias("__dup")))
+    per_rank = (df.lazy().filter(pl.col("layout") == "torchrun_rank")
+                .select("node_key", "local_rank", "record").unique().collect())
     if per_rank.height == 0:
         return df.with_columns(pl.lit(False).alias("duplicate"))
-    df = df.join(per_rank, on=["node_key", "local_rank", "record"], how="left", maintain_order="left")
-    return df.with_columns(
-        (pl.col("__dup").fill_null(False) & pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream"))
-        .alias("duplicate")
-    ).drop("__dup")
+    # Only the tee copies are looked up (a small frame), never a join of the whole table.
+    hits = (df.lazy().with_row_index("__i").filter(tee_copy).select("__i", "node_key", "local_rank", "record")
+            .join(per_rank.lazy(), on=["node_key", "local_rank", "record"], how="semi").select("__i").collect()["__i"])
+    dup = pl.Series("duplicate", [False]).extend_constant(False, df.height - 1) if df.height else pl.Series("duplicate", [], pl.Boolean)
+    return df.with_columns(dup.scatter(hits, True) if hits.len() else dup)
+
+
+def _sorted_by_path_line(df: pl.DataFrame) -> bool:
+    """True when ``df`` is already in ``path, line`` order (then sorting it again is skipped)."""
+    if df.height < 2:
+        return True
+    if not df["path"].is_sorted():
+        return False
+    same_file = pl.col("path") == pl.col("path").shift(1)
+    return bool(df.select((~same_file | (pl.col("line") >= pl.col("line").shift(1))).fill_null(True).all()).item())
 
 
 def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
@@ -181,7 +191,10 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
         on_sources(sources)
     frames, plain, lines_read, skipped = [], [], 0, 0
     by_reason: dict[str, int] = {}
-    for i, src in enumerate(sources):
+    # Frames are built in path order (``path`` is ``Source.rel``), so the table usually needs no final sort.
+    order = {id(s): k for k, s in enumerate(sorted(sources, key=lambda s: s.rel))}
+    for src in sources:
+        i = order[id(src)]
         frame, res = _source_frame(src, progress)
         if frame is not None:
             frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int64).alias("__src")))
@@ -194,6 +207,7 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
             by_reason[reason] = by_reason.get(reason, 0) + res.skipped_lines
         warnings.extend(res.warnings)
     if plain:
+        plain.sort(key=lambda part: part[0])
         frames.append(_plain_lines(plain))
     if not any(f.height for f in frames):
         why = f": {warnings[0]}" + (f" (and {len(warnings) - 1} more problems)" if len(warnings) > 1 else "") if warnings else ""
@@ -211,7 +225,9 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     df = identity.resolve(df)
     df = timestamps.inherit(df, parsers.STREAM_KEYS)
     df = _mark_duplicates(df)
-    df = df.sort("path", "line", maintain_order=True).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    if not _sorted_by_path_line(df):
+        df = df.sort("path", "line", maintain_order=True)
+    df = df.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
     return IngestResult(conform(df), sources, warnings, lines_read, skipped, by_reason)
 
 
