@@ -13,12 +13,15 @@ only what :func:`correlator.diagnose` reads:
 - NCCL INFO chatter (kind ``log``, layer ``nccl``): the rows that state a rank or world size (topology
   lines) and the last ``keep_last`` per rank.
 
-Batches: the unit is a torchrun agent's tree (``<node>/torchrun_logs/<run>/attempt_N/...`` with the
-launcher log beside it), i.e. the first directory level under ``root`` — so rank identity (NCCL init
-lines, launcher pids, tee offsets) still resolves within a batch. Units are packed into batches of about
-``batch_bytes`` of input; a unit larger than that is one batch on its own. Each batch is ingested from a
-shadow directory of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in
-a normal run, and ``event_id`` is made unique across batches.
+Batches (:func:`plan`): about ``batch_bytes`` of input each, whatever the folder layout. The unit is the
+first directory level under ``root`` (a node's torchrun tree with its launcher log beside it), so rank
+identity (NCCL init lines, launcher pids, tee offsets) resolves within a batch; small units are packed
+together. A unit larger than ``batch_bytes`` (a big node, or a plain torchrun ``--log-dir`` given as
+``root``, whose ``attempt_0/<rank>/`` folders are all one unit) is split into chunks of per-rank folders;
+the node's other files (launcher log, error.json, stderr files) are read with every chunk as context for
+identity, and their rows are kept by the first chunk only. Each batch is ingested from a shadow directory
+of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in a normal run, and
+``event_id`` is made unique across batches.
 
 Batches run one after the other in this process (polars uses the cores within a batch). Peak memory is
 one batch's ingest (about 30x its input bytes with the current pipeline) plus the reduced table (tens of
@@ -28,6 +31,7 @@ rows per rank), independent of the total input size.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import tempfile
@@ -84,9 +88,23 @@ def _size(src: Source) -> int:
         return 0
 
 
-def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
-    """Group sources into batches: units by first directory level (top-level files join the only
-    directory unit when there is one, else form their own unit), packed up to ``batch_bytes``."""
+@dataclass
+class Batch:
+    """One batch of files: ``files`` give the rows; ``context`` files (the rest of a node that had to be
+    split: launcher log, error.json files, small per-rank files) are read with them only for rank identity
+    (node offsets, launcher pairing, pids) and their rows are dropped (another batch keeps them)."""
+
+    files: list[Source]
+    context: list[Source] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(_size(s) for s in self.files)
+
+
+def _units(sources: list[Source]) -> dict[str, list[Source]]:
+    """Files by first directory level (a node's tree with its launcher log); top-level files join the only
+    directory unit when there is one, else form their own unit."""
     units: dict[str, list[Source]] = {}
     top_files: list[Source] = []
     for s in sources:
@@ -98,24 +116,74 @@ def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) 
     if top_files:
         if len(units) == 1:
             next(iter(units.values())).extend(top_files)
-        elif not units:
-            units["."] = top_files
         else:
             units["."] = top_files
-    batches: list[list[Source]] = []
+    return units
+
+
+def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
+    """A unit larger than ``batch_bytes`` (a node, or a whole torchrun ``--log-dir``): its big per-rank files
+    in chunks of about ``batch_bytes``, grouped by folder (a rank's stdout and stderr stay together); the
+    other files ride along as context. The first chunk keeps the context's rows."""
+    big_layouts = ("torchrun_rank", "rank_file", "nccl_file")
+    bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
+    ctx = [s for s in unit if s not in bulk]
+    if sum(_size(s) for s in ctx) > batch_bytes // 2:  # then only what pairs a node: launcher output, error.json
+        keep = [s for s in ctx if s.layout == "error_json" or s.stream == "launcher"]
+        bulk += [s for s in ctx if s not in keep]
+        ctx = keep
+    folders: dict[str, list[Source]] = {}
+    for s in bulk:
+        folders.setdefault(str(Path(s.rel).parent), []).append(s)
+    room = max(1, batch_bytes - sum(_size(s) for s in ctx))
+    chunks: list[list[Source]] = []
     cur: list[Source] = []
     cur_bytes = 0
+    for key in sorted(folders):
+        grp = folders[key]
+        gb = sum(_size(s) for s in grp)
+        if cur and cur_bytes + gb > room:
+            chunks.append(cur)
+            cur, cur_bytes = [], 0
+        cur.extend(grp)
+        cur_bytes += gb
+    if cur:
+        chunks.append(cur)
+    if not chunks:
+        return [Batch(list(unit))]
+    return [Batch(c + ctx) if i == 0 else Batch(c, list(ctx)) for i, c in enumerate(chunks)]
+
+
+def plan(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[Batch]:
+    """Batches of about ``batch_bytes`` of input whatever the folder layout: whole units (first directory
+    level, see :func:`_units`) packed together while they fit; a unit larger than ``batch_bytes`` split into
+    chunks of its per-rank files (:func:`_split_unit`)."""
+    batches: list[Batch] = []
+    cur: list[Source] = []
+    cur_bytes = 0
+    units = _units(sources)
     for key in sorted(units):
         unit = units[key]
         ub = sum(_size(s) for s in unit)
+        if ub > batch_bytes and len(unit) > 1:
+            if cur:
+                batches.append(Batch(cur))
+                cur, cur_bytes = [], 0
+            batches.extend(_split_unit(unit, batch_bytes))
+            continue
         if cur and cur_bytes + ub > batch_bytes:
-            batches.append(cur)
+            batches.append(Batch(cur))
             cur, cur_bytes = [], 0
         cur.extend(unit)
         cur_bytes += ub
     if cur:
-        batches.append(cur)
+        batches.append(Batch(cur))
     return batches
+
+
+def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
+    """The files whose rows each batch of :func:`plan` gives (context files left out)."""
+    return [b.files for b in plan(sources, batch_bytes)]
 
 
 def _reduced_parts(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int) -> list:
@@ -178,9 +246,13 @@ def _shadow(batch: list[Source], tmp: Path) -> Path:
     return shadow
 
 
-def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, keep_last: int, tmp: str,
+_SKIP_RE = re.compile(r"skipped, binary content \(\d+ bytes, (\d+) lines\)")
+
+
+def _run_batch(batch: Batch, single_file: str | None, tz: str | None, keep_last: int, tmp: str,
                base: str) -> _BatchOut:
-    target = Path(single_file) if single_file else _shadow(batch, Path(tmp))
+    everything = batch.files + batch.context
+    target = Path(single_file) if single_file else _shadow(everything, Path(tmp))
     try:
         res = ingest(target, tz=tz)
     except DiscoveryError as e:  # a batch of only empty/binary files
@@ -189,8 +261,28 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
         if not single_file:
             shutil.rmtree(target, ignore_errors=True)
     t = res.table
-    return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), res.lines_read, res.skipped_lines,
-                     dict(getattr(res, "skipped_by_reason", None) or {}), list(res.warnings),
+    lines_read, skipped, warnings = res.lines_read, res.skipped_lines, list(res.warnings)
+    by_reason = dict(getattr(res, "skipped_by_reason", None) or {})
+    if batch.context:
+        ctx = {s.rel for s in batch.context}
+        in_ctx = pl.col("path").is_in(list(ctx))
+        lines_read -= int(t.filter(in_ctx)["line_count"].sum() or 0)
+        t = t.filter(~in_ctx)
+        mine = []
+        for w in warnings:
+            rel = w.split(": ", 1)[0]
+            if rel not in ctx:
+                mine.append(w)
+                continue
+            m = _SKIP_RE.search(w)
+            if m:  # a binary context file: its lines are counted by the batch that keeps it
+                n = int(m.group(1))
+                lines_read -= n
+                skipped -= n
+                by_reason["binary content"] = by_reason.get("binary content", 0) - n
+        warnings = mine
+        by_reason = {k: v for k, v in by_reason.items() if v}
+    return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), lines_read, skipped, by_reason, warnings,
                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
@@ -214,7 +306,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
     rootp = Path(root)
     sources, disc_warnings = discover(rootp)
     single = str(rootp) if rootp.is_file() else None
-    batches = [sources] if single else plan_batches(sources, batch_bytes)
+    batches = [Batch(sources)] if single else plan(sources, batch_bytes)
     kinds: dict[str, int] = {}
     ranks: set[int] = set()
     hosts: set[str] = set()
@@ -309,5 +401,5 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
     return out
 
 
-__all__ = ["DEFAULT_BATCH_BYTES", "ROUTINE_KINDS", "STREAMING_THRESHOLD_BYTES", "input_bytes", "plan_batches",
+__all__ = ["DEFAULT_BATCH_BYTES", "Batch", "plan", "ROUTINE_KINDS", "STREAMING_THRESHOLD_BYTES", "input_bytes", "plan_batches",
            "reduce_for_diagnosis", "reduced_from_parquet", "should_stream", "stream_ingest"]
