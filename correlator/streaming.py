@@ -401,5 +401,16 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
     return out
 
 
-__all__ = ["DEFAULT_BATCH_BYTES", "Batch", "plan", "ROUTINE_KINDS", "STREAMING_THRESHOLD_BYTES", "input_bytes", "plan_batches",
-           "reduce_for_diagnosis", "reduced_from_parquet", "should_stream", "stream_ingest"]
+__all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "ROUTINE_KINDS",
+    "STREAMING_THRESHOLD_BYTES",
+    "Batch",
+    "input_bytes",
+    "plan",
+    "plan_batches",
+    "reduce_for_diagnosis",
+    "reduced_from_parquet",
+    "should_stream",
+    "stream_ingest",
+]

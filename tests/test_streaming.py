@@ -129,7 +129,7 @@ def test_plan_batches_keeps_a_node_together(gen: tuple[Path, dict[str, object]])
 def test_torchrun_log_dir_is_batched_by_size(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
     """A plain ``torchrun --log-dir`` (``attempt_0/<rank>/``) is one first-level unit: it is still split."""
     root, _ = gen
-    node = sorted(root.iterdir())[0]
+    node = min(root.iterdir())
     (run,) = list((node / "torchrun_logs").iterdir())
     full = ingest(run)
     budget = max(1, sum(f.stat().st_size for f in run.rglob("*") if f.is_file()) // 4)
