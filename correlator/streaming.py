@@ -186,34 +186,43 @@ def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) 
     return [b.files for b in plan(sources, batch_bytes)]
 
 
-def _reduced_parts(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int) -> list:
-    """The kept rows of ``t`` in three parts (kept whole, per-PG sequence rows, per-rank tails)."""
+def _kept(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int, ident: str | None = None) -> pl.LazyFrame:
+    """The ``ident`` (default ``order``) values of the rows of ``t`` the reduced table keeps: the rows kept
+    whole, the last ``keep_last`` sequence rows per (rank or file, process group) by (``seq``, ``order``),
+    and the last ``keep_last`` tail rows per (rank or file, kind) by ``order``.
+
+    Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, message``; ``message`` is
+    read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table."""
     kind, layer = pl.col("kind"), pl.col("layer")
     nccl_chatter = ((kind == "log") & (layer == "nccl") & pl.col("world_size").is_null()
                     & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
     seqish = kind.is_in(_SEQ_KINDS)
     tails = (kind == "step_progress") | nccl_chatter
-    who = pl.coalesce(pl.col("rank").cast(pl.String), pl.lit("path:") + pl.col("path"))
-    pgk = pl.when(kind == "nccl_coll").then(pl.lit("nccl:") + pl.coalesce(pl.col("pg"), pl.lit("?"))) \
-        .otherwise(pl.coalesce(pl.col("pg"), pl.lit("0")))
-    whole = t.filter(~seqish & ~tails)
-    seq_rows = (t.filter(seqish).with_columns(who.alias("__who"), pgk.alias("__pg"))
-                .sort("__who", "__pg", "seq", order, nulls_last=False)
-                .group_by("__who", "__pg", maintain_order=True).tail(keep_last).drop("__who", "__pg"))
-    tail_rows = (t.filter(tails).with_columns(who.alias("__who"), kind.alias("__k"))
-                 .sort("__who", "__k", order).group_by("__who", "__k", maintain_order=True).tail(keep_last)
-                 .drop("__who", "__k"))
-    return [whole, seq_rows, tail_rows]
+    is_coll = kind == "nccl_coll"
+    cols = dict.fromkeys([order, ident or order])
+    base = t.lazy().select(
+        *cols, pl.col("seq"), kind.alias("__k"), seqish.alias("__s"), tails.alias("__t"), pl.col("rank").alias("__wr"),
+        pl.when(pl.col("rank").is_null()).then(pl.col("path")).alias("__wp"), is_coll.alias("__c"),
+        # NCCL COLL rows without a commId are one group of their own; other rows without a PG are the default PG.
+        pl.when(is_coll).then(pl.col("pg")).otherwise(pl.coalesce(pl.col("pg"), pl.lit("0"))).alias("__pg"),
+    )
+    out = ident or order
+    whole = base.filter(~pl.col("__s") & ~pl.col("__t")).select(out)
+    # The last keep_last by (seq, order), a missing seq lowest: a top-k per group, no sort of the rows.
+    seq_key = pl.col("seq").fill_null(-(2**63))
+    seq_rows = (base.filter(pl.col("__s")).group_by("__wr", "__wp", "__c", "__pg")
+                .agg(pl.col(out).top_k_by([seq_key, pl.col(order)], keep_last)).select(pl.col(out).explode()))
+    tail_rows = (base.filter(pl.col("__t")).group_by("__wr", "__wp", "__k")
+                 .agg(pl.col(out).top_k_by(order, keep_last)).select(pl.col(out).explode()))
+    return pl.concat([whole, seq_rows, tail_rows], how="vertical")
 
 
 def reduce_for_diagnosis(table: pl.DataFrame, keep_last: int = 4) -> pl.DataFrame:
     """The rows of ``table`` that diagnosis needs (see the module docstring); same schema, same order."""
     if table.height == 0:
         return table
-    t = table.with_row_index("__i")
-    cols = t.columns
-    parts = _reduced_parts(t, "__i", keep_last)
-    return pl.concat([p.select(cols) for p in parts], how="vertical").sort("__i").drop("__i")
+    rows = _kept(table.with_row_index("__i"), "__i", keep_last).collect()["__i"].sort()
+    return table[rows]
 
 
 @dataclass
@@ -386,16 +395,42 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
     return table, summary
 
 
+#: Columns that decide which rows the reduced table keeps (see :func:`_reduced_parts`); ``message`` is read only
+#: for the NCCL INFO chatter rows it decides about.
+_KEY_COLUMNS = ["event_id", "path", "kind", "layer", "rank", "pg", "seq", "world_size"]
+
+
 def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl.DataFrame:
-    """The reduced table from an event-table parquet file or hive-partitioned dataset (lazy scan: only
-    the kept rows are materialized), e.g. the merged per-node outputs of ``correlator.export``."""
+    """The reduced table from an event-table parquet file or hive-partitioned dataset, e.g. a ``rankscope
+    timeline -o`` file or the merged per-node outputs of ``correlator.export``.
+
+    Two narrow scans, never the whole table: the key columns (:data:`_KEY_COLUMNS`, plus ``message`` of the
+    NCCL INFO chatter rows only, by predicate push-down) choose the rows; then only those rows are read
+    whole (the predicate is evaluated first, the text columns decoded for the kept rows only).
+    """
     p = Path(path)
     # The files hold every column, the partition key too: read them as plain files, not through hive paths
     # (whose ``__null__`` placeholder would replace a null host or rank).
-    lf = pl.scan_parquet(str(p / "**" / "*.parquet") if p.is_dir() else str(p), hive_partitioning=False)
+    src = str(p / "**" / "*.parquet") if p.is_dir() else str(p)
+
+    def scan(row: bool = False) -> pl.LazyFrame:
+        lf = pl.scan_parquet(src, hive_partitioning=False)
+        return lf.with_row_index("__row") if row else lf
+
+    chatter = (pl.col("kind") == "log") & (pl.col("layer") == "nccl") & pl.col("world_size").is_null()
+    keys = scan().select(_KEY_COLUMNS).collect()
+    # Select by event_id (row-group statistics and a pushed-down predicate) when it is unique, which it is in
+    # the output of one ingest run; by row number otherwise (merged outputs of separate runs).
+    by = "event_id" if keys["event_id"].n_unique() == keys.height else "__row"
+    if by == "__row":
+        keys = keys.with_row_index("__row")
+    msgs = scan(by == "__row").filter(chatter).select(by, "message").collect()
+    keys = keys.join(msgs, on=by, how="left", maintain_order="left")
+    rows = _kept(keys, "event_id", keep_last, ident=by).collect()[by].sort()
+    del keys, msgs
     cols = list(EVENT_SCHEMA.names)
-    parts = _reduced_parts(lf.select(cols), "event_id", keep_last)
-    out = conform(pl.concat([q.select(cols) for q in parts], how="vertical").collect()).sort("path", "line", "event_id")
+    kept = scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect()
+    out = conform(kept).sort("path", "line", "event_id")
     if out["event_id"].n_unique() != out.height:  # files of separate ingest runs (one per node)
         out = out.with_columns(pl.int_range(0, out.height, dtype=pl.Int64).alias("event_id"))
     return out
