@@ -73,12 +73,31 @@ def _demote_multi_rank_files(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: Optional column: how many rows a row stands for (a summary row of many identical NCCL COLL lines, see
+#: ``correlator.ingest``); the per-file, per-node and per-rank majorities count it that many times.
+WEIGHT = "_w"
+
+
+def _weighted_mode(frame: pl.DataFrame, key: str, value: str, smallest_on_tie: bool = False) -> dict:
+    """``{key: most frequent value}`` counting :data:`WEIGHT` (1 per row without it). Ties: the value seen
+    first, or with ``smallest_on_tie`` the smallest."""
+    w = pl.col(WEIGHT).fill_null(1) if WEIGHT in frame.columns else pl.lit(1)
+    counts = (frame.with_row_index("__o").group_by(key, value)
+              .agg(w.sum().alias("__n"), pl.col("__o").min().alias("__first")))
+    tie = pl.col(value) if smallest_on_tie else pl.col("__first")
+    best = counts.sort([key, "__n", tie], descending=[False, True, False], nulls_last=True).group_by(
+        key, maintain_order=True).first()
+    return dict(best.select(key, value).iter_rows())
+
+
 def resolve(df: pl.DataFrame) -> pl.DataFrame:
     """Fill ``rank``, ``rank_source``, ``local_rank``, ``host`` and ``attempt`` for every row.
 
     Expects the parsed frame with source columns (``layout``, ``src_*``, ``node_key``) and prefix
-    columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``).
+    columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``). A
+    :data:`WEIGHT` column, when present, makes a row count as that many rows in the majorities.
     """
+    weighted = WEIGHT in df.columns
     df = _demote_multi_rank_files(df)
     df = _pair_launchers(df)
     # srun labels: a node index when the labelled lines are tee'd by torchrun, otherwise a rank.
@@ -106,8 +125,9 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
 
     # A per-rank file belongs to one rank: the mode of the ranks its lines state.
     per_file = df.lazy().filter(pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
-                                & pl.col("__direct").is_not_null()).select("path", "__direct").collect()
-    file_rank = dict(per_file.group_by("path").agg(pl.col("__direct").mode().first()).iter_rows())
+                                & pl.col("__direct").is_not_null()).select("path", "__direct", *([WEIGHT] * weighted)).collect()
+    file_rank = (_weighted_mode(per_file, "path", "__direct") if weighted
+                 else dict(per_file.group_by("path").agg(pl.col("__direct").mode().first()).iter_rows()))
     # Small aggregates go back onto the (possibly millions of rows) frame as maps, not joins.
     df = df.with_columns(pl.col("path").replace_strict(file_rank, default=None, return_dtype=pl.Int32).alias("__file_rank"))
     is_rank_file = pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
@@ -120,9 +140,12 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
 
     # Node offsets (global - local), learned wherever a row carries both, or stated by a launcher's rank map.
     both = (df.lazy().filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
-            .select("node_key", "__direct", "local_rank").collect())
-    offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
-        (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
+            .select("node_key", "__direct", "local_rank", *([WEIGHT] * weighted)).collect())
+    if weighted:
+        offsets = _weighted_mode(both.with_columns((pl.col("__direct") - pl.col("local_rank")).alias("o")), "node_key", "o")
+    else:
+        offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
+            (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
     offsets.update({k: v for k, v in _stated_offsets(df).items() if offsets.get(k) is None})
     nodes_with_local = set(df.lazy().filter(pl.col("local_rank").is_not_null() | (pl.col("local_rank_stated").is_not_null()
                                             & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])))
@@ -290,12 +313,18 @@ def _hosts(df: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(
         pl.when(pl.col("host").is_in(list(_HOSTLESS))).then(None).otherwise(pl.col("host")).alias("host")
     )
-    by_rank = dict(df.lazy().filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null()).select("rank", "host").collect()
-                   .group_by("rank").agg(pl.col("host").mode().sort().first()).iter_rows())
-    by_node = dict(df.lazy().filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null())
-                   .select("node_key", "host").collect()
-                   .group_by("node_key").agg(pl.col("host").mode().sort().first(), pl.col("host").n_unique().alias("n"))
-                   .filter(pl.col("n") == 1).select("node_key", "host").iter_rows())
+    w = [WEIGHT] if WEIGHT in df.columns else []
+    ranked = df.lazy().filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null()).select("rank", "host", *w).collect()
+    noded = df.lazy().filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null()).select("node_key", "host", *w).collect()
+    if w:
+        by_rank = _weighted_mode(ranked, "rank", "host", smallest_on_tie=True)
+        single = noded.group_by("node_key").agg(pl.col("host").n_unique().alias("n")).filter(pl.col("n") == 1)["node_key"]
+        by_node = {k: v for k, v in _weighted_mode(noded, "node_key", "host", smallest_on_tie=True).items()
+                   if k in set(single.to_list())}
+    else:
+        by_rank = dict(ranked.group_by("rank").agg(pl.col("host").mode().sort().first()).iter_rows())
+        by_node = dict(noded.group_by("node_key").agg(pl.col("host").mode().sort().first(), pl.col("host").n_unique().alias("n"))
+                       .filter(pl.col("n") == 1).select("node_key", "host").iter_rows())
     return df.with_columns(pl.coalesce(
         pl.col("host"), pl.col("rank").replace_strict(by_rank, default=None, return_dtype=pl.String),
         pl.col("node_key").replace_strict(by_node, default=None, return_dtype=pl.String)).alias("host"))

@@ -216,19 +216,67 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     if len(frames) > 1:
         df = df.sort("__src", "line", maintain_order=True)
     df = df.drop("__src")
-    df = parsers.parse_lines(df, keep=PARSE_KEEP)
-    if "exit_code_json" in df.columns:
-        df = df.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
-    df = timestamps.build_ts(df, year, tz)
-    df = identity.resolve(df)
-    df = timestamps.inherit(df, parsers.STREAM_KEYS)
+    gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)
+    del df
+    if "exit_code_json" in gen.columns:
+        gen = gen.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
+    gen = timestamps.build_ts(gen, year, tz)  # fast-path rows carry no stamp of their own
+    if fast is None:
+        df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
+    else:
+        df = _resolve_with_fast_rows(gen, fast)
     df = _mark_duplicates(df)
     if not _sorted_by_path_line(df):
         df = df.sort("path", "line", maintain_order=True)
-    df = df.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    df = df.drop("_pos").with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
     return IngestResult(conform(df), sources, warnings, lines_read, skipped, by_reason)
+
+
+#: What identity resolution sets on a row (the rest of a fast-path row is known after parsing).
+_IDENTITY_OUT = ("rank", "rank_source", "local_rank", "host", "attempt")
+
+
+def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
+    """Identity and inherited stamps for the generic rows and the NCCL COLL fast-path rows, in two passes
+    over small frames: the fast rows of one (file, host, pid) are alike for identity, so each such group
+    goes into :func:`identity.resolve` as ONE summary row weighted by its size (:data:`identity.WEIGHT`);
+    its results are joined back onto the group's rows. Stamps: a fast row takes the last stamp of its
+    stream before it (an as-of join on the row position), exactly what :func:`timestamps.inherit` gives.
+
+    Fast rows stay whole where the summary would not be exact: files read as combined streams (launcher
+    pairing reads their text) and files with restart lines (attempts count restarts line by line)."""
+    restart_paths = gen.lazy().filter(pl.col("kind") == "restart").select(pl.col("path").unique()).collect()["path"]
+    whole = (pl.col("layout") == "stream") | pl.col("path").is_in(restart_paths.implode())
+    keep_whole = fast.select(whole.any()).item()
+    if keep_whole:
+        gen = parsers.merge_parts(gen, fast.filter(whole))
+        fast = fast.filter(~whole)
+    if fast.height == 0:
+        return timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
+    gid = ["path", "host", "pid"]
+    groups = fast.group_by(gid, maintain_order=True).agg(pl.all().exclude(gid).first(), pl.len().alias(identity.WEIGHT))
+    groups = groups.with_columns(pl.int_range(0, groups.height, dtype=pl.Int64).alias("_gid"))
+    fast = fast.join(groups.select(*gid, "_gid"), on=gid, how="left", maintain_order="left", nulls_equal=True)
+    both = identity.resolve(pl.concat([gen, groups.drop("_pos")], how="diagonal_relaxed"))
+    is_group = pl.col("_gid").is_not_null()
+    resolved = both.filter(is_group).select("_gid", *_IDENTITY_OUT)
+    gen = timestamps.inherit(both.filter(~is_group).drop("_gid", identity.WEIGHT), parsers.STREAM_KEYS)
+    fast = fast.drop([c for c in _IDENTITY_OUT if c in fast.columns]).join(resolved, on="_gid", how="left",
+                                                                          maintain_order="left").drop("_gid")
+    # Stamps: the last stamped row of the same stream (the fast rows' stream: no tee/srun/transport key).
+    no_key = pl.all_horizontal([pl.col(k).is_null() for k in parsers.STREAM_KEYS])
+    stamps = (gen.lazy().filter(no_key & pl.col("ts").is_not_null()).select("_pos", "path", "ts").sort("_pos")
+              .collect())
+    prev = (fast.select("_pos", "path").sort("_pos")
+            .join_asof(stamps, on="_pos", by="path", strategy="backward", check_sortedness=False))
+    fast = fast.join(prev.select("_pos", "ts"), on="_pos", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("ts").is_not_null()).then(pl.lit("inherited")).otherwise(pl.lit("missing")).alias("ts_quality"))
+    # Only what the table and the tee de-duplication still read goes into the (one) merge of the two parts.
+    final = [*POLARS_SCHEMA, "layout", "node_key", "tee_local_rank", "record", "_pos"]
+    return parsers.merge_parts(gen.select([c for c in final if c in gen.columns]),
+                               fast.select([c for c in final if c in fast.columns]))
 
 
 def load(root: str | os.PathLike[str], *, tz: str | None = None) -> pl.DataFrame:

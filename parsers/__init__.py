@@ -170,22 +170,20 @@ def _fast_split(df: pl.DataFrame) -> pl.Series | None:
     return fast if fast.any() else None
 
 
-def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None) -> pl.DataFrame:
-    """Parse a frame of physical lines (``path, line, line_count, raw, body`` + source columns).
+def parse_lines_split(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None
+                      ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """:func:`parse_lines` in two parts, not merged: ``(generic rows, fast-path rows or None)``.
 
-    Returns one row per record with the prefix columns, ``message``, ``record``, ``kind``, ``layer``,
-    ``severity`` and rule fields; line counts are preserved (sum of ``line_count`` is unchanged), rows stay
-    in input order (split glued lines sorted by ``path, line``). With ``keep``, only those columns (of the
-    ones present) are returned, which keeps the frame narrow.
-
-    NCCL COLL lines of files whose parse does not depend on them take the fast path (:mod:`parsers.coll`):
-    the same rows, from one regex pass instead of every prefix and rule.
+    Both carry ``_pos`` (the row's position in ``df``; split glued lines share their line's) and, with
+    ``keep``, only those columns. The generic part is in ``_pos`` order unless a glued tee line was split
+    (then in ``path, line`` order); the fast part is in ``_pos`` order. Callers that merge them sort by
+    ``_pos`` (see :func:`parse_lines`).
     """
     fast = _fast_split(df)
+    df = df.with_row_index("_pos")
     if fast is None:
         out = _parse_generic(df)
-        return out.select([c for c in keep if c in out.columns]) if keep is not None else out
-    df = df.with_row_index("_pos")
+        return (out.select([c for c in [*keep, "_pos"] if c in out.columns]) if keep is not None else out), None
     gen = _prefix_layers(df.filter(~fast))
     fast_df = df.filter(fast)
     # A file whose other lines may form multi-line records keeps all its lines on the generic path (a COLL
@@ -198,19 +196,37 @@ def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = Non
                                                                                                      maintain_order=True)
             fast_df = fast_df.filter(~back)
     gen = classify(python.group_records(gen, STREAM_KEYS))
-    if fast_df.height == 0:
-        out = gen
-    else:
-        fast_out = coll.parse_fast(fast_df, coll.comm_map(gen))
-        if keep is not None:
-            cols = [*keep, "_pos"]
-            gen = gen.select([c for c in cols if c in gen.columns])
+    fast_out = coll.parse_fast(fast_df, coll.comm_map(gen)) if fast_df.height else None
+    if keep is not None:
+        cols = [*keep, "_pos"]
+        gen = gen.select([c for c in cols if c in gen.columns])
+        if fast_out is not None:
             fast_out = fast_out.select([c for c in cols if c in fast_out.columns])
-        ordered = gen["_pos"].is_sorted()
-        out = pl.concat([gen, fast_out], how="diagonal_relaxed")
-        out = out.sort("_pos", maintain_order=True) if ordered else out.sort("path", "line", "_pos", maintain_order=True)
-    out = out.drop("_pos")
-    return out.select([c for c in keep if c in out.columns]) if keep is not None else out
+    return gen, fast_out
+
+
+def merge_parts(gen: pl.DataFrame, fast: pl.DataFrame | None) -> pl.DataFrame:
+    """The two parts of :func:`parse_lines_split` as one frame in input order (``_pos`` kept)."""
+    if fast is None or fast.height == 0:
+        return gen
+    ordered = gen["_pos"].is_sorted()
+    out = pl.concat([gen, fast], how="diagonal_relaxed")
+    return out.sort("_pos", maintain_order=True) if ordered else out.sort("path", "line", "_pos", maintain_order=True)
+
+
+def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None) -> pl.DataFrame:
+    """Parse a frame of physical lines (``path, line, line_count, raw, body`` + source columns).
+
+    Returns one row per record with the prefix columns, ``message``, ``record``, ``kind``, ``layer``,
+    ``severity`` and rule fields; line counts are preserved (sum of ``line_count`` is unchanged), rows stay
+    in input order (split glued lines sorted by ``path, line``). With ``keep``, only those columns (of the
+    ones present) are returned, which keeps the frame narrow.
+
+    NCCL COLL lines of files whose parse does not depend on them take the fast path (:mod:`parsers.coll`):
+    the same rows, from one regex pass instead of every prefix and rule.
+    """
+    gen, fast = parse_lines_split(df, keep)
+    return merge_parts(gen, fast).drop("_pos")
 
 
 def _parse_generic(df: pl.DataFrame) -> pl.DataFrame:

@@ -57,6 +57,11 @@ def _mixed(root: Path) -> None:
     (d / "tbprod.log").write_text("\n".join([asc + "Traceback (most recent call last):", c(1, "node-s", 20),
                                              asc + '  File "x.py", line 1', asc + "ValueError: bad",
                                              c(2, "node-s", 20)]) + "\n")
+    # Majorities count every COLL line (the fast rows enter identity as weighted summaries): rank 50's host
+    # is gpu-a (5 lines) not gpu-b (2 lines), and its progress line takes it.
+    warn = "gpu-b:71:71 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer gpu-c<4>"
+    (d / "rank50.log").write_text("\n".join([c(i, "gpu-a", 70) for i in range(5)] + [
+        warn, warn, "2026-11-29 22:00:05,000 INFO [trainer] rank=50 step=7 loss=1.0"]) + "\n")
     (d / "plain.log").write_text("\n".join([c(i, "node-v", 50) for i in range(5)] + ["done "]) + "\n")
 
 
@@ -85,6 +90,8 @@ def test_fast_path_equals_generic_on_generated_job(tmp_path: Path, monkeypatch: 
     # Files with tee/srun prefixes or records kept every line on the generic path, and were still right.
     mixed = fast.filter(pl.col("path").str.starts_with("mixed/"))
     assert mixed.filter(pl.col("kind") == "nccl_coll").height >= 20
+    r50 = fast.filter(pl.col("path") == "mixed/rank50.log")
+    assert r50.filter(pl.col("kind") == "step_progress")["host"].to_list() == ["gpu-a"]
 
 
 @pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir()))
