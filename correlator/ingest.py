@@ -255,24 +255,27 @@ def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFra
         fast = fast.filter(~whole)
     if fast.height == 0:
         return timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
-    gid = ["path", "host", "pid"]
-    groups = fast.group_by(gid, maintain_order=True).agg(pl.all().exclude(gid).first(), pl.len().alias(identity.WEIGHT))
-    groups = groups.with_columns(pl.int_range(0, groups.height, dtype=pl.Int64).alias("_gid"))
-    fast = fast.join(groups.select(*gid, "_gid"), on=gid, how="left", maintain_order="left", nulls_equal=True)
+    # Runs of fast rows (in row order) from one (file, host, pid): each run enters identity as one row.
+    key = ["path", "host", "pid"]
+    starts = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in key]).fill_null(True)
+    fast = fast.with_columns((starts.cum_sum() - 1).cast(pl.Int64).alias("_gid"))
+    groups = fast.filter(starts).with_columns(
+        fast.group_by("_gid", maintain_order=True).len()["len"].cast(pl.Int64).alias(identity.WEIGHT))
     both = identity.resolve(pl.concat([gen, groups.drop("_pos")], how="diagonal_relaxed"))
     is_group = pl.col("_gid").is_not_null()
-    resolved = both.filter(is_group).select("_gid", *_IDENTITY_OUT)
+    resolved = both.filter(is_group).select("_gid", *_IDENTITY_OUT).sort("_gid")
     gen = timestamps.inherit(both.filter(~is_group).drop("_gid", identity.WEIGHT), parsers.STREAM_KEYS)
-    fast = fast.drop([c for c in _IDENTITY_OUT if c in fast.columns]).join(resolved, on="_gid", how="left",
-                                                                          maintain_order="left").drop("_gid")
+    idx = fast["_gid"]
+    fast = fast.drop([c for c in (*_IDENTITY_OUT, "_gid") if c in fast.columns]).with_columns(
+        [resolved[c].gather(idx) for c in _IDENTITY_OUT])
     # Stamps: the last stamped row of the same stream (the fast rows' stream: no tee/srun/transport key).
     no_key = pl.all_horizontal([pl.col(k).is_null() for k in parsers.STREAM_KEYS])
     stamps = (gen.lazy().filter(no_key & pl.col("ts").is_not_null()).select("_pos", "path", "ts").sort("_pos")
               .collect())
-    prev = (fast.select("_pos", "path").sort("_pos")
-            .join_asof(stamps, on="_pos", by="path", strategy="backward", check_sortedness=False))
-    fast = fast.join(prev.select("_pos", "ts"), on="_pos", how="left", maintain_order="left").with_columns(
-        pl.when(pl.col("ts").is_not_null()).then(pl.lit("inherited")).otherwise(pl.lit("missing")).alias("ts_quality"))
+    prev = fast.select("_pos", "path").join_asof(stamps, on="_pos", by="path", strategy="backward",
+                                                  check_sortedness=False)  # fast rows are in _pos order
+    fast = fast.with_columns(prev["ts"].alias("ts"), pl.when(prev["ts"].is_not_null()).then(pl.lit("inherited"))
+                             .otherwise(pl.lit("missing")).alias("ts_quality"))
     # Only what the table and the tee de-duplication still read goes into the (one) merge of the two parts.
     final = [*POLARS_SCHEMA, "layout", "node_key", "tee_local_rank", "record", "_pos"]
     return parsers.merge_parts(gen.select([c for c in final if c in gen.columns]),

