@@ -6,8 +6,8 @@
 count 25165824 datatype 7 op 0 root 0 comm 0x55d0c3a4e2b0 [nranks=16] stream 0x55d0c2f1a9e0
 
 A physical line that matches :data:`FAST_COLL` as a whole (no stamp, transport or tee prefix, nothing after
-the stream) skips the generic prefix and rule machinery: one anchored regex gives the NCCL prefix fields
-and the COLL rule's fields. The result is the same row the generic path gives (``parsers.nccl.PREFIX`` +
+the stream) skips the generic prefix and rule machinery: one literal test and one anchored regex test pick
+it, one split into space-separated tokens gives the NCCL prefix fields and the COLL rule's fields. The result is the same row the generic path gives (``parsers.nccl.PREFIX`` +
 the ``nccl_coll`` rule); ``tests/test_ingest_fastpath.py`` checks that equivalence on every corpus case.
 """
 
@@ -25,6 +25,8 @@ FAST_COLL = (
     r"[A-Za-z]+: opCount [0-9a-f]+ sendbuff [!-~]+ recvbuff [!-~]+ count [0-9]+ "
     r"datatype [0-9]+ op [0-9]+ root -?[0-9]+ comm 0x[0-9a-f]+ \[nranks=[0-9]+\](?: stream [!-~]+)?$"
 )
+#: Rows parsed at once (the token lists of a chunk are transient; ~100 MB per 250,000 lines).
+CHUNK_ROWS = 250_000
 #: Literal every fast-path line holds (a cheap pre-filter before the regex).
 LITERAL = ": opCount "
 
@@ -46,6 +48,9 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
     Returns the source columns of ``df`` plus ``host, pid, cuda_dev, layer, kind, severity, rule, seq, op,
     numel, comm, world_size, pg, message, record`` (body and record are the text after ``NCCL INFO``).
     """
+    if df.height > CHUNK_ROWS:  # the token lists are ~2x the text: bound them by parsing in chunks
+        return pl.concat([parse_fast(df.slice(i, CHUNK_ROWS), comm_pg) for i in range(0, df.height, CHUNK_ROWS)],
+                         how="vertical")
     # The line matched FAST_COLL whole, so its space-separated tokens are known by position (one split,
     # no captures): host:pid:tid [dev] NCCL INFO Op: opCount N sendbuff B recvbuff B count N datatype N
     # op N root N comm 0x.. [nranks=N] [stream 0x..].
