@@ -3,6 +3,13 @@
 discover -> read -> demultiplex + parse (``parsers``) -> timestamps -> rank identity -> tee de-duplication.
 Every readable line ends up in exactly one row; what could not be read is reported in
 ``IngestResult.warnings`` and counted in ``IngestResult.skipped_lines``.
+
+Shape of the work (issue 13): one frame of physical lines (one text column, ``raw``; ``body`` starts as the
+same buffer); ``parsers.parse_lines_split`` sends NCCL COLL lines of plain files down a one-regex fast path
+and everything else through every prefix and rule, and hands on only the event-table columns plus
+:data:`INTERMEDIATE_COLUMNS`. Stamps and identity then run on the generic rows plus one weighted summary
+row per run of fast rows of one (file, host, pid) (:func:`_resolve_with_fast_rows`); the two parts are
+merged once, narrow, at the end.
 """
 
 from __future__ import annotations
