@@ -106,7 +106,8 @@ def _plain_lines(parts: list[tuple[int, Source, pl.Series]]) -> pl.DataFrame:
                           "src_rank": pl.Int32, "src_local_rank": pl.Int32, "src_host": pl.String,
                           "pid": pl.Int64, "src_attempt": pl.Int32, "node_key": pl.String},
     )
-    raw = pl.concat([lines for _, _, lines in parts], rechunk=True).alias("raw")
+    # No rechunk: the frame refers to the files' text buffers instead of a second copy of all of it.
+    raw = pl.concat([lines for _, _, lines in parts], rechunk=False).alias("raw")
     rows = (meta.with_columns(pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64).alias("line"))
             .explode("line").drop("n"))
     return rows.with_columns(
@@ -222,6 +223,7 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     df = pl.concat([f for f in frames if f.height], how="diagonal_relaxed")
     if len(frames) > 1:
         df = df.sort("__src", "line", maintain_order=True)
+    del frames, plain
     df = df.drop("__src")
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
