@@ -186,16 +186,19 @@ def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) 
     return [b.files for b in plan(sources, batch_bytes)]
 
 
-def _kept(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int, ident: str | None = None) -> pl.LazyFrame:
+def _kept(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int, ident: str | None = None,
+          chatter: pl.Expr | None = None, frame: bool = False) -> pl.LazyFrame:
     """The ``ident`` (default ``order``) values of the rows of ``t`` the reduced table keeps: the rows kept
     whole, the last ``keep_last`` sequence rows per (rank or file, process group) by (``seq``, ``order``),
     and the last ``keep_last`` tail rows per (rank or file, kind) by ``order``.
 
     Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, message``; ``message`` is
-    read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table."""
+    read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
+    NCCL INFO chatter test when it was decided beforehand (then ``message`` is not read)."""
     kind, layer = pl.col("kind"), pl.col("layer")
-    nccl_chatter = ((kind == "log") & (layer == "nccl") & pl.col("world_size").is_null()
-                    & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
+    nccl_chatter = chatter if chatter is not None else (
+        (kind == "log") & (layer == "nccl") & pl.col("world_size").is_null()
+        & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
     seqish = kind.is_in(_SEQ_KINDS)
     tails = (kind == "step_progress") | nccl_chatter
     is_coll = kind == "nccl_coll"
@@ -206,15 +209,22 @@ def _kept(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int, ident: str
         # NCCL COLL rows without a commId are one group of their own; other rows without a PG are the default PG.
         pl.when(is_coll).then(pl.col("pg")).otherwise(pl.coalesce(pl.col("pg"), pl.lit("0"))).alias("__pg"),
     )
-    out = ident or order
-    whole = base.filter(~pl.col("__s") & ~pl.col("__t")).select(out)
+    kept = _select(base, order, keep_last)
+    return kept if frame else kept.select(ident or order)
+
+
+def _select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
+    """The kept rows of a key frame made by :func:`_kept` (all its columns). Applying it again to the union
+    of its results over parts of a table gives its result over the whole table (top-k of top-k's)."""
+    whole = base.filter(~pl.col("__s") & ~pl.col("__t"))
     # The last keep_last by (seq, order), a missing seq lowest: a top-k per group, no sort of the rows.
     seq_key = pl.col("seq").fill_null(-(2**63))
     seq_rows = (base.filter(pl.col("__s")).group_by("__wr", "__wp", "__c", "__pg")
-                .agg(pl.col(out).top_k_by([seq_key, pl.col(order)], keep_last)).select(pl.col(out).explode()))
+                .agg(pl.all().top_k_by([seq_key, pl.col(order)], keep_last)).explode(pl.all().exclude("__wr", "__wp", "__c", "__pg")))
     tail_rows = (base.filter(pl.col("__t")).group_by("__wr", "__wp", "__k")
-                 .agg(pl.col(out).top_k_by(order, keep_last)).select(pl.col(out).explode()))
-    return pl.concat([whole, seq_rows, tail_rows], how="vertical")
+                 .agg(pl.all().top_k_by(order, keep_last)).explode(pl.all().exclude("__wr", "__wp", "__k")))
+    cols = base.collect_schema().names()
+    return pl.concat([whole.select(cols), seq_rows.select(cols), tail_rows.select(cols)], how="vertical")
 
 
 def reduce_for_diagnosis(table: pl.DataFrame, keep_last: int = 4) -> pl.DataFrame:
@@ -397,6 +407,8 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
 
 #: Columns that decide which rows the reduced table keeps (see :func:`_reduced_parts`); ``message`` is read only
 #: for the NCCL INFO chatter rows it decides about.
+#: Rows of key columns read at once by :func:`reduced_from_parquet`.
+_CHUNK_ROWS = 1_000_000
 _KEY_COLUMNS = ["event_id", "path", "kind", "layer", "rank", "pg", "seq", "world_size"]
 
 
@@ -418,18 +430,29 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
         return lf.with_row_index("__row") if row else lf
 
     chatter = (pl.col("kind") == "log") & (pl.col("layer") == "nccl") & pl.col("world_size").is_null()
-    keys = scan().select(_KEY_COLUMNS).collect()
     # Select by event_id (row-group statistics and a pushed-down predicate) when it is unique, which it is in
-    # the output of one ingest run; by row number otherwise (merged outputs of separate runs).
-    by = "event_id" if keys["event_id"].n_unique() == keys.height else "__row"
-    if by == "__row":
-        keys = keys.with_row_index("__row")
-    msgs = scan(by == "__row").filter(chatter).select(by, "message").collect()
-    keys = keys.join(msgs, on=by, how="left", maintain_order="left")
-    rows = _kept(keys, "event_id", keep_last, ident=by).collect()[by].sort()
-    del keys, msgs
+    # the output of one ingest run (there strictly increasing: a cheap test); by row number otherwise (merged
+    # outputs of separate runs).
+    ids = scan().select("event_id").collect()["event_id"]
+    n = ids.len()
+    unique = ids.len() < 2 or bool((ids.diff().drop_nulls() > 0).all()) or ids.n_unique() == ids.len()
+    del ids
+    by = "event_id" if unique else "__row"
+    row = by == "__row"
+    # NCCL INFO chatter: its few rows' messages decide (read by predicate push-down), as ids.
+    msgs = scan(row).filter(chatter).select(by, "message").collect()
+    chatty = msgs.filter(~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))[by]
+    del msgs
+    # The key columns in chunks of row groups (bounded memory), each chunk's kept rows, then the kept rows of
+    # their union (see _select).
+    chatter_ids = chatter & pl.col(by).is_in(chatty.implode())
+    cand = [_kept(scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])), "event_id",
+                  keep_last, ident=by, chatter=chatter_ids, frame=True).collect()
+            for off in range(0, max(n, 1), _CHUNK_ROWS)]
+    rows = _select(pl.concat(cand, how="vertical").lazy(), "event_id", keep_last).collect()[by].sort()
+    del cand
     cols = list(EVENT_SCHEMA.names)
-    kept = scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect()
+    kept = scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect(engine="streaming")
     out = conform(kept).sort("path", "line", "event_id")
     if out["event_id"].n_unique() != out.height:  # files of separate ingest runs (one per node)
         out = out.with_columns(pl.int_range(0, out.height, dtype=pl.Int64).alias("event_id"))
