@@ -151,7 +151,8 @@ def _fast_split(df: pl.DataFrame) -> pl.Series | None:
 
     A row qualifies when its line is a whole COLL line and its file has no line of :func:`_file_level_heads`
     (so dropping the COLL lines changes no per-file decision). Rows of files holding record candidates are
-    given back to the generic path later (:func:`parse_lines`)."""
+    given back to the generic path later (:func:`parse_lines`); so are files holding a line that does not
+    start like a log line (a possible hard-wrap continuation)."""
     if df.height == 0 or "raw" not in df.columns:
         return None
     fast = coll.fast_mask(df["raw"])
@@ -163,7 +164,11 @@ def _fast_split(df: pl.DataFrame) -> pl.Series | None:
         return None
     fast_paths = df["path"].filter(fast).unique()
     other = ~fast & df["path"].is_in(fast_paths.implode())
-    risky = df["raw"].filter(other).str.contains(_file_level_heads()).fill_null(False)
+    others = df["raw"].filter(other)
+    risky = others.str.contains(_file_level_heads()).fill_null(False)
+    # A line that does not start like a log line may continue the line before it (a hard wrap: the decision
+    # reads the previous line and per-file line statistics that count every line); its file stays generic.
+    risky = risky | (~others.str.contains(_KNOWN_START).fill_null(True) & (others.str.len_chars() > 0))
     bad = df["path"].filter(other).filter(risky).unique()
     if bad.len():
         fast = fast & ~df["path"].is_in(bad.implode())
