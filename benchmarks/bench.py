@@ -1,19 +1,24 @@
-"""Benchmark rankscope against two baselines on the same generated log tree.
+"""Benchmark rankscope against text-tool baselines on the same generated log tree.
 
-``uv run python benchmarks/bench.py`` (defaults: the target size, 256 ranks x 20,000 lines, then a
-scaling table at 64 / 256 / 1,024 ranks). Every command runs as a child process, timed by wall clock,
-with its peak RSS read from ``/usr/bin/time -f %M`` (else ``getrusage(RUSAGE_CHILDREN)``):
+``uv run python benchmarks/bench.py`` (defaults: 16, 64 and 256 ranks x 20,000 lines, 3 rounds). In ONE
+driver process, per size, the commands run one after the other and the rounds alternate (round 1: every
+command once, round 2: every command again, ...), so a load change on a shared machine hits all commands
+alike; the table gives medians. Every command is a child process, timed by wall clock, its peak RSS from
+``/usr/bin/time -f %M`` (else ``getrusage(RUSAGE_CHILDREN)``):
 
-- ``rankscope timeline DIR -o x.parquet`` (the full event table) and ``rankscope diagnose DIR``;
-- ``rankscope timeline --streaming`` equivalent (``correlator.streaming.stream_ingest``);
-- ``grep -rhoE 'opCount [0-9a-f]+' DIR`` (one field, no structure: the speed floor of a text tool);
-- a hand-written per-line Python loop: ``re`` over every line of every file, extracting the same NCCL COLL
-  fields (op, opCount, count, comm, nranks) and the progress step.
+- ``cat`` of every file (the I/O floor) and ``LC_ALL=C grep -rhoE 'opCount [0-9a-f]+'`` (one field, no
+  structure: the speed floor of a text tool);
+- ``pyloop``: a per-line Python ``re`` loop extracting the NCCL COLL fields and the progress step;
+- the product: ``rankscope timeline DIR -o t.parquet``, ``rankscope diagnose DIR``, ``rankscope diagnose
+  t.parquet`` (diagnosis from the written table) and streaming ingest (``correlator.streaming.stream_ingest``
+  to parquet).
 
-Options: ``--ranks 256 --lines 20000`` (main run), ``--scale 64,256,1024`` and ``--scale-bytes`` (input
-size per scaling point, default 200 MB: lines per rank are scaled down as ranks go up), ``--work DIR``
-(where data is generated, default a temp dir; removed afterwards unless ``--keep``), ``--quick`` (a tiny
-smoke run), ``--json FILE`` (write the measurements).
+Printed per command: median wall s, lines/s, MB/s, median peak RSS, RSS / input bytes, wall / grep wall.
+``--diag-scale 1024,4096,16384`` adds diagnosis on synthetic reduced tables (the rows streaming keeps for
+diagnosis) of that many ranks, each in its own child process: time and peak RSS vs ranks.
+
+Options: ``--sizes 16,64,256`` ``--lines 20000`` ``--rounds 3`` ``--only cat,grep,...`` ``--work DIR``
+(where data is generated; kept with ``--keep``), ``--quick`` (tiny smoke run), ``--json FILE``.
 """
 
 from __future__ import annotations
@@ -25,11 +30,16 @@ import platform
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -41,6 +51,7 @@ from generate import generate
 _COLL_RE = re.compile(r"NCCL INFO (?P<op>[A-Za-z]+): opCount (?P<seq>[0-9a-f]+) sendbuff \S+ recvbuff \S+ "
                       r"count (?P<count>\d+) datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<n>\d+)\]")
 _STEP_RE = re.compile(r"\brank=(?P<rank>\d+) step=(?P<step>\d+)")
+ALL = ["cat", "grep", "pyloop", "timeline", "diagnose_dir", "diagnose_parquet", "streaming"]
 
 
 def pyloop(root: str) -> int:
@@ -67,9 +78,51 @@ def _stream_cmd(root: str, out: str) -> int:
     return int(summary["rows"])  # type: ignore[arg-type]
 
 
+def synthetic_reduced(ranks: int, seed: int = 0) -> pl.DataFrame:
+    """A reduced table (what streaming keeps for diagnosis) for ``ranks`` ranks: a generated 64-rank job's
+    reduced table tiled ``ranks / 64`` times (ranks, hosts, paths and pids shifted; one world). Every tile has
+    its own failing rank, so the verdict is not scored; this measures diagnosis cost vs ranks."""
+    import polars as pl
+
+    from correlator.ingest import ingest
+    from correlator.streaming import reduce_for_diagnosis
+
+    base_ranks = min(64, ranks)
+    tmp = tempfile.mkdtemp(prefix="rankscope-synth-")
+    try:
+        generate(os.path.join(tmp, "logs"), base_ranks, 200, seed=seed)
+        base = reduce_for_diagnosis(ingest(os.path.join(tmp, "logs")).table)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    tiles = []
+    for k in range(max(1, ranks // base_ranks)):
+        tiles.append(base.with_columns(
+            (pl.col("rank") + k * base_ranks).alias("rank"),
+            (pl.col("host") + f"-t{k}").alias("host"),
+            (pl.lit(f"t{k}/") + pl.col("path")).alias("path"),
+            (pl.col("pid") + k * 1_000_000).alias("pid"),
+            pl.when(pl.col("world_size").is_not_null()).then(pl.lit(ranks, dtype=pl.Int32)).alias("world_size"),
+        ))
+    t = pl.concat(tiles).sort("path", "line")
+    return t.with_columns(pl.int_range(0, t.height, dtype=pl.Int64).alias("event_id"))
+
+
+def _diag_scale_cmd(ranks: int) -> dict[str, float]:
+    from correlator.diagnose import diagnose
+
+    t = synthetic_reduced(ranks)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    d = diagnose(t)
+    wall = time.perf_counter() - t0
+    return {"ranks": ranks, "rows": t.height, "diagnose_s": wall,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_before_mib": before / 1024, "initiating": len(d.initiating_ranks)}
+
+
 def _time_child(cmd: list[str], stdout_path: str | None = None) -> dict[str, float]:
     """Run ``cmd``; return wall seconds and peak RSS (MiB) of the child."""
-    gnu_time = shutil.which("time") if os.path.exists("/usr/bin/time") else None
+    gnu_time = os.path.exists("/usr/bin/time")
     fd, rss_file = tempfile.mkstemp(prefix="rss")
     os.close(fd)
     full = ["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd] if gnu_time else cmd
@@ -78,9 +131,10 @@ def _time_child(cmd: list[str], stdout_path: str | None = None) -> dict[str, flo
         t0 = time.perf_counter()
         p = subprocess.run(full, stdout=out, stderr=subprocess.PIPE, cwd=REPO, text=True, check=False)
         wall = time.perf_counter() - t0
-    if p.returncode != 0:
+    # grep exits 1 when nothing matched: not a failure for a timing
+    if p.returncode not in (0, 1) or (p.returncode == 1 and cmd[0] != "env"):
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
-    rss_kib: float
+    rss_kib = 0.0
     try:
         rss_kib = float(Path(rss_file).read_text().split()[-1]) if gnu_time else 0.0
     except (ValueError, IndexError):
@@ -89,38 +143,69 @@ def _time_child(cmd: list[str], stdout_path: str | None = None) -> dict[str, flo
         os.unlink(rss_file)
     if not rss_kib:  # getrusage keeps the max over all children: only meaningful if it grew
         rss_kib = float(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-    return {"wall_s": wall, "rss_mib": rss_kib / 1024}
+    return {"wall_s": wall, "rss_mib": rss_kib / 1024, "loadavg_1m": os.getloadavg()[0]}
 
 
-def measure(root: str, info: dict[str, object], which: list[str], work: str) -> dict[str, dict[str, float]]:
+def commands(root: str, work: str) -> dict[str, list[str]]:
     py = sys.executable
+    tl = os.path.join(work, "t.parquet")
+    return {
+        "cat": ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "sh", root],
+        "grep": ["env", "LC_ALL=C", "grep", "-rhoE", "opCount [0-9a-f]+", root],
+        "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
+        "timeline": [py, "-m", "correlator", "timeline", root, "-o", tl, "-q"],
+        "diagnose_dir": [py, "-m", "correlator", "diagnose", root, "--format", "json", "-q", "--no-streaming"],
+        "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
+        "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
+    }
+
+
+def measure(root: str, info: dict[str, object], which: list[str], work: str, rounds: int) -> dict[str, dict]:
     nbytes = int(info["bytes"])  # type: ignore[arg-type]
     nlines = int(info["lines"])  # type: ignore[arg-type]
-    cmds = {
-        "timeline": [py, "-m", "correlator", "timeline", root, "-o", os.path.join(work, "t.parquet"), "-q"],
-        "diagnose": [py, "-m", "correlator", "diagnose", root, "--format", "json", "-q"],
-        "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
-        "grep": ["grep", "-rhoE", "opCount [0-9a-f]+", root],
-        "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
-    }
-    res: dict[str, dict[str, float]] = {}
-    for name in which:
-        r = _time_child(cmds[name], os.path.join(work, f"{name}.out"))
-        r["loadavg_1m"] = os.getloadavg()[0]
-        r["lines_per_s"] = nlines / r["wall_s"]
-        r["mb_per_s"] = nbytes / 1e6 / r["wall_s"]
-        res[name] = r
-        print(f"  {name:<10} {r['wall_s']:8.2f} s  {r['lines_per_s'] / 1e3:9.1f} K lines/s  {r['mb_per_s']:8.1f} MB/s  "
-              f"peak RSS {r['rss_mib']:8.0f} MiB  (load {r['loadavg_1m']:.1f})", flush=True)
-    if "diagnose" in res:
-        try:
-            d = json.loads(Path(work, "diagnose.out").read_text())
-            res["diagnose"]["initiating_ok"] = float(d.get("initiating_ranks") == [info["culprit"]])
-            print(f"  diagnose says initiating {d.get('initiating_ranks')} ({d.get('failure_kind')}); "
-                  f"culprit {info['culprit']}", flush=True)
-        except (OSError, ValueError):
-            pass
+    cmds = commands(root, work)
+    runs: dict[str, list[dict[str, float]]] = {w: [] for w in which}
+    for rnd in range(rounds):
+        for name in which:
+            if name == "diagnose_parquet" and not os.path.exists(os.path.join(work, "t.parquet")):
+                continue
+            r = _time_child(cmds[name], os.path.join(work, f"{name}.out"))
+            runs[name].append(r)
+            print(f"  round {rnd + 1} {name:<17} {r['wall_s']:8.2f} s  peak RSS {r['rss_mib']:8.0f} MiB  "
+                  f"(load {r['loadavg_1m']:.1f})", flush=True)
+    res: dict[str, dict] = {}
+    for name, rs in runs.items():
+        if not rs:
+            continue
+        wall = statistics.median(r["wall_s"] for r in rs)
+        rss = statistics.median(r["rss_mib"] for r in rs)
+        res[name] = {"wall_s": wall, "rss_mib": rss, "rss_per_input": rss * 2**20 / nbytes,
+                     "lines_per_s": nlines / wall, "mb_per_s": nbytes / 1e6 / wall,
+                     "walls": [r["wall_s"] for r in rs], "loads": [r["loadavg_1m"] for r in rs]}
+    g = res.get("grep", {}).get("wall_s")
+    for r in res.values():
+        r["x_grep"] = r["wall_s"] / g if g else None
+    for name in ("diagnose_dir", "diagnose_parquet"):
+        if name in res:
+            try:
+                d = json.loads(Path(work, f"{name}.out").read_text())
+                res[name]["initiating_ok"] = d.get("initiating_ranks") == [info["culprit"]]
+                res[name]["verdict"] = f"{d.get('initiating_ranks')} {d.get('failure_kind')}"
+            except (OSError, ValueError):
+                pass
     return res
+
+
+def print_table(ranks: int, info: dict[str, object], res: dict[str, dict]) -> None:
+    print(f"\n{ranks} ranks: {int(info['lines']):,} lines, {int(info['bytes']) / 1e6:,.0f} MB, {info['files']} files "
+          f"(medians)", flush=True)
+    print(f"  {'command':<17} {'wall s':>8} {'K lines/s':>10} {'MB/s':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
+          f"{'x grep':>7}")
+    for name, r in res.items():
+        xg = f"{r['x_grep']:.2f}" if r.get("x_grep") is not None else "-"
+        extra = f"  {r['verdict']}" if "verdict" in r else ""
+        print(f"  {name:<17} {r['wall_s']:8.2f} {r['lines_per_s'] / 1e3:10.1f} {r['mb_per_s']:7.1f} "
+              f"{r['rss_mib']:13.0f} {r['rss_per_input']:9.2f} {xg:>7}{extra}", flush=True)
 
 
 def machine() -> dict[str, object]:
@@ -140,21 +225,7 @@ def machine() -> dict[str, object]:
     import polars as pl
 
     return {"cpu": cpu, "cores": os.cpu_count(), "mem_mib": mem, "python": platform.python_version(),
-            "polars": pl.__version__, "os": platform.platform()}
-
-
-def _ratios(r: dict[str, dict[str, float]]) -> None:
-    if "timeline" not in r:
-        return
-    tl = r["timeline"]["wall_s"]
-    parts = []
-    if "grep" in r:
-        parts.append(f"timeline / grep wall = {tl / r['grep']['wall_s']:.2f}x")
-    if "pyloop" in r:
-        parts.append(f"timeline speed-up over the per-line Python loop = {r['pyloop']['wall_s'] / tl:.3f}x")
-    if "streaming" in r and "grep" in r:
-        parts.append(f"streaming / grep wall = {r['streaming']['wall_s'] / r['grep']['wall_s']:.2f}x")
-    print("  " + "; ".join(parts), flush=True)
+            "polars": pl.__version__, "os": platform.platform(), "loadavg_at_start": os.getloadavg()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,45 +236,54 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--_stream"]:
         print(_stream_cmd(argv[1], argv[2]))
         return 0
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ranks", type=int, default=256)
-    ap.add_argument("--lines", type=int, default=20000)
-    ap.add_argument("--scale", default="64,256,1024", help="ranks of the scaling table ('' to skip)")
-    ap.add_argument("--scale-bytes", type=float, default=200e6, help="input bytes per scaling point")
+    if argv[:1] == ["--_diagscale"]:
+        print(json.dumps(_diag_scale_cmd(int(argv[1]))))
+        return 0
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--sizes", default="16,64,256", help="ranks per run, comma-separated")
+    ap.add_argument("--lines", type=int, default=20000, help="lines per rank")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default=",".join(ALL))
+    ap.add_argument("--diag-scale", default="", help="ranks for diagnosis on synthetic reduced tables, e.g. 1024,4096,16384")
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, no scaling)")
-    ap.add_argument("--only", default="timeline,diagnose,streaming,grep,pyloop")
+    ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, 1 round)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.quick:
-        a.ranks, a.lines, a.scale = 16, 300, ""
+        a.sizes, a.lines, a.rounds = "16", 300, 1
     which = [w for w in a.only.split(",") if w]
+    unknown = set(which) - set(ALL)
+    if unknown:
+        ap.error(f"--only: unknown {sorted(unknown)}; choose from {ALL}")
     work = a.work or tempfile.mkdtemp(prefix="rankscope-bench-")
     os.makedirs(work, exist_ok=True)
-    report: dict[str, object] = {"machine": machine(), "runs": []}
+    report: dict[str, object] = {"machine": machine(), "runs": [], "diag_scale": []}
     print("machine:", json.dumps(report["machine"]), flush=True)
     try:
-        points = [(a.ranks, a.lines, which)]
-        for s in [int(x) for x in a.scale.split(",") if x]:
-            # ~200 bytes per line: lines per rank so the tree is about --scale-bytes.
-            lines = max(200, int(a.scale_bytes / 200 / s))
-            points.append((s, lines, [w for w in which if w in ("timeline", "diagnose", "streaming", "grep")]))
-        for ranks, lines, what in points:
-            data = os.path.join(work, f"logs-{ranks}x{lines}")
-            if not os.path.exists(data):
-                info = generate(data, ranks, lines, seed=0)
+        for ranks in [int(x) for x in a.sizes.split(",") if x]:
+            data = os.path.join(work, f"logs-{ranks}x{a.lines}")
+            if not os.path.exists(data + ".json"):
+                info = generate(data, ranks, a.lines, seed=0)
                 Path(data + ".json").write_text(json.dumps(info))
             else:
                 info = json.loads(Path(data + ".json").read_text())
-            print(f"\n{ranks} ranks x ~{lines} lines: {info['lines']:,} lines, {int(info['bytes']) / 1e6:,.0f} MB, "
-                  f"{info['files']} files", flush=True)
-            r = measure(data, info, what, work)
-            _ratios(r)
-            report["runs"].append({"ranks": ranks, "lines_per_rank": lines, "lines": info["lines"],  # type: ignore[union-attr]
-                                   "bytes": info["bytes"], "results": r})
+            print(f"\n{ranks} ranks x ~{a.lines} lines: {info['lines']:,} lines, {int(info['bytes']) / 1e6:,.0f} MB",
+                  flush=True)
+            res = measure(data, info, which, work, a.rounds)
+            print_table(ranks, info, res)
+            report["runs"].append({"ranks": ranks, "lines_per_rank": a.lines, "lines": info["lines"],  # type: ignore[union-attr]
+                                   "bytes": info["bytes"], "files": info["files"], "results": res})
             if not a.keep:
                 shutil.rmtree(data, ignore_errors=True)
+                Path(data + ".json").unlink(missing_ok=True)
+        for ranks in [int(x) for x in a.diag_scale.split(",") if x]:
+            out = subprocess.run([sys.executable, str(HERE / "bench.py"), "--_diagscale", str(ranks)], cwd=REPO,
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            report["diag_scale"].append(r)  # type: ignore[union-attr]
+            print(f"diagnose, synthetic reduced table, {ranks:>6} ranks ({r['rows']:,} rows): {r['diagnose_s']:.2f} s, "
+                  f"peak RSS {r['peak_rss_mib']:.0f} MiB (before diagnose {r['rss_before_mib']:.0f})", flush=True)
     finally:
         if not a.keep and not a.work:
             shutil.rmtree(work, ignore_errors=True)

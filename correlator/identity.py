@@ -33,11 +33,11 @@ def _mode_int(values: list[int]) -> int | None:
 
 def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
     """Give launcher/combined files the node key of the torchrun log tree they mention (run-dir name)."""
-    trees = (df.filter(pl.col("layout").is_in(["torchrun_rank", "error_json"]) & pl.col("node_key").is_not_null())
-             ["node_key"].unique().to_list())
+    trees = (df.lazy().filter(pl.col("layout").is_in(["torchrun_rank", "error_json"]) & pl.col("node_key").is_not_null())
+             .select(pl.col("node_key").unique()).collect()["node_key"].to_list())
     if not trees:
         return df
-    stream_rows = df.filter(pl.col("layout") == "stream").select("path", "raw")
+    stream_rows = df.lazy().filter(pl.col("layout") == "stream").select("path", "raw").collect()
     streams = stream_rows["path"].unique().to_list()
     mentions: dict[str, list[str]] = {}
     for tree in trees:  # one scan per log tree (a node), not per file
@@ -58,7 +58,7 @@ def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
 def _demote_multi_rank_files(df: pl.DataFrame) -> pl.DataFrame:
     """A file named like a rank's (``worker-0.log``) that holds several ranks' prefixed lines is a node's
     or pod's combined stream, not one rank's file: its name's number is not a rank."""
-    named = df.filter(pl.col("layout") == "rank_file")
+    named = df.lazy().filter(pl.col("layout") == "rank_file").select("path", "c10_rank", "tee_local_rank").collect()
     if named.height == 0:
         return df
     multi = (named.group_by("path")
@@ -76,16 +76,35 @@ def _demote_multi_rank_files(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: Optional column: how many rows a row stands for (a summary row of many identical NCCL COLL lines, see
+#: ``correlator.ingest``); the per-file, per-node and per-rank majorities count it that many times.
+WEIGHT = "_w"
+
+
+def _weighted_mode(frame: pl.DataFrame, key: str, value: str, smallest_on_tie: bool = False) -> dict:
+    """``{key: most frequent value}`` counting :data:`WEIGHT` (1 per row without it). Ties: the value seen
+    first, or with ``smallest_on_tie`` the smallest."""
+    w = pl.col(WEIGHT).fill_null(1) if WEIGHT in frame.columns else pl.lit(1)
+    counts = (frame.with_row_index("__o").group_by(key, value)
+              .agg(w.sum().alias("__n"), pl.col("__o").min().alias("__first")))
+    tie = pl.col(value) if smallest_on_tie else pl.col("__first")
+    best = counts.sort([key, "__n", tie], descending=[False, True, False], nulls_last=True).group_by(
+        key, maintain_order=True).first()
+    return dict(best.select(key, value).iter_rows())
+
+
 def resolve(df: pl.DataFrame) -> pl.DataFrame:
     """Fill ``rank``, ``rank_source``, ``local_rank``, ``host`` and ``attempt`` for every row.
 
     Expects the parsed frame with source columns (``layout``, ``src_*``, ``node_key``) and prefix
-    columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``).
+    columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``). A
+    :data:`WEIGHT` column, when present, makes a row count as that many rows in the majorities.
     """
+    weighted = WEIGHT in df.columns
     df = _demote_multi_rank_files(df)
     df = _pair_launchers(df)
     # srun labels: a node index when the labelled lines are tee'd by torchrun, otherwise a rank.
-    labelled_tee = df.filter(pl.col("srun_label").is_not_null() & pl.col("tee_local_rank").is_not_null()).height > 0
+    labelled_tee = bool(df.select((pl.col("srun_label").is_not_null() & pl.col("tee_local_rank").is_not_null()).any()).item())
     if labelled_tee:
         df = df.with_columns(
             pl.when(pl.col("srun_label").is_not_null())
@@ -108,9 +127,10 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(direct.alias("__direct"), direct_src.alias("__direct_src"), local.alias("local_rank"))
 
     # A per-rank file belongs to one rank: the mode of the ranks its lines state.
-    per_file = df.filter(pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"]))
-    file_rank = dict(per_file.filter(pl.col("__direct").is_not_null()).group_by("path")
-                     .agg(pl.col("__direct").mode().first()).iter_rows())
+    per_file = df.lazy().filter(pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
+                                & pl.col("__direct").is_not_null()).select("path", "__direct", *([WEIGHT] * weighted)).collect()
+    file_rank = (_weighted_mode(per_file, "path", "__direct") if weighted
+                 else dict(per_file.group_by("path").agg(pl.col("__direct").mode().first()).iter_rows()))
     # Small aggregates go back onto the (possibly millions of rows) frame as maps, not joins.
     df = df.with_columns(pl.col("path").replace_strict(file_rank, default=None, return_dtype=pl.Int32).alias("__file_rank"))
     is_rank_file = pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
@@ -122,19 +142,23 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     )
 
     # Node offsets (global - local), learned wherever a row carries both, or stated by a launcher's rank map.
-    both = df.filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
-    offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
-        (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
+    both = (df.lazy().filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
+            .select("node_key", "__direct", "local_rank", *([WEIGHT] * weighted)).collect())
+    if weighted:
+        offsets = _weighted_mode(both.with_columns((pl.col("__direct") - pl.col("local_rank")).alias("o")), "node_key", "o")
+    else:
+        offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
+            (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
     offsets.update({k: v for k, v in _stated_offsets(df).items() if offsets.get(k) is None})
-    nodes_with_local = set(df.filter(pl.col("local_rank").is_not_null() | (pl.col("local_rank_stated").is_not_null()
-                                     & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])))
-                           ["node_key"].drop_nulls().unique().to_list())
+    nodes_with_local = set(df.lazy().filter(pl.col("local_rank").is_not_null() | (pl.col("local_rank_stated").is_not_null()
+                                            & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])))
+                           .select(pl.col("node_key").drop_nulls().unique()).collect()["node_key"].to_list())
     if len(nodes_with_local) == 1:
         # One node holds every local rank seen: a single-node job (offset 0) — unless some line states a
         # global rank beyond that node's local ranks (then other nodes exist whose logs are missing).
         (only,) = nodes_with_local
-        node_locals = df.filter(pl.col("node_key") == only).select(
-            pl.max_horizontal(pl.col("local_rank").max(), pl.col("local_rank_stated").max())).item()
+        node_locals = df.lazy().filter(pl.col("node_key") == only).select(
+            pl.max_horizontal(pl.col("local_rank").max(), pl.col("local_rank_stated").max())).collect().item()
         top = df.select(pl.max_horizontal(pl.col("__direct").max(), pl.col("rank_stated").max())).item()
         if top is None or node_locals is None or top <= node_locals:
             offsets.setdefault(only, 0)
@@ -209,7 +233,7 @@ def _stated_offsets(df: pl.DataFrame) -> dict[str, int]:
     """Node offsets from a launcher's host -> global ranks map (DeepSpeed ``global_rank_mapping``)."""
     from parsers.deepspeed import rank_mapping
 
-    rows = df.filter(pl.col("message").str.contains("global_rank_mapping=", literal=True))
+    rows = df.lazy().filter(pl.col("message").str.contains("global_rank_mapping=", literal=True)).select("message").collect()
     by_host: dict[str, int] = {}
     for msg in rows["message"].to_list():
         for host, ranks in rank_mapping(msg).items():
@@ -229,7 +253,8 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
     failed = ((pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_null()) | spawned
     offset = pl.col("__offset")
     # The ChildFailedError summary states (global rank, pid): prefer it to local rank + a guessed offset.
-    stated = (df.filter(entries & pl.col("pid").is_not_null() & pl.col("rank_stated").is_not_null())
+    stated = (df.lazy().filter(entries & pl.col("pid").is_not_null() & pl.col("rank_stated").is_not_null())
+              .select("pid", "rank_stated").collect()
               .group_by("pid").agg(pl.col("rank_stated").n_unique().alias("n"), pl.col("rank_stated").first()))
     entry_pid = {p: r for p, n, r in stated.iter_rows() if n == 1}
     by_pid = pl.col("pid").replace_strict(entry_pid, default=None, return_dtype=pl.Int32)
@@ -245,7 +270,7 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
         .otherwise(pl.col("local_rank")).alias("local_rank"),
     )
     # pid -> rank from every row that knows both (entries, failed lines, NCCL lines in rank files).
-    known = df.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique()
+    known = df.lazy().filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique().collect()
     counts = known.group_by("pid").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").first())
     pid_rank = {p: r for p, n, r in counts.iter_rows() if n == 1}
     signalled = pl.col("kind") == "worker_signalled"
@@ -279,8 +304,9 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
     Used only for worker lines still without a rank, and only when the ordering agrees with every pid
     whose local rank is known (``failed … local_rank: L (pid: P)``).
     """
-    workers = df.filter(pl.col("kind").is_in(["worker_failed", "worker_signalled", "failure_entry", "root_cause_entry"])
-                        & pl.col("pid").is_not_null())
+    workers = (df.lazy().filter(pl.col("kind").is_in(["worker_failed", "worker_signalled", "failure_entry", "root_cause_entry"])
+                                & pl.col("pid").is_not_null())
+               .select("node_key", "attempt", "pid", "local_rank", "rank").collect())
     if workers.filter(pl.col("rank").is_null()).height == 0:
         return df
     assign: dict[int, int] = {}
@@ -308,9 +334,11 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
 
 def _nccl_ranks(df: pl.DataFrame) -> pl.DataFrame:
     """(host, pid) -> global rank from NCCL init/abort lines of the largest communicator of each process."""
-    stated = df.filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "log"]) & (pl.col("layer") == "nccl")
-                       & pl.col("rank_stated").is_not_null() & pl.col("pid").is_not_null())
-    known_rank = df.filter((pl.col("layer") == "nccl") & pl.col("rank").is_not_null() & pl.col("pid").is_not_null())
+    stated = (df.lazy().filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "log"]) & (pl.col("layer") == "nccl")
+                              & pl.col("rank_stated").is_not_null() & pl.col("pid").is_not_null())
+              .select("host", "pid", "world_size", "rank_stated").collect())
+    known_rank = (df.lazy().filter((pl.col("layer") == "nccl") & pl.col("rank").is_not_null() & pl.col("pid").is_not_null())
+                  .select("host", "pid", "rank").unique().collect())
     pairs: dict[tuple[str | None, int], int] = {}
     for host, pid, grp in ((h, p, g) for (h, p), g in stated.group_by(["host", "pid"])):
         best = grp.sort("world_size", descending=True, nulls_last=True).row(0, named=True)
@@ -339,11 +367,18 @@ def _hosts(df: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(
         pl.when(pl.col("host").is_in(list(_HOSTLESS))).then(None).otherwise(pl.col("host")).alias("host")
     )
-    by_rank = dict(df.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
-                   .group_by("rank").agg(pl.col("host").mode().sort().first()).iter_rows())
-    by_node = dict(df.filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null())
-                   .group_by("node_key").agg(pl.col("host").mode().sort().first(), pl.col("host").n_unique().alias("n"))
-                   .filter(pl.col("n") == 1).select("node_key", "host").iter_rows())
+    w = [WEIGHT] if WEIGHT in df.columns else []
+    ranked = df.lazy().filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null()).select("rank", "host", *w).collect()
+    noded = df.lazy().filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null()).select("node_key", "host", *w).collect()
+    if w:
+        by_rank = _weighted_mode(ranked, "rank", "host", smallest_on_tie=True)
+        single = noded.group_by("node_key").agg(pl.col("host").n_unique().alias("n")).filter(pl.col("n") == 1)["node_key"]
+        by_node = {k: v for k, v in _weighted_mode(noded, "node_key", "host", smallest_on_tie=True).items()
+                   if k in set(single.to_list())}
+    else:
+        by_rank = dict(ranked.group_by("rank").agg(pl.col("host").mode().sort().first()).iter_rows())
+        by_node = dict(noded.group_by("node_key").agg(pl.col("host").mode().sort().first(), pl.col("host").n_unique().alias("n"))
+                       .filter(pl.col("n") == 1).select("node_key", "host").iter_rows())
     return df.with_columns(pl.coalesce(
         pl.col("host"), pl.col("rank").replace_strict(by_rank, default=None, return_dtype=pl.String),
         pl.col("node_key").replace_strict(by_node, default=None, return_dtype=pl.String)).alias("host"))

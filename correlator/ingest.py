@@ -3,6 +3,13 @@
 discover -> read -> demultiplex + parse (``parsers``) -> timestamps -> rank identity -> tee de-duplication.
 Every readable line ends up in exactly one row; what could not be read is reported in
 ``IngestResult.warnings`` and counted in ``IngestResult.skipped_lines``.
+
+Shape of the work (issue 13): one frame of physical lines (one text column, ``raw``; ``body`` starts as the
+same buffer); ``parsers.parse_lines_split`` sends NCCL COLL lines of plain files down a one-regex fast path
+and everything else through every prefix and rule, and hands on only the event-table columns plus
+:data:`INTERMEDIATE_COLUMNS`. Stamps and identity then run on the generic rows plus one weighted summary
+row per run of fast rows of one (file, host, pid) (:func:`_resolve_with_fast_rows`); the two parts are
+merged once, narrow, at the end.
 """
 
 from __future__ import annotations
@@ -19,8 +26,26 @@ from correlator import fr as flight_recorder
 from correlator import identity, limits
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
 from correlator.read import ReadResult, read_lines
-from correlator.schema import conform
+from correlator.schema import POLARS_SCHEMA, conform
 from parsers import elastic, timestamps
+
+#: Columns that live only between parsing and the event table, in one place: what the steps after
+#: ``parsers.parse_lines`` read (identity: source and prefix ranks; timestamps: the stamp parts; tee
+#: de-duplication: ``record``). Every other parser column is dropped right after parsing.
+INTERMEDIATE_COLUMNS: tuple[str, ...] = (
+    # source (correlator.discover.Source)
+    "layout", "src_rank", "src_local_rank", "src_host", "src_attempt", "node_key",
+    # identity evidence (correlator.identity)
+    "c10_rank", "tee_local_rank", "xport_rank", "xport_host", "srun_label", "hook_rank", "local_rank_stated",
+    "rank_stated", "pg_rank", "msg_rank", "msg_pg", "gpu_index", "cuda_dev",
+    # stamp parts (parsers.timestamps.build_ts)
+    "xport_ts", "mpi_ctime", "nccl_ts", "pyts", "cf_time", "usts", "mmdd", "hms", "yyyy", "mm", "dd", "usec",
+    "epoch_s",
+    # records (tee de-duplication) and error.json exit codes
+    "record", "exit_code_json",
+)
+#: What ``parsers.parse_lines`` hands on: the event-table columns plus the intermediate ones.
+PARSE_KEEP: tuple[str, ...] = tuple(dict.fromkeys([*POLARS_SCHEMA, *INTERMEDIATE_COLUMNS]))
 
 
 @dataclass
@@ -85,7 +110,8 @@ def _plain_lines(parts: list[tuple[int, Source, pl.Series]]) -> pl.DataFrame:
                           "src_rank": pl.Int32, "src_local_rank": pl.Int32, "src_host": pl.String,
                           "pid": pl.Int64, "src_attempt": pl.Int32, "node_key": pl.String},
     )
-    raw = pl.concat([lines for _, _, lines in parts], rechunk=True).alias("raw")
+    # No rechunk: the frame refers to the files' text buffers instead of a second copy of all of it.
+    raw = pl.concat([lines for _, _, lines in parts], rechunk=False).alias("raw")
     rows = (meta.with_columns(pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64).alias("line"))
             .explode("line").drop("n"))
     return rows.with_columns(
@@ -141,15 +167,25 @@ def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
     tee_copy = pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream")
     if not df.select(tee_copy.any()).item():
         return df.with_columns(pl.lit(False).alias("duplicate"))
-    per_rank = (df.filter(pl.col("layout") == "torchrun_rank")
-                .select("node_key", "local_rank", "record").unique().with_columns(pl.lit(True).alias("__dup")))
+    per_rank = (df.lazy().filter(pl.col("layout") == "torchrun_rank")
+                .select("node_key", "local_rank", "record").unique().collect())
     if per_rank.height == 0:
         return df.with_columns(pl.lit(False).alias("duplicate"))
-    df = df.join(per_rank, on=["node_key", "local_rank", "record"], how="left", maintain_order="left")
-    return df.with_columns(
-        (pl.col("__dup").fill_null(False) & pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream"))
-        .alias("duplicate")
-    ).drop("__dup")
+    # Only the tee copies are looked up (a small frame), never a join of the whole table.
+    hits = (df.lazy().with_row_index("__i").filter(tee_copy).select("__i", "node_key", "local_rank", "record")
+            .join(per_rank.lazy(), on=["node_key", "local_rank", "record"], how="semi").select("__i").collect()["__i"])
+    dup = pl.Series("duplicate", [False]).extend_constant(False, df.height - 1) if df.height else pl.Series("duplicate", [], pl.Boolean)
+    return df.with_columns(dup.scatter(hits, True) if hits.len() else dup)
+
+
+def _sorted_by_path_line(df: pl.DataFrame) -> bool:
+    """True when ``df`` is already in ``path, line`` order (then sorting it again is skipped)."""
+    if df.height < 2:
+        return True
+    if not df["path"].is_sorted():
+        return False
+    same_file = pl.col("path") == pl.col("path").shift(1)
+    return bool(df.select((~same_file | (pl.col("line") >= pl.col("line").shift(1))).fill_null(True).all()).item())
 
 
 def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
@@ -172,7 +208,10 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     frames, plain, lines_read, skipped = [], [], 0, 0
     by_reason: dict[str, int] = {}
     skipped_list = skipped_entries(warnings)
-    for i, src in enumerate(sources):
+    # Frames are built in path order (``path`` is ``Source.rel``), so the table usually needs no final sort.
+    order = {id(s): k for k, s in enumerate(sorted(sources, key=lambda s: s.rel))}
+    for src in sources:
+        i = order[id(src)]
         if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
             continue
         frame, res = _source_frame(src, progress)
@@ -188,6 +227,7 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
                 by_reason[str(e["reason"])] = by_reason.get(str(e["reason"]), 0) + int(e["lines"])  # type: ignore[call-overload]
         warnings.extend(res.warnings)
     if plain:
+        plain.sort(key=lambda part: part[0])
         frames.append(_plain_lines(plain))
     if not any(f.height for f in frames) and fr_rows.table.height:  # Flight Recorder dumps, no text log
         return IngestResult(conform(flight_recorder.with_ids(fr_rows.table)), sources, warnings, lines_read, skipped,
@@ -198,19 +238,75 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
     df = pl.concat([f for f in frames if f.height], how="diagonal_relaxed")
     if len(frames) > 1:
         df = df.sort("__src", "line", maintain_order=True)
+    del frames, plain
     df = df.drop("__src")
-    df = parsers.parse_lines(df)
-    if "exit_code_json" in df.columns:
-        df = df.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
-    df = timestamps.build_ts(df, year, tz)
-    df = limits.cap_values(identity.resolve(df), warnings)
-    df = timestamps.inherit(df, parsers.STREAM_KEYS)
+    gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)
+    del df
+    if "exit_code_json" in gen.columns:
+        gen = gen.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
+    gen = timestamps.build_ts(gen, year, tz)  # fast-path rows carry no stamp of their own
+    if fast is None:
+        df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
+    else:
+        df = _resolve_with_fast_rows(gen, fast)
+    df = limits.cap_values(df, warnings)
     df = _mark_duplicates(df)
-    df = pl.concat([df, fr_rows.table], how="diagonal_relaxed") if fr_rows.table.height else df
-    df = df.sort("path", "line", maintain_order=True).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    if fr_rows.table.height:
+        df = pl.concat([df, fr_rows.table], how="diagonal_relaxed")
+    if not _sorted_by_path_line(df):
+        df = df.sort("path", "line", maintain_order=True)
+    df = df.drop("_pos").with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
     return IngestResult(conform(df), sources, warnings, lines_read, skipped, by_reason, skipped_list)
+
+
+#: What identity resolution sets on a row (the rest of a fast-path row is known after parsing).
+_IDENTITY_OUT = ("rank", "rank_source", "local_rank", "host", "attempt")
+
+
+def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
+    """Identity and inherited stamps for the generic rows and the NCCL COLL fast-path rows, in two passes
+    over small frames: the fast rows of one (file, host, pid) are alike for identity, so each such group
+    goes into :func:`identity.resolve` as ONE summary row weighted by its size (:data:`identity.WEIGHT`);
+    its results are joined back onto the group's rows. Stamps: a fast row takes the last stamp of its
+    stream before it (an as-of join on the row position), exactly what :func:`timestamps.inherit` gives.
+
+    Fast rows stay whole where the summary would not be exact: files read as combined streams (launcher
+    pairing reads their text) and files with restart lines (attempts count restarts line by line)."""
+    restart_paths = gen.lazy().filter(pl.col("kind") == "restart").select(pl.col("path").unique()).collect()["path"]
+    whole = (pl.col("layout") == "stream") | pl.col("path").is_in(restart_paths.implode())
+    keep_whole = fast.select(whole.any()).item()
+    if keep_whole:
+        gen = parsers.merge_parts(gen, fast.filter(whole))
+        fast = fast.filter(~whole)
+    if fast.height == 0:
+        return timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
+    # Runs of fast rows (in row order) from one (file, host, pid): each run enters identity as one row.
+    key = ["path", "host", "pid"]
+    starts = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in key]).fill_null(True)
+    fast = fast.with_columns((starts.cum_sum() - 1).cast(pl.Int64).alias("_gid"))
+    groups = fast.filter(starts).with_columns(
+        fast.group_by("_gid", maintain_order=True).len()["len"].cast(pl.Int64).alias(identity.WEIGHT))
+    both = identity.resolve(pl.concat([gen, groups.drop("_pos")], how="diagonal_relaxed"))
+    is_group = pl.col("_gid").is_not_null()
+    resolved = both.filter(is_group).select("_gid", *_IDENTITY_OUT).sort("_gid")
+    gen = timestamps.inherit(both.filter(~is_group).drop("_gid", identity.WEIGHT), parsers.STREAM_KEYS)
+    idx = fast["_gid"]
+    fast = fast.drop([c for c in (*_IDENTITY_OUT, "_gid") if c in fast.columns]).with_columns(
+        [resolved[c].gather(idx) for c in _IDENTITY_OUT])
+    # Stamps: the last stamped row of the same stream (the fast rows' stream: no tee/srun/transport key).
+    no_key = pl.all_horizontal([pl.col(k).is_null() for k in parsers.STREAM_KEYS])
+    stamps = (gen.lazy().filter(no_key & pl.col("ts").is_not_null()).select("_pos", "path", "ts").sort("_pos")
+              .collect())
+    prev = fast.select("_pos", "path").join_asof(stamps, on="_pos", by="path", strategy="backward",
+                                                  check_sortedness=False)  # fast rows are in _pos order
+    fast = fast.with_columns(prev["ts"].alias("ts"), pl.when(prev["ts"].is_not_null()).then(pl.lit("inherited"))
+                             .otherwise(pl.lit("missing")).alias("ts_quality"))
+    # Only what the table and the tee de-duplication still read goes into the (one) merge of the two parts.
+    final = [*POLARS_SCHEMA, "layout", "node_key", "tee_local_rank", "record", "_pos"]
+    return parsers.merge_parts(gen.select([c for c in final if c in gen.columns]),
+                               fast.select([c for c in final if c in fast.columns]))
 
 
 def load(root: str | os.PathLike[str], *, tz: str | None = None,

@@ -151,9 +151,15 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
         events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                        "args": {"sort_index": -1 if rank is None else int(rank)}})
 
+    t, coll_events = _aggregate_coll(t, base, init_ids, pid_of)
+    events.extend(e for e in coll_events if e["ph"] == "C")
+
     cols = ["event_id", "attempt", "host_label", "rank", "kind", "tc", "ts_inferred", "path", "line", "pg", "seq",
             "op", "elapsed_ms", "timeout_ms", "exc_type", "exit_code", "signal", "peer_rank", "message", "severity"]
     slices: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for e in coll_events:
+        if e["ph"] == "X":
+            slices.setdefault((e["pid"], e["tid"]), []).append(e)
     for r in t.select(cols).iter_rows(named=True):
         pid = pid_of[(r["attempt"], r["host_label"])]
         tid = NO_RANK_TID if r["rank"] is None else int(r["rank"]) + 1
@@ -263,6 +269,54 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
             "attempt": diagnosis.attempt,
         },
     }
+
+
+#: NCCL COLL lines shown one by one (instant + entry-to-entry slice): the last this many per rank and
+#: communicator (where a hang or a crash is); earlier ones are aggregated (:func:`_aggregate_coll`).
+COLL_DETAIL = 32
+#: Earlier NCCL COLL lines: one slice (and one opCount counter sample) per this many of a rank and communicator.
+COLL_CHUNK = 500
+
+
+def _aggregate_coll(t: pl.DataFrame, base: str, init_ids: set[int],
+                    pid_of: dict[tuple[int, str], int]) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """NCCL COLL lines are 90 %+ of an ``NCCL_DEBUG=INFO`` log: all but the last :data:`COLL_DETAIL` per
+    (attempt, rank, communicator) become one ``X`` slice per :data:`COLL_CHUNK` lines ("500 collectives
+    #a-#b", from entering the first to entering the next chunk's first) plus an opCount counter sample
+    (``C``) per chunk; a 64-rank job's trace stays small enough for the UI. Returns ``t`` without the
+    aggregated rows, and the events made. Initiating lines are never aggregated."""
+    if base != "time" or t.height == 0:
+        return t, []
+    keys = ["attempt", "rank", "pgk"]
+    is_c = ((pl.col("kind") == "nccl_coll") & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
+            & ~pl.col("ts_inferred"))
+    if not t.select(is_c.any()).item():
+        return t, []
+    t = t.with_columns(pl.when(is_c).then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?"))).alias("pgk"))
+    idx = pl.int_range(pl.len()).over(keys)
+    bulk = (is_c & (pl.len().over(keys) - idx > COLL_DETAIL) & ~pl.col("event_id").is_in(list(init_ids))
+            ).fill_null(False)
+    t = t.with_columns(bulk.alias("__bulk"), idx.alias("__i"))
+    agg = (t.filter(pl.col("__bulk")).with_columns((pl.col("__i") // COLL_CHUNK).alias("__chunk"))
+           .group_by([*keys, "host_label", "__chunk"], maintain_order=True)
+           .agg(pl.col("tc").first().alias("t0"), pl.col("tc").last().alias("t1"), pl.len().alias("n"),
+                pl.col("seq").first().alias("s0"), pl.col("seq").last().alias("s1"),
+                pl.col("op").unique().sort().alias("ops"), pl.col("path").first(), pl.col("line").first())
+           .sort([*keys, "__chunk"])
+           .with_columns(pl.col("t0").shift(-1).over(keys).fill_null(pl.col("t1")).alias("t_next")))
+    events: list[dict[str, Any]] = []
+    for r in agg.iter_rows(named=True):
+        pid = pid_of[(r["attempt"], r["host_label"])]
+        tid = int(r["rank"]) + 1
+        ops = ", ".join(o for o in r["ops"] if o)
+        events.append({"ph": "X", "name": f"{r['n']} collectives #{r['s0']}-#{r['s1']}", "cat": "collective,aggregated",
+                       "ts": int(r["t0"]), "dur": max(0, int(r["t_next"] - r["t0"])), "pid": pid, "tid": tid,
+                       "args": {"pg": r["pgk"], "count": r["n"], "first_seq": r["s0"], "last_seq": r["s1"], "ops": ops,
+                                "where": f"{r['path']}:{r['line']}",
+                                "note": f"NCCL COLL lines aggregated by {COLL_CHUNK}; the last {COLL_DETAIL} are shown one by one"}})
+        events.append({"ph": "C", "name": f"rank {r['rank']} opCount", "ts": int(r["t0"]), "pid": pid, "tid": tid,
+                       "args": {r["pgk"]: r["s1"]}})
+    return t.filter(~pl.col("__bulk")).drop("__bulk", "__i", "pgk"), events
 
 
 def _no_partial_overlap(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,21 +13,25 @@ only what :func:`correlator.diagnose` reads:
 - NCCL INFO chatter (kind ``log``, layer ``nccl``): the rows that state a rank or world size (topology
   lines) and the last ``keep_last`` per rank.
 
-Batches: the unit is a torchrun agent's tree (``<node>/torchrun_logs/<run>/attempt_N/...`` with the
-launcher log beside it), i.e. the first directory level under ``root`` — so rank identity (NCCL init
-lines, launcher pids, tee offsets) still resolves within a batch. Units are packed into batches of about
-``batch_bytes`` of input; a unit larger than that is one batch on its own. Each batch is ingested from a
-shadow directory of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in
-a normal run, and ``event_id`` is made unique across batches.
+Batches (:func:`plan`): about ``batch_bytes`` of input each, whatever the folder layout. The unit is the
+first directory level under ``root`` (a node's torchrun tree with its launcher log beside it), so rank
+identity (NCCL init lines, launcher pids, tee offsets) resolves within a batch; small units are packed
+together. A unit larger than ``batch_bytes`` (a big node, or a plain torchrun ``--log-dir`` given as
+``root``, whose ``attempt_0/<rank>/`` folders are all one unit) is split into chunks of per-rank folders;
+the node's other files (launcher log, error.json, stderr files) are read with every chunk as context for
+identity, and their rows are kept by the first chunk only. Each batch is ingested from a shadow directory
+of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in a normal run, and
+``event_id`` is made unique across batches.
 
 Batches run one after the other in this process (polars uses the cores within a batch). Peak memory is
-one batch's ingest (about 30x its input bytes with the current pipeline) plus the reduced table (tens of
+one batch's ingest (measured ~0.8 GiB for the default 32 MiB batches, 2026-12-01) plus the reduced table (tens of
 rows per rank), independent of the total input size.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import tempfile
@@ -51,7 +55,7 @@ from correlator.schema import EVENT_SCHEMA, conform, empty_table
 
 #: Input size above which the CLI should stream by default (``--streaming`` forces it).
 STREAMING_THRESHOLD_BYTES = 2 * 1024**3
-#: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~1-1.5 GiB peak RSS).
+#: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.8 GiB peak RSS measured).
 DEFAULT_BATCH_BYTES = 32 * 1024**2
 
 #: Kinds that are routine at volume and reduced (see the module docstring); other rows are kept whole.
@@ -81,9 +85,23 @@ def _size(src: Source) -> int:
         return 0
 
 
-def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
-    """Group sources into batches: units by first directory level (top-level files join the only
-    directory unit when there is one, else form their own unit), packed up to ``batch_bytes``."""
+@dataclass
+class Batch:
+    """One batch of files: ``files`` give the rows; ``context`` files (the rest of a node that had to be
+    split: launcher log, error.json files, small per-rank files) are read with them only for rank identity
+    (node offsets, launcher pairing, pids) and their rows are dropped (another batch keeps them)."""
+
+    files: list[Source]
+    context: list[Source] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(_size(s) for s in self.files)
+
+
+def _units(sources: list[Source]) -> dict[str, list[Source]]:
+    """Files by first directory level (a node's tree with its launcher log); top-level files join the only
+    directory unit when there is one, else form their own unit."""
     units: dict[str, list[Source]] = {}
     top_files: list[Source] = []
     for s in sources:
@@ -95,54 +113,123 @@ def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) 
     if top_files:
         if len(units) == 1:
             next(iter(units.values())).extend(top_files)
-        elif not units:
-            units["."] = top_files
         else:
             units["."] = top_files
-    batches: list[list[Source]] = []
+    return units
+
+
+def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
+    """A unit larger than ``batch_bytes`` (a node, or a whole torchrun ``--log-dir``): its big per-rank files
+    in chunks of about ``batch_bytes``, grouped by folder (a rank's stdout and stderr stay together); the
+    other files ride along as context. The first chunk keeps the context's rows."""
+    big_layouts = ("torchrun_rank", "rank_file", "nccl_file")
+    bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
+    ctx = [s for s in unit if s not in bulk]
+    if sum(_size(s) for s in ctx) > batch_bytes // 2:  # then only what pairs a node: launcher output, error.json
+        keep = [s for s in ctx if s.layout == "error_json" or s.stream == "launcher"]
+        bulk += [s for s in ctx if s not in keep]
+        ctx = keep
+    folders: dict[str, list[Source]] = {}
+    for s in bulk:
+        folders.setdefault(str(Path(s.rel).parent), []).append(s)
+    room = max(1, batch_bytes - sum(_size(s) for s in ctx))
+    chunks: list[list[Source]] = []
     cur: list[Source] = []
     cur_bytes = 0
+    for key in sorted(folders):
+        grp = folders[key]
+        gb = sum(_size(s) for s in grp)
+        if cur and cur_bytes + gb > room:
+            chunks.append(cur)
+            cur, cur_bytes = [], 0
+        cur.extend(grp)
+        cur_bytes += gb
+    if cur:
+        chunks.append(cur)
+    if not chunks:
+        return [Batch(list(unit))]
+    return [Batch(c + ctx) if i == 0 else Batch(c, list(ctx)) for i, c in enumerate(chunks)]
+
+
+def plan(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[Batch]:
+    """Batches of about ``batch_bytes`` of input whatever the folder layout: whole units (first directory
+    level, see :func:`_units`) packed together while they fit; a unit larger than ``batch_bytes`` split into
+    chunks of its per-rank files (:func:`_split_unit`)."""
+    batches: list[Batch] = []
+    cur: list[Source] = []
+    cur_bytes = 0
+    units = _units(sources)
     for key in sorted(units):
         unit = units[key]
         ub = sum(_size(s) for s in unit)
+        if ub > batch_bytes and len(unit) > 1:
+            if cur:
+                batches.append(Batch(cur))
+                cur, cur_bytes = [], 0
+            batches.extend(_split_unit(unit, batch_bytes))
+            continue
         if cur and cur_bytes + ub > batch_bytes:
-            batches.append(cur)
+            batches.append(Batch(cur))
             cur, cur_bytes = [], 0
         cur.extend(unit)
         cur_bytes += ub
     if cur:
-        batches.append(cur)
+        batches.append(Batch(cur))
     return batches
 
 
-def _reduced_parts(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int) -> list:
-    """The kept rows of ``t`` in three parts (kept whole, per-PG sequence rows, per-rank tails)."""
+def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
+    """The files whose rows each batch of :func:`plan` gives (context files left out)."""
+    return [b.files for b in plan(sources, batch_bytes)]
+
+
+def _kept(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int, ident: str | None = None,
+          chatter: pl.Expr | None = None, frame: bool = False) -> pl.LazyFrame:
+    """The ``ident`` (default ``order``) values of the rows of ``t`` the reduced table keeps: the rows kept
+    whole, the last ``keep_last`` sequence rows per (rank or file, process group) by (``seq``, ``order``),
+    and the last ``keep_last`` tail rows per (rank or file, kind) by ``order``.
+
+    Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, message``; ``message`` is
+    read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
+    NCCL INFO chatter test when it was decided beforehand (then ``message`` is not read)."""
     kind, layer = pl.col("kind"), pl.col("layer")
-    nccl_chatter = ((kind == "log") & (layer == "nccl") & pl.col("world_size").is_null()
-                    & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
+    nccl_chatter = chatter if chatter is not None else (
+        (kind == "log") & (layer == "nccl") & pl.col("world_size").is_null()
+        & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
     seqish = kind.is_in(_SEQ_KINDS)
     tails = (kind == "step_progress") | nccl_chatter
-    who = pl.coalesce(pl.col("rank").cast(pl.String), pl.lit("path:") + pl.col("path"))
-    pgk = pl.when(kind == "nccl_coll").then(pl.lit("nccl:") + pl.coalesce(pl.col("pg"), pl.lit("?"))) \
-        .otherwise(pl.coalesce(pl.col("pg"), pl.lit("0")))
-    whole = t.filter(~seqish & ~tails)
-    seq_rows = (t.filter(seqish).with_columns(who.alias("__who"), pgk.alias("__pg"))
-                .sort("__who", "__pg", "seq", order, nulls_last=False)
-                .group_by("__who", "__pg", maintain_order=True).tail(keep_last).drop("__who", "__pg"))
-    tail_rows = (t.filter(tails).with_columns(who.alias("__who"), kind.alias("__k"))
-                 .sort("__who", "__k", order).group_by("__who", "__k", maintain_order=True).tail(keep_last)
-                 .drop("__who", "__k"))
-    return [whole, seq_rows, tail_rows]
+    is_coll = kind == "nccl_coll"
+    cols = dict.fromkeys([order, ident or order])
+    base = t.lazy().select(
+        *cols, pl.col("seq"), kind.alias("__k"), seqish.alias("__s"), tails.alias("__t"), pl.col("rank").alias("__wr"),
+        pl.when(pl.col("rank").is_null()).then(pl.col("path")).alias("__wp"), is_coll.alias("__c"),
+        # NCCL COLL rows without a commId are one group of their own; other rows without a PG are the default PG.
+        pl.when(is_coll).then(pl.col("pg")).otherwise(pl.coalesce(pl.col("pg"), pl.lit("0"))).alias("__pg"),
+    )
+    kept = _select(base, order, keep_last)
+    return kept if frame else kept.select(ident or order)
+
+
+def _select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
+    """The kept rows of a key frame made by :func:`_kept` (all its columns). Applying it again to the union
+    of its results over parts of a table gives its result over the whole table (top-k of top-k's)."""
+    whole = base.filter(~pl.col("__s") & ~pl.col("__t"))
+    # The last keep_last by (seq, order), a missing seq lowest: a top-k per group, no sort of the rows.
+    seq_key = pl.col("seq").fill_null(-(2**63))
+    seq_rows = (base.filter(pl.col("__s")).group_by("__wr", "__wp", "__c", "__pg")
+                .agg(pl.all().top_k_by([seq_key, pl.col(order)], keep_last)).explode(pl.all().exclude("__wr", "__wp", "__c", "__pg")))
+    tail_rows = (base.filter(pl.col("__t")).group_by("__wr", "__wp", "__k")
+                 .agg(pl.all().top_k_by(order, keep_last)).explode(pl.all().exclude("__wr", "__wp", "__k")))
+    cols = base.collect_schema().names()
+    return pl.concat([whole.select(cols), seq_rows.select(cols), tail_rows.select(cols)], how="vertical")
 
 
 def reduce_for_diagnosis(table: pl.DataFrame, keep_last: int = 4) -> pl.DataFrame:
     """The rows of ``table`` that diagnosis needs (see the module docstring); same schema, same order."""
     if table.height == 0:
         return table
-    t = table.with_row_index("__i")
-    cols = t.columns
-    parts = _reduced_parts(t, "__i", keep_last)
-    return pl.concat([p.select(cols) for p in parts], how="vertical").sort("__i").drop("__i")
+    rows = _kept(table.with_row_index("__i"), "__i", keep_last).collect()["__i"].sort()
+    return table[rows]
 
 
 @dataclass
@@ -176,9 +263,13 @@ def _shadow(batch: list[Source], tmp: Path) -> Path:
     return shadow
 
 
-def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, keep_last: int, tmp: str,
+_SKIP_RE = re.compile(r"skipped, binary content \(\d+ bytes, (\d+) lines\)")
+
+
+def _run_batch(batch: Batch, single_file: str | None, tz: str | None, keep_last: int, tmp: str,
                base: str) -> _BatchOut:
-    target = Path(single_file) if single_file else _shadow(batch, Path(tmp))
+    everything = batch.files + batch.context
+    target = Path(single_file) if single_file else _shadow(everything, Path(tmp))
     try:
         with following_symlinks():  # the shadow's links point at files discovery already vetted
             res = ingest(target, tz=tz)
@@ -188,9 +279,30 @@ def _run_batch(batch: list[Source], single_file: str | None, tz: str | None, kee
         if not single_file:
             shutil.rmtree(target, ignore_errors=True)
     t = res.table
-    return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), res.lines_read, res.skipped_lines,
-                     dict(getattr(res, "skipped_by_reason", None) or {}), list(res.warnings),
-                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, list(getattr(res, "skipped", [])))
+    lines_read, skipped, warnings = res.lines_read, res.skipped_lines, list(res.warnings)
+    by_reason = dict(getattr(res, "skipped_by_reason", None) or {})
+    if batch.context:
+        ctx = {s.rel for s in batch.context}
+        in_ctx = pl.col("path").is_in(list(ctx))
+        lines_read -= int(t.filter(in_ctx)["line_count"].sum() or 0)
+        t = t.filter(~in_ctx)
+        mine = []
+        for w in warnings:
+            rel = w.split(": ", 1)[0]
+            if rel not in ctx:
+                mine.append(w)
+                continue
+            m = _SKIP_RE.search(w)
+            if m:  # a binary context file: its lines are counted by the batch that keeps it
+                n = int(m.group(1))
+                lines_read -= n
+                skipped -= n
+                by_reason["binary content"] = by_reason.get("binary content", 0) - n
+        warnings = mine
+        by_reason = {k: v for k, v in by_reason.items() if v}
+    skipped_list = [e for e in getattr(res, "skipped", []) if not batch.context or e.get("path") not in ctx]
+    return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), lines_read, skipped, by_reason, warnings,
+                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, skipped_list)
 
 
 def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[str] | None,
@@ -213,7 +325,7 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
     rootp = Path(root)
     sources, disc_warnings = discover(rootp)
     single = str(rootp) if rootp.is_file() else None
-    batches = [sources] if single else plan_batches(sources, batch_bytes)
+    batches = [Batch(sources)] if single else plan(sources, batch_bytes)
     kinds: dict[str, int] = {}
     ranks: set[int] = set()
     hosts: set[str] = set()
@@ -296,20 +408,70 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
     return table, summary
 
 
+#: Columns that decide which rows the reduced table keeps (see :func:`_reduced_parts`); ``message`` is read only
+#: for the NCCL INFO chatter rows it decides about.
+#: Rows of key columns read at once by :func:`reduced_from_parquet`.
+_CHUNK_ROWS = 1_000_000
+_KEY_COLUMNS = ["event_id", "path", "kind", "layer", "rank", "pg", "seq", "world_size"]
+
+
 def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl.DataFrame:
-    """The reduced table from an event-table parquet file or hive-partitioned dataset (lazy scan: only
-    the kept rows are materialized), e.g. the merged per-node outputs of ``correlator.export``."""
+    """The reduced table from an event-table parquet file or hive-partitioned dataset, e.g. a ``rankscope
+    timeline -o`` file or the merged per-node outputs of ``correlator.export``.
+
+    Two narrow scans, never the whole table: the key columns (:data:`_KEY_COLUMNS`, plus ``message`` of the
+    NCCL INFO chatter rows only, by predicate push-down) choose the rows; then only those rows are read
+    whole (the predicate is evaluated first, the text columns decoded for the kept rows only).
+    """
     p = Path(path)
     # The files hold every column, the partition key too: read them as plain files, not through hive paths
     # (whose ``__null__`` placeholder would replace a null host or rank).
-    lf = pl.scan_parquet(str(p / "**" / "*.parquet") if p.is_dir() else str(p), hive_partitioning=False)
+    src = str(p / "**" / "*.parquet") if p.is_dir() else str(p)
+
+    def scan(row: bool = False) -> pl.LazyFrame:
+        lf = pl.scan_parquet(src, hive_partitioning=False)
+        return lf.with_row_index("__row") if row else lf
+
+    chatter = (pl.col("kind") == "log") & (pl.col("layer") == "nccl") & pl.col("world_size").is_null()
+    # Select by event_id (row-group statistics and a pushed-down predicate) when it is unique, which it is in
+    # the output of one ingest run (there strictly increasing: a cheap test); by row number otherwise (merged
+    # outputs of separate runs).
+    ids = scan().select("event_id").collect()["event_id"]
+    n = ids.len()
+    unique = ids.len() < 2 or bool((ids.diff().drop_nulls() > 0).all()) or ids.n_unique() == ids.len()
+    del ids
+    by = "event_id" if unique else "__row"
+    row = by == "__row"
+    # NCCL INFO chatter: its few rows' messages decide (read by predicate push-down), as ids.
+    msgs = scan(row).filter(chatter).select(by, "message").collect()
+    chatty = msgs.filter(~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))[by]
+    del msgs
+    # The key columns in chunks of row groups (bounded memory), each chunk's kept rows, then the kept rows of
+    # their union (see _select).
+    chatter_ids = chatter & pl.col(by).is_in(chatty.implode())
+    cand = [_kept(scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])), "event_id",
+                  keep_last, ident=by, chatter=chatter_ids, frame=True).collect()
+            for off in range(0, max(n, 1), _CHUNK_ROWS)]
+    rows = _select(pl.concat(cand, how="vertical").lazy(), "event_id", keep_last).collect()[by].sort()
+    del cand
     cols = list(EVENT_SCHEMA.names)
-    parts = _reduced_parts(lf.select(cols), "event_id", keep_last)
-    out = conform(pl.concat([q.select(cols) for q in parts], how="vertical").collect()).sort("path", "line", "event_id")
+    kept = scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect(engine="streaming")
+    out = conform(kept).sort("path", "line", "event_id")
     if out["event_id"].n_unique() != out.height:  # files of separate ingest runs (one per node)
         out = out.with_columns(pl.int_range(0, out.height, dtype=pl.Int64).alias("event_id"))
     return out
 
 
-__all__ = ["DEFAULT_BATCH_BYTES", "ROUTINE_KINDS", "STREAMING_THRESHOLD_BYTES", "input_bytes", "plan_batches",
-           "reduce_for_diagnosis", "reduced_from_parquet", "should_stream", "stream_ingest"]
+__all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "ROUTINE_KINDS",
+    "STREAMING_THRESHOLD_BYTES",
+    "Batch",
+    "input_bytes",
+    "plan",
+    "plan_batches",
+    "reduce_for_diagnosis",
+    "reduced_from_parquet",
+    "should_stream",
+    "stream_ingest",
+]

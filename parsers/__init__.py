@@ -20,9 +20,12 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
 import polars as pl
 
-from parsers import app, c10d, deepspeed, elastic, horovod, lightning, mpi, nccl, python, spawn, system, transport
+from parsers import app, c10d, coll, deepspeed, elastic, horovod, lightning, mpi, nccl, python, spawn, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -127,12 +130,8 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     ).pipe(c10d.stated_ranks).pipe(horovod.stall_rows).pipe(mpi.signal_fields)
 
 
-def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
-    """Parse a frame of physical lines (``path, line, line_count, raw, body`` + source columns).
-
-    Returns one row per record with the prefix columns, ``message``, ``record``, ``kind``, ``layer``,
-    ``severity`` and rule fields; line counts are preserved (sum of ``line_count`` is unchanged).
-    """
+def _prefix_layers(df: pl.DataFrame) -> pl.DataFrame:
+    """Transport, tee and producer prefixes stripped into columns; hard-wrapped lines marked."""
     df = transport.strip_transport(df)
     for c, t in (("tee_local_rank", pl.Int32), ("tee_role", pl.String), ("xport_rank", pl.Int32),
                  ("xport_host", pl.String), ("srun_label", pl.String), ("pfx_tee", pl.Boolean), ("layer", pl.String)):
@@ -144,6 +143,124 @@ def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
     # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks
     # interleave in one combined stream are separate streams.
     df = df.with_columns(pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank"))
-    df = spawn.spawn_child_rank(df)
+    return spawn.spawn_child_rank(df)
+
+
+def _record_candidates(df: pl.DataFrame) -> pl.Series:
+    """Rows that may continue or end a multi-line record (the test :func:`python.group_records` makes)."""
+    body = pl.col("body")
+    return df.select((body.str.contains(python._CANDIDATE) | pl.col("wrap_cont").fill_null(False)
+                      | body.str.contains(python.EXC_LINE)).alias("c"))["c"].fill_null(False)
+
+
+@lru_cache(maxsize=1)
+def _file_level_heads() -> str:
+    """A regex for lines that make a file's parse depend on all its lines (so none of them takes the fast
+    path): any transport/tee prefix head (their per-file shares and the tee's hard-wrap rule count every
+    line), a line starting with ``[`` or whitespace, and the ChildFailedError ``Root Cause`` header."""
+    from parsers.rules import Prefix, _head_pattern
+
+    heads = []
+    # LEAD and USER_RANK act on one line alone (no per-file share), and never on a line that starts with an
+    # NCCL prefix: they do not make a file's parse depend on its COLL lines.
+    per_line = {transport.LEAD.name, transport.USER_RANK.name}
+    for v in vars(transport).values():
+        if isinstance(v, Prefix) and v.name not in per_line:
+            h = _head_pattern(v.pattern) or v.pattern
+            heads.append("(?:" + re.sub(r"\(\?P<\w+>", "(?:", h) + ")")
+    return "|".join([*heads, r"^[\[\s]", "Root Cause"])
+
+
+def _fast_split(df: pl.DataFrame) -> pl.Series | None:
+    """Rows of the lines frame that take the NCCL COLL fast path (:mod:`parsers.coll`), or None when none do.
+
+    A row qualifies when its line is a whole COLL line and its file has no line of :func:`_file_level_heads`
+    (so dropping the COLL lines changes no per-file decision). Rows of files holding record candidates are
+    given back to the generic path later (:func:`parse_lines`); so are files holding a line that does not
+    start like a log line (a possible hard-wrap continuation)."""
+    if df.height == 0 or "raw" not in df.columns:
+        return None
+    fast = coll.fast_mask(df["raw"])
+    if "layout" in df.columns:
+        fast = fast & (df["layout"] != "error_json").fill_null(True)
+    if "body" in df.columns:
+        fast = fast & (df["body"] == df["raw"]).fill_null(False)
+    if not fast.any():
+        return None
+    fast_paths = df["path"].filter(fast).unique()
+    other = ~fast & df["path"].is_in(fast_paths.implode())
+    others = df["raw"].filter(other)
+    risky = others.str.contains(_file_level_heads()).fill_null(False)
+    # A line that does not start like a log line may continue the line before it (a hard wrap: the decision
+    # reads the previous line and per-file line statistics that count every line); its file stays generic.
+    risky = risky | (~others.str.contains(_KNOWN_START).fill_null(True) & (others.str.len_chars() > 0))
+    bad = df["path"].filter(other).filter(risky).unique()
+    if bad.len():
+        fast = fast & ~df["path"].is_in(bad.implode())
+    return fast if fast.any() else None
+
+
+def parse_lines_split(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None
+                      ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """:func:`parse_lines` in two parts, not merged: ``(generic rows, fast-path rows or None)``.
+
+    Both carry ``_pos`` (the row's position in ``df``; split glued lines share their line's) and, with
+    ``keep``, only those columns. The generic part is in ``_pos`` order unless a glued tee line was split
+    (then in ``path, line`` order); the fast part is in ``_pos`` order. Callers that merge them sort by
+    ``_pos`` (see :func:`parse_lines`).
+    """
+    fast = _fast_split(df)
+    df = df.with_row_index("_pos")
+    if fast is None:
+        out = _parse_generic(df)
+        return (out.select([c for c in [*keep, "_pos"] if c in out.columns]) if keep is not None else out), None
+    gen = _prefix_layers(df.filter(~fast))
+    fast_df = df.filter(fast)
+    # A file whose other lines may form multi-line records keeps all its lines on the generic path (a COLL
+    # line ends the record before it).
+    cand_paths = gen["path"].filter(_record_candidates(gen)).unique()
+    if cand_paths.len():
+        back = fast_df["path"].is_in(cand_paths.implode())
+        if back.any():
+            gen = pl.concat([gen, _prefix_layers(fast_df.filter(back))], how="diagonal_relaxed").sort("_pos",
+                                                                                                     maintain_order=True)
+            fast_df = fast_df.filter(~back)
+    gen = classify(python.group_records(gen, STREAM_KEYS))
+    fast_out = coll.parse_fast(fast_df, coll.comm_map(gen)) if fast_df.height else None
+    if keep is not None:
+        cols = [*keep, "_pos"]
+        gen = gen.select([c for c in cols if c in gen.columns])
+        if fast_out is not None:
+            fast_out = fast_out.select([c for c in cols if c in fast_out.columns])
+    return gen, fast_out
+
+
+def merge_parts(gen: pl.DataFrame, fast: pl.DataFrame | None) -> pl.DataFrame:
+    """The two parts of :func:`parse_lines_split` as one frame in input order (``_pos`` kept)."""
+    if fast is None or fast.height == 0:
+        return gen
+    ordered = gen["_pos"].is_sorted()
+    out = pl.concat([gen, fast], how="diagonal_relaxed")
+    return out.sort("_pos", maintain_order=True) if ordered else out.sort("path", "line", "_pos", maintain_order=True)
+
+
+def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None) -> pl.DataFrame:
+    """Parse a frame of physical lines (``path, line, line_count, raw, body`` + source columns).
+
+    Returns one row per record with the prefix columns, ``message``, ``record``, ``kind``, ``layer``,
+    ``severity`` and rule fields; line counts are preserved (sum of ``line_count`` is unchanged), rows stay
+    in input order (split glued lines sorted by ``path, line``). With ``keep``, only those columns (of the
+    ones present) are returned, which keeps the frame narrow.
+
+    NCCL COLL lines of files whose parse does not depend on them take the fast path (:mod:`parsers.coll`):
+    the same rows, from one regex pass instead of every prefix and rule.
+    """
+    gen, fast = parse_lines_split(df, keep)
+    return merge_parts(gen, fast).drop("_pos")
+
+
+def _parse_generic(df: pl.DataFrame) -> pl.DataFrame:
+    """Every prefix and rule over every row of ``df``."""
+    df = _prefix_layers(df)
     df = python.group_records(df, STREAM_KEYS)
     return classify(df)

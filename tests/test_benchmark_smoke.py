@@ -32,12 +32,17 @@ def test_pyloop_baseline_extracts_rows(tmp_path: Path) -> None:
 def test_bench_quick_runs(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     p = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench.py"), "--quick", "--json", str(out),
-                        "--work", str(tmp_path / "w")], capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+                        "--work", str(tmp_path / "w"), "--diag-scale", "128"],
+                       capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     rep = json.loads(out.read_text())
     (run,) = rep["runs"]
-    assert set(run["results"]) == {"timeline", "diagnose", "streaming", "grep", "pyloop"}
+    assert set(run["results"]) == set(bench.ALL)
     for r in run["results"].values():
-        assert r["wall_s"] > 0 and r["lines_per_s"] > 0
-    assert run["results"]["diagnose"].get("initiating_ok") == 1.0
+        assert r["wall_s"] > 0 and r["lines_per_s"] > 0 and r["rss_mib"] > 0
+        assert r["x_grep"] > 0
+    assert run["results"]["diagnose_dir"].get("initiating_ok") is True
+    assert run["results"]["diagnose_parquet"].get("initiating_ok") is True
+    (scale,) = rep["diag_scale"]
+    assert scale["ranks"] == 128 and scale["rows"] > 0 and scale["diagnose_s"] > 0
     assert "timeline" in p.stdout and "grep" in p.stdout

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -21,7 +22,7 @@ REAL = sorted(p.name for p in CASES.iterdir() if p.name.startswith(("gloo-", "pu
 MORE = ["recon-01-straggler-silent-rank13-allreduce-16r", "cap-04-straggler-hang-detail-8r",
         "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r", "recon-11-fsdp-divergent-init-allgather-numel-rank3-16r"]
 REQUIRED = {"i": {"name", "ph", "ts", "pid", "tid", "s"}, "X": {"name", "ph", "ts", "dur", "pid", "tid"},
-            "M": {"name", "ph", "pid", "tid", "args"}}
+            "M": {"name", "ph", "pid", "tid", "args"}, "C": {"name", "ph", "ts", "pid", "args"}}
 
 
 def _is_int(v: object) -> bool:
@@ -56,6 +57,8 @@ def check_trace(trace: dict, diagnosis: correlator.Diagnosis) -> None:
         used.add((e["pid"], e["tid"]))
         if e["ph"] == "X":
             assert _is_int(e["dur"]) and e["dur"] >= 0
+        elif e["ph"] == "C":  # a counter sample: numeric values
+            assert e["args"] and all(isinstance(v, (int, float)) for v in e["args"].values())
         else:
             assert e["s"] in ("t", "p", "g")
     assert used, "no events"
@@ -144,3 +147,30 @@ def test_write_trace(tmp_path: Path) -> None:
     tr = json.loads((tmp_path / "t.json").read_text())
     check_trace(tr, d)
     assert "event order" in tr["otherData"]["time_base"]  # one stamp in 24 lines: no fake time axis
+
+
+def test_nccl_coll_lines_are_aggregated(tmp_path: Path) -> None:
+    """A COLL-heavy job: per rank and communicator the last COLL_DETAIL lines stay single events, the rest
+    become chunk slices whose counts add up to every COLL line; the trace stays small."""
+    import sys
+
+    from correlator.ingest import ingest
+    from correlator.perfetto import COLL_CHUNK, COLL_DETAIL
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from generate import generate
+
+    generate(tmp_path / "job", ranks=8, lines=3000, seed=2)
+    t = ingest(tmp_path / "job").table
+    d = correlator.diagnose(t)
+    tr = to_trace(t, d)
+    check_trace(tr, d)
+    ev = tr["traceEvents"]
+    coll = t.filter(pl.col("kind") == "nccl_coll")
+    agg = [e for e in ev if e["ph"] == "X" and "aggregated" in e.get("cat", "")]
+    singles = [e for e in ev if e["ph"] == "i" and e["args"].get("kind") == "nccl_coll"]
+    assert agg and all(e["args"]["count"] <= COLL_CHUNK for e in agg)
+    assert sum(e["args"]["count"] for e in agg) + len(singles) == coll.height
+    assert len(singles) <= COLL_DETAIL * coll["rank"].n_unique()
+    assert len([e for e in ev if e["ph"] == "C"]) == len(agg)
+    assert len(ev) < coll.height / 4  # far below one event per COLL line (two before aggregation)

@@ -19,7 +19,7 @@ from correlator.export import read_partitioned, write_partitioned
 from correlator.ingest import ingest
 from correlator.report import to_json
 from correlator.schema import EVENT_SCHEMA, FAULT_KINDS
-from correlator.streaming import plan_batches, reduce_for_diagnosis, reduced_from_parquet, stream_ingest
+from correlator.streaming import plan, plan_batches, reduce_for_diagnosis, reduced_from_parquet, stream_ingest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -58,7 +58,7 @@ def test_streaming_matches_normal_path(gen: tuple[Path, dict[str, object]], tmp_
     root, info = gen
     full = ingest(root)
     out = tmp_path / "events.parquet"
-    reduced, summary = stream_ingest(root, out, batch_bytes=1)  # one node per batch
+    reduced, summary = stream_ingest(root, out, batch_bytes=_node_bytes(root))  # one node per batch
     assert summary["batches"] == 3
     assert _verdict(reduced) == _verdict(full.table)
     assert diagnose(reduced).initiating_ranks == [info["culprit"]]
@@ -105,14 +105,57 @@ def test_streaming_same_verdict_on_corpus(case: Path, tmp_path: Path) -> None:
     assert _verdict(reduced) == _verdict(ingest(case).table)
 
 
+def _node_bytes(root: Path) -> int:
+    return max(sum(f.stat().st_size for f in node.rglob("*") if f.is_file()) for node in root.iterdir())
+
+
 def test_plan_batches_keeps_a_node_together(gen: tuple[Path, dict[str, object]]) -> None:
     from correlator.discover import discover
 
     root, _ = gen
     sources, _w = discover(root)
-    batches = plan_batches(sources, batch_bytes=1)
+    batches = plan_batches(sources, batch_bytes=_node_bytes(root))
     assert [len({Path(s.rel).parts[0] for s in b}) for b in batches] == [1, 1, 1]
     assert len(plan_batches(sources, batch_bytes=10**12)) == 1
+    # Below a node's size the node is split by rank folder, never mixing nodes; every file is kept once.
+    small = plan(sources, batch_bytes=1)
+    assert len(small) == 24
+    assert all(len({Path(s.rel).parts[0] for s in b.files + b.context}) == 1 for b in small)
+    kept = [s.rel for b in small for s in b.files]
+    assert sorted(kept) == sorted(s.rel for s in sources)
+    assert all(s.stream == "launcher" or s.stream == "stderr" for b in small for s in b.context)
+
+
+def test_torchrun_log_dir_is_batched_by_size(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    """A plain ``torchrun --log-dir`` (``attempt_0/<rank>/``) is one first-level unit: it is still split."""
+    root, _ = gen
+    node = min(root.iterdir())
+    (run,) = list((node / "torchrun_logs").iterdir())
+    full = ingest(run)
+    budget = max(1, sum(f.stat().st_size for f in run.rglob("*") if f.is_file()) // 4)
+    reduced, summary = stream_ingest(run, tmp_path / "e.parquet", batch_bytes=budget)
+    assert summary["batches"] >= 4
+    assert summary["lines_read"] == full.lines_read
+    written = pl.read_parquet(tmp_path / "e.parquet")
+    cols = ["path", "line", "line_count", "kind", "rank", "rank_source", "local_rank", "host", "attempt", "seq", "pg",
+            "ts", "ts_quality"]
+    assert written.select(cols).sort("path", "line").equals(full.table.select(cols).sort("path", "line"))
+    assert _verdict(reduced) == _verdict(full.table)
+
+
+def test_split_nodes_give_the_same_table_as_whole_nodes(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    root, _ = gen
+    whole, s1 = stream_ingest(root, tmp_path / "a.parquet", batch_bytes=_node_bytes(root))
+    split, s2 = stream_ingest(root, tmp_path / "b.parquet", batch_bytes=1)
+    assert s2["batches"] == 24 and s1["batches"] == 3
+    assert {k: v for k, v in s1.items() if k not in ("batches", "peak_rss_mib", "reduced_rows")} == \
+        {k: v for k, v in s2.items() if k not in ("batches", "peak_rss_mib", "reduced_rows")}
+    cols = ["path", "line", "line_count", "kind", "rank", "rank_source", "local_rank", "host", "attempt", "seq", "pg",
+            "ts", "ts_quality", "duplicate"]
+    a = pl.read_parquet(tmp_path / "a.parquet").select(cols).sort("path", "line")
+    b = pl.read_parquet(tmp_path / "b.parquet").select(cols).sort("path", "line")
+    assert a.equals(b)
+    assert _verdict(split) == _verdict(whole)
 
 
 def test_partitioned_export_roundtrip(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
