@@ -13,7 +13,7 @@ rank <-> host/pid), then training: per step one Python logging progress line
 lines (``NCCL_DEBUG_SUBSYS=COLL``: ``AllReduce: opCount 1f4 ... comm 0x... [nranks=N]``), which are the
 bulk of the bytes. The culprit rank dies with a CUDA OOM traceback (``[rankN]:`` excepthook prefix, on
 stderr) one collective short of the others; the agent of its node SIGTERMs its node peers; every rank of
-the other nodes logs the c10d watchdog timeout 600 s later (torch 2.5 shapes, log-formats.md §3.5) and
+the other nodes logs the c10d watchdog timeout 600 s later (torch 2.5 shapes, docs/log-formats.md §3.5) and
 aborts (-6), and its agent reports it. Line shapes are copied from ``fixtures/cases`` and
 ``docs/log-formats.md`` so the real parsers understand them.
 

@@ -1,6 +1,6 @@
 """Fault rows and their role: cause, effect, or exit (a bare exit status).
 
-Error-class precedence (DESIGN.md): an application exception, CUDA OOM, CUDA/hardware error or SIGKILL
+Error-class precedence (docs/design.md): an application exception, CUDA OOM, CUDA/hardware error or SIGKILL
 outranks closed connections, timeouts, watchdog, store and monitoredBarrier messages, which are usually
 effects of another rank's failure. A launcher-reported exit code is a cause only when nothing else explains
 the rank: -9 (SIGKILL: OOM killer) always is, -15 (SIGTERM from the agent) never is.
@@ -70,7 +70,7 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (killed | crashed)).then(pl.lit("cause"))
         # 128 + N is a shell's "killed by signal N" (143 SIGTERM, 137 SIGKILL, 134 SIGABRT): the launcher's or the
-        # watchdog's doing, as are SIGTERM / SIGHUP / SIGINT from the launcher (DESIGN.md rule 15).
+        # watchdog's doing, as are SIGTERM / SIGHUP / SIGINT from the launcher (docs/design.md rule 15).
         .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | pl.col("signal").is_in(["SIGTERM", "SIGHUP"])
                                                  | pl.col("exit_code").is_in([-2, -1]) | (pl.col("exit_code") > 128)))
         .then(pl.lit("effect"))

@@ -31,7 +31,7 @@ def failing_attempts(table: pl.DataFrame) -> list[int]:
 
 
 def _world_size(t: pl.DataFrame) -> int | None:
-    """World size from evidence (DESIGN.md rule 16): a size a line states (NCCL ``nranks``, ``world_size=``,
+    """World size from evidence (docs/design.md rule 16): a size a line states (NCCL ``nranks``, ``world_size=``,
     torchrun's ``global_world_sizes``), or — when the logs are one file or folder per rank — the highest
     rank seen + 1 (two such files at least: one rank's file alone says nothing of its peers). A pasted excerpt of a
     combined stream states nothing about the ranks it lacks: None."""

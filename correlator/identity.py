@@ -1,6 +1,6 @@
 """Rank identity: resolve the global rank, local rank, host and attempt of every row, once, in one place.
 
-Rank identity is evidence, not a path (DESIGN.md). Sources, strongest first, recorded in ``rank_source``:
+Rank identity is evidence, not a path (docs/design.md). Sources, strongest first, recorded in ``rank_source``:
 - ``c10d_prefix`` / ``excepthook_prefix``: ``[rankN]:`` from c10 logging or the excepthook — global rank;
 - ``transport_prefix``: Open MPI ``[1,N]<stdout>:``, a ``[${rank}]:`` tee template, or an ``srun --label`` task id
   when srun runs one task per rank — global rank;

@@ -2,7 +2,7 @@
 
 Each rule is a small function of the attempt's evidence (:class:`Evidence`) that either names initiators
 (a :class:`Finding`) or passes; the first rule that names someone wins. The order encodes the field's
-precedence (DESIGN.md): an odd one out in a collective beats everything; then a rank's own exception,
+precedence (docs/design.md): an odd one out in a collective beats everything; then a rank's own exception,
 CUDA error or SIGKILL; then a bare non-zero exit; then network errors; then the ranks a monitoredBarrier
 names; and only then silence (a rank with no error that stopped advancing, exited early, or left no log).
 """

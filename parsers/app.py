@@ -1,6 +1,6 @@
 """The training script's own logging: Python ``logging`` layouts and training-progress lines.
 
-Layouts (log-formats.md §7, §8): default asctime ``2026-11-29 23:08:29,847 INFO …`` (any app using
+Layouts (docs/log-formats.md §7, §8): default asctime ``2026-11-29 23:08:29,847 INFO …`` (any app using
 ``logging.basicConfig``), Hydra/FunASR ``[2024-08-12 23:04:07,257][root][INFO] - …``, DeepSpeed
 ``[2024-11-29 22:41:07,512] [INFO] [launch.py:256:main] …``, HF/Accelerate ``11/29/2024 22:58:55 - INFO - …``.
 Progress lines give the training ``step`` (``step=5``, ``total step: 32900``, Megatron ``iteration N/``) and,

@@ -1,5 +1,5 @@
 """PyTorch C++ logs: c10 logging, glog, ProcessGroupNCCL / ProcessGroupGloo / ProcessGroupWrapper,
-DDP reducer and TCPStore messages (log-formats.md §2–4, §6).
+DDP reducer and TCPStore messages (docs/log-formats.md §2–4, §6).
 
 Prefixes (outermost first):
 - c10, torch ≥ 2.4: ``[rank<R>]:[<S><MMDD> <HH:MM:SS>.<9 digits> <file>:<line>] `` — the 9 digits come from

@@ -1,5 +1,5 @@
 """DeepSpeed launcher output (``deepspeed/launcher/{runner,launch,multinode_runner}.py``, 0.9 – 0.16;
-log-formats.md §7.2). The per-node ``launch.py`` states the host -> global-rank map
+docs/log-formats.md §7.2). The per-node ``launch.py`` states the host -> global-rank map
 (``global_rank_mapping=…``), the pid of each local rank it spawned, which local rank died with what return
 code, and that it killed the other subprocesses afterwards. Lines arrive behind pdsh's ``<host>: `` prefix.
 """

@@ -1,4 +1,4 @@
-"""torchrun / torch.distributed.elastic agent output and ``error.json`` (log-formats.md §5); the exit codes of
+"""torchrun / torch.distributed.elastic agent output and ``error.json`` (docs/log-formats.md §5); the exit codes of
 workers a launcher reports dead by signal name (:func:`signal_exit_codes`).
 
 Agent lines come in three layouts: ``WARNING:torch.distributed.elastic.multiprocessing.api:<msg>``

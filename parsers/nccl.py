@@ -1,4 +1,4 @@
-"""NCCL_DEBUG output (NVIDIA NCCL 2.3.5 – 2.30.7; log-formats.md §1).
+"""NCCL_DEBUG output (NVIDIA NCCL 2.3.5 – 2.30.7; docs/log-formats.md §1).
 
 Prefix ``[<optional stamp>] host:pid:tid [cudaDev] [file:line [(func)] ]NCCL INFO|WARN|TRACE <msg>``.
 The host is NCCL's short host name; the pid joins NCCL lines to torchrun's launcher lines. Init lines

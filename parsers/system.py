@@ -1,6 +1,6 @@
 """System, scheduler and kernel lines: Slurm srun/slurmstepd, shell ``Killed``, kernel OOM killer, NVIDIA Xid.
 
-Sources: Slurm ``src/srun/task_state.c`` and ``slurmstepd/req.c`` (log-formats.md §7.1); the kernel
+Sources: Slurm ``src/srun/task_state.c`` and ``slurmstepd/req.c`` (docs/log-formats.md §7.1); the kernel
 OOM killer (``Out of memory: Killed process N``) and NVIDIA driver ``NVRM: Xid`` lines from syslog/dmesg.
 """
 

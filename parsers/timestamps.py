@@ -1,6 +1,6 @@
 """Turn the timestamp parts the prefixes extracted into ``ts`` (UTC, µs) and ``ts_quality``.
 
-Fast paths (polars ``str.to_datetime`` with a fixed format) cover every stamp in log-formats.md §8:
+Fast paths (polars ``str.to_datetime`` with a fixed format) cover every stamp in docs/log-formats.md §8:
 kubectl RFC 3339 ``Z`` (exact), Python asctime ``YYYY-MM-DD HH:MM:SS,mmm`` (no zone), glog with year,
 torchelastic ``YYYY-MM-DD_HH:MM:SS``, HF ``MM/DD/YYYY``, Open MPI ctime, epoch seconds (exact), and the
 year-less c10/glog/torch._logging ``MMDD HH:MM:SS`` whose year is inferred from the directory.

@@ -1,6 +1,6 @@
 """Transport (L1) and tee (L2) prefixes: demultiplex combined streams into per-rank streams.
 
-Layers, outermost first (log-formats.md §0, §5.4, §7):
+Layers, outermost first (docs/log-formats.md §0, §5.4, §7):
 - kubectl ``--timestamps`` ``2024-11-29T22:58:55.104211337Z `` (RFC 3339, UTC) and ``--prefix``
   ``[pod/<pod>/<container>] ``;
 - Open MPI ``--tag-output`` ``[1,3]<stderr>:`` (optionally preceded by ``--timestamp-output`` ctime);

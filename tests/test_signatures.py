@@ -2,7 +2,7 @@
 
 For EVERY built-in signature there is one real or reconstructed log excerpt that triggers it and one
 near miss that must not. Each excerpt names its source: a corpus case under fixtures/cases/ (real or
-reconstructed logs), or a section of /work/shared/docs/log-formats.md (reference lines), or the parser
+reconstructed logs), or a section of docs/log-formats.md (reference lines), or the parser
 rule examples in parsers/*.py. The excerpts are written as small per-rank files into tmp_path and run
 through the real pipeline (correlator.load -> correlator.diagnose -> match); where the diagnosis context
 matters, the table is built with correlator.schema.conform.
@@ -42,7 +42,7 @@ def _ids(tmp: Path, files: dict[str, str]) -> list[str]:
 
 
 def _wd(rank: int, seq: int, op: str, numel: int, timeout: int = 600000, pg_rank: int | None = None) -> str:
-    """A torch 2.5 c10 watchdog line (log-formats.md §3.5; the layout of recon-01/recon-11)."""
+    """A torch 2.5 c10 watchdog line (docs/log-formats.md §3.5; the layout of recon-01/recon-11)."""
     r = rank if pg_rank is None else pg_rank
     return (f"[rank{rank}]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
             f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel * 16}, "
@@ -57,7 +57,7 @@ def _wd_old(rank: int, seq: int, numel: int = 1) -> str:
 
 
 def _tb(rank: int, exc_line: str) -> str:
-    """A Python traceback with the torch excepthook prefix (log-formats.md §2.4)."""
+    """A Python traceback with the torch excepthook prefix (docs/log-formats.md §2.4)."""
     return "\n".join([
         f"[rank{rank}]: Traceback (most recent call last):",
         f'[rank{rank}]:   File "/workspace/train.py", line 88, in <module>',
@@ -73,7 +73,7 @@ EXAMPLES: list[tuple[str, dict[str, str], dict[str, str]]] = [
      {f"rank{r}.log": _wd(r, 2, "_ALLGATHER_BASE", 5505024 if r == 3 else 5242880) for r in range(4)},
      # near miss: same op and SeqNum but the same NumelIn everywhere (a straggler, not divergent shapes)
      {f"rank{r}.log": _wd(r, 2, "_ALLGATHER_BASE", 5242880) for r in range(4)}),
-    # gloo-03 / log-formats.md §4.1 (DETAIL fingerprint mismatch)
+    # gloo-03 / docs/log-formats.md §4.1 (DETAIL fingerprint mismatch)
     ("collective-mismatch-desync",
      {"rank3.log": "[rank3]: RuntimeError: Detected mismatch between collectives on ranks. Rank 3 is running collective: "
       "CollectiveFingerPrint(SequenceNumber=34, OpType=BROADCAST, TensorShape=[2], TensorDtypes=Float, "
@@ -91,13 +91,13 @@ EXAMPLES: list[tuple[str, dict[str, str], dict[str, str]]] = [
      # near miss: cap-02 gloo connection closed (a dead peer, no size message)
      {"rank0.log": "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
       "Connection closed by peer [127.0.0.1]:33979"}),
-    # parsers/c10d.py ddp_params example (log-formats.md §4.3)
+    # parsers/c10d.py ddp_params example (docs/log-formats.md §4.3)
     ("ddp-param-shape-mismatch",
      {"rank1.log": _tb(1, "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 2 params, while rank 0 "
                        "has inconsistent 4 params.")},
      {"rank1.log": _tb(1, "RuntimeError: Expected to have finished reduction in the prior iteration before starting a "
                        "new one. This error indicates that your module has parameters that were not used in producing loss.")}),
-    # log-formats.md §4.3 reducer message
+    # docs/log-formats.md §4.3 reducer message
     ("ddp-unused-parameters",
      {"rank1.log": _tb(1, "RuntimeError: Expected to have finished reduction in the prior iteration before starting a "
                        "new one. This error indicates that your module has parameters that were not used in producing loss.")},
@@ -126,7 +126,7 @@ EXAMPLES: list[tuple[str, dict[str, str], dict[str, str]]] = [
      # near miss: the DataLoader worker-count UserWarning (torch/utils/data/dataloader.py)
      {"rank0.log": "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will "
       "create 16 worker processes in total. Our suggested max number of worker in current system is 8"}),
-    # log-formats.md §1.1 synthetic NET/IB WARN (2.28.7 layout; recon-02 uses the same)
+    # docs/log-formats.md §1.1 synthetic NET/IB WARN (2.28.7 layout; recon-02 uses the same)
     ("nccl-ib-retry-exceeded",
      {"nccl.node-b.52011.log": "\nnode-b:52011:52190 [5] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion from "
       "peer 192.0.2.11<44871> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129 "
@@ -135,26 +135,26 @@ EXAMPLES: list[tuple[str, dict[str, str], dict[str, str]]] = [
      {"nccl.node-a.41237.log": "\nnode-a:41237:41355 [0] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion from "
       "peer 192.0.2.12<51123> with status=IBV_WC_WR_FLUSH_ERR(5) opcode=IBV_WC_RECV(128) reqSize=0 vendor_err=244 "
       "req_type=Recv hca mlx5_3"}),
-    # log-formats.md §1.1 / recon-03: socketProgress closed by remote peer
+    # docs/log-formats.md §1.1 / recon-03: socketProgress closed by remote peer
     ("nccl-socket-closed",
      {"nccl.node-b.52011.log": "\nnode-b:52011:52190 [5] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed "
       "by remote peer node-a<41983>"},
      # near miss: public-02 same-node proxy notice (INFO, kind nccl_peer_closed)
      {"nccl.node-a.15325.log": "node-a:15325:16199 [2] NCCL INFO [Service thread] Connection closed by localRank 2"}),
-    # log-formats.md §2.4 (excepthook DistBackendError)
+    # docs/log-formats.md §2.4 (excepthook DistBackendError)
     ("nccl-remote-error",
      {"rank3.log": _tb(3, "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
                        "NCCLUtils.cpp:77, remote process exited or there was a network error, NCCL version 2.26.2")},
      # near miss: parsers/c10d.py nccl_error_cuda example (a different NCCL result)
      {"rank3.log": _tb(3, "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:121, unhandled "
                        "cuda error, NCCL version 2.14.3")}),
-    # log-formats.md §1.5 version banner (INFO form, 2.22+) on two nodes with different versions
+    # docs/log-formats.md §1.5 version banner (INFO form, 2.22+) on two nodes with different versions
     ("nccl-version-mismatch",
      {"rank0.log": "node-a:41237:41237 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
       "rank8.log": "node-b:52011:52011 [0] NCCL INFO NCCL version 2.19.3+cuda12.2"},
      {"rank0.log": "node-a:41237:41237 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
       "rank8.log": "node-b:52011:52011 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"}),
-    # log-formats.md §1.10 / §2.6: ncclInternalError text (2.18+) inside a DistBackendError
+    # docs/log-formats.md §1.10 / §2.6: ncclInternalError text (2.18+) inside a DistBackendError
     ("nccl-internal-error",
      {"rank0.log": _tb(0, "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
                        "ProcessGroupNCCL.cpp:1691, internal error - please report this issue to the NCCL developers, "
@@ -301,7 +301,7 @@ EXAMPLES: list[tuple[str, dict[str, str], dict[str, str]]] = [
       "AT 2024-07-02T04:13:01 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"},
      # near miss: recon-07 - srun cancels the step after a task failed (no reason)
      {"slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-06-14T03:12:42 ***"}),
-    # log-formats.md §7.1 synthetic stepd line
+    # docs/log-formats.md §7.1 synthetic stepd line
     ("slurm-time-limit-or-preemption",
      {"slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-11-29T23:08:55 DUE TO TIME "
       "LIMIT ***"},
@@ -327,10 +327,10 @@ MORE_TRIGGERS: list[tuple[str, dict[str, str]]] = [
                                        "ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with [/__w/pytorch/pytorch/"
                                        "third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
                                        "Connection refused, remote=[127.0.0.1]:22936$2"}),
-    # log-formats.md §1.9 'Mismatched NCCL version detected' WARN (parsers/nccl.py WARN_RULE example)
+    # docs/log-formats.md §1.9 'Mismatched NCCL version detected' WARN (parsers/nccl.py WARN_RULE example)
     ("nccl-version-mismatch", {"nccl.node-a.41237.log": "\nnode-a:41237:41237 [0] init.cc:1234 NCCL WARN Mismatched NCCL "
                                "version detected : rank 0 version 22105 rank 8 version 21903"}),
-    # log-formats.md §5.2 agent received a death signal (scheduler/operator stopped the job)
+    # docs/log-formats.md §5.2 agent received a death signal (scheduler/operator stopped the job)
     ("slurm-time-limit-or-preemption", {"launcher.log": "W1129 23:08:55.000000 9120 torch/distributed/elastic/agent/server/"
                                         "api.py:704] Received 15 death signal, shutting down workers"}),
     # DETAIL variant of the FSDP case: cap-06 (captured) fingerprint mismatch in _ALLGATHER_BASE, SequenceNumber=0
