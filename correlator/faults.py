@@ -35,7 +35,10 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     retry warning: trouble only when something else failed too, and never enough to explain a rank). Duplicates are excluded; agent rows
     without a rank are kept (rank null).
     """
-    srun_ranks = table.filter(pl.col("rank_source") == "transport_prefix").height > 0
+    # srun's task ids are global ranks when srun runs one task per rank: its labels gave ranks, or no launcher
+    # of its own (torchrun, DeepSpeed) ran inside the tasks.
+    srun_ranks = (table.filter(pl.col("rank_source") == "transport_prefix").height > 0
+                  or table.filter(pl.col("layer") == "elastic").height == 0)
     t = table.filter(~pl.col("duplicate") & pl.col("kind").is_in(list(FAULT_KINDS) + ["root_cause_entry"]))
     if srun_ranks:
         t = _expand_task_lists(t)
@@ -45,25 +48,50 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     timed_out_at = (pl.when(pl.col("kind").is_in(["watchdog_timeout", "watchdog_status"])).then(pl.col("ts"))
                     .otherwise(None).min().over("rank"))
     late_hang = (pl.col("kind") == "watchdog_hang") & (pl.col("ts") > timed_out_at).fill_null(False)
+    # A plain exception on a rank whose own file already showed a timeout or a lost connection is that wait
+    # raising (the traceback of the collective or store call), not a new cause.
+    waited = pl.col("kind").is_in(_WAIT_KINDS) & (pl.col("severity") != "warning")
+    waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) \
+        | (pl.col("kind").is_in(["store_error"]) & pl.col("timeout_ms").is_not_null()).cast(pl.Int32).cum_sum() \
+        .over("rank", "path").gt(0)
+    raised_by_wait = (pl.col("kind") == "python_exception") & pl.col("rank").is_not_null() & waited_before
+    # A kill reported after the scheduler cancelled the job (srun "forcing job termination", slurmstepd
+    # "CANCELLED AT") is the teardown's SIGKILL, not the OOM killer.
+    cancelled = pl.col("kind") == "job_cancelled"
+    after_cancel = ((cancelled.cast(pl.Int32).cum_sum() - cancelled.cast(pl.Int32)).over("path") > 0) & (
+        pl.col("kind") == "process_killed")
     signal = pl.col("signal").fill_null("")
     role = (
         pl.when(pl.col("kind").is_in(CAUSE_KINDS) & (signal == "SIGTERM")).then(pl.lit("effect"))
         .when(late_hang).then(pl.lit("effect"))
+        .when(raised_by_wait | after_cancel).then(pl.lit("effect"))
         # SIGABRT is how the NCCL watchdog takes a process down after a timeout: an exit, not a cause.
         .when((pl.col("kind") == "process_killed") & (signal == "SIGABRT")).then(pl.lit("exit"))
         .when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (killed | crashed)).then(pl.lit("cause"))
-        .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM")
-                                                 | (pl.col("exit_code") == -2))).then(pl.lit("effect"))
+        # 128 + N is a shell's "killed by signal N" (143 SIGTERM, 137 SIGKILL, 134 SIGABRT): the launcher's or the
+        # watchdog's doing, as are SIGTERM / SIGHUP / SIGINT from the launcher (DESIGN.md rule 15).
+        .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | pl.col("signal").is_in(["SIGTERM", "SIGHUP"])
+                                                 | pl.col("exit_code").is_in([-2, -1]) | (pl.col("exit_code") > 128)))
+        .then(pl.lit("effect"))
         .when(pl.col("kind").is_in(EXIT_KINDS) & (pl.col("exit_code") == 0)).then(pl.lit("none"))
         .when(pl.col("kind").is_in(EXIT_KINDS)).then(pl.lit("exit"))
         .when(pl.col("kind") == "error_file").then(pl.lit("exit"))
         # A bare NCCL WARN (no finer rule matched) or a store retry warning is not a failure by itself.
-        .when((pl.col("kind") == "nccl_warn") | ((pl.col("kind") == "store_error") & (pl.col("severity") == "warning")))
+        .when((pl.col("kind") == "nccl_warn") | ((pl.col("kind") == "store_error") & (pl.col("severity") == "warning")
+                                                 & pl.col("timeout_ms").is_null()))
         .then(pl.lit("weak"))
         .otherwise(pl.lit("effect"))
     )
-    return t.with_columns(role.alias("role")).filter(pl.col("role") != "none")
+    # The scheduler's teardown kill is the launcher signalling the worker (it is not the rank's own error).
+    return (t.with_columns(role.alias("role"),
+                           pl.when(after_cancel).then(pl.lit("worker_signalled")).otherwise(pl.col("kind")).alias("kind"))
+            .filter(pl.col("role") != "none"))
+
+
+#: Waits whose failure a rank's next exception merely reports (the traceback of the collective or store call).
+_WAIT_KINDS = ["watchdog_timeout", "gloo_timeout", "gloo_connection_closed", "store_error", "nccl_error",
+               "monitored_barrier_peer", "async_error"]
 
 
 _TASKS = r"srun: error: [^:\s]+: tasks? ([\d,\-\[\] ]+):"

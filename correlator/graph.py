@@ -33,14 +33,15 @@ def failing_attempts(table: pl.DataFrame) -> list[int]:
 def _world_size(t: pl.DataFrame) -> int | None:
     """World size from evidence (DESIGN.md rule 16): a size a line states (NCCL ``nranks``, ``world_size=``,
     torchrun's ``global_world_sizes``), or — when the logs are one file or folder per rank — the highest
-    rank seen + 1. A pasted excerpt of a combined stream states nothing about the ranks it lacks: None."""
+    rank seen + 1 (two such files at least: one rank's file alone says nothing of its peers). A pasted excerpt of a
+    combined stream states nothing about the ranks it lacks: None."""
     stated = t["world_size"]
     ws = stated.drop_nulls()
     seen = t["rank"].drop_nulls()
     best = int(ws.max()) if ws.len() else None  # type: ignore[arg-type]
     top = int(seen.max()) + 1 if seen.len() else None  # type: ignore[arg-type]
     if best is None:
-        per_rank = t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"])).height > 0
+        per_rank = t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"]))["rank"].n_unique() >= 2
         return top if per_rank else None
     return max(best, top or 0)
 
@@ -88,7 +89,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         f.filter((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))["rank"].drop_nulls().to_list())
     launcher_present = t.filter(pl.col("layer") == "elastic").height > 0
 
-    evidence = initiators_mod.Evidence(t, f, fr, seen, missing, signalled, first_signal, launcher_present)
+    evidence = initiators_mod.Evidence(t, f, fr, seen, missing, signalled, first_signal, launcher_present, world)
     found = initiators_mod.find(evidence)
     initiators, basis, failure_kind = found.initiators, found.basis, found.failure_kind
     cause_event, focus, reasons = found.cause_event, dict(found.focus), list(found.reasons)
@@ -108,6 +109,17 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         G.nodes[r]["cause_event"] = cause_event.get(r)
 
     _add_edges(G, fr, initiators, failure_kind, signalled, cause_event)
+    # Ranks a rule names as waiting for the initiators (a stall report's ready ranks) without a fault row.
+    for r in focus.get("waiting") or []:
+        if r in initiators:
+            continue
+        if r not in G:
+            G.add_node(r, host=None, local_rank=None, status="clean")
+        if G.nodes[r]["status"] in ("clean", "missing"):
+            G.nodes[r]["status"] = "collateral"
+            G.nodes[r]["explained_by"] = {"rank": initiators[0], "edge": "waits_for", "pg": focus.get("pg"), "seq": None}
+            G.add_edge(r, initiators[0], edge="waits_for", pg=focus.get("pg"), seq=None,
+                       evidence=(focus.get("evidence") or [])[:1])
     # The launcher tore the whole job down (mpirun abort, scheduler cancel, DeepSpeed killing subprocesses):
     # ranks that said nothing were killed as a consequence too.
     teardown = f.filter(pl.col("kind").is_in(["job_cancelled"]) | ((pl.col("kind") == "worker_signalled") & pl.col("rank").is_null()))

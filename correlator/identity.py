@@ -13,7 +13,8 @@ Rank identity is evidence, not a path (DESIGN.md). Sources, strongest first, rec
 - ``pg_prefix``: ProcessGroupNCCL's ``[Rank r]`` in the default PG, for torch ≤ 2.1 lines without ``[rankN]:``;
 - ``message``: ``rank=N`` in the application's own progress lines, or a rank a fault message states about
   itself (``what():  [PG 0 Rank 3] …``, ``aborted on rank 3``) on a line with no prefix (weak);
-- ``gpu_index``: the CUDA device of a CUDA error (``GPU 3``), on a single node only (weakest).
+- ``gpu_index``: the CUDA device of a CUDA error (``GPU 3``) or of an NCCL line (``[cudaDev]``) whose pid no
+  init line maps, on a single node only (weakest).
 """
 
 from __future__ import annotations
@@ -189,6 +190,9 @@ def _message_ranks(df: pl.DataFrame, global_pgs: list[str]) -> pl.DataFrame:
         pl.when(by_msg).then(pl.lit("message")).otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.when(by_msg).then(pl.col("msg_rank")).otherwise(pl.col("rank")).alias("rank"),
     )
+    # NCCL's ``[cudaDev]`` is the device of the logging process: the local rank under torchrun (one GPU each).
+    nccl_dev = pl.when((pl.col("layer") == "nccl") & pl.col("rank").is_null()).then(pl.col("cuda_dev"))
+    df = df.with_columns(pl.coalesce(pl.col("gpu_index"), nccl_dev).alias("gpu_index"))
     if df.select(pl.col("gpu_index").is_not_null().any()).item():
         hosts = df.select(pl.coalesce(pl.col("host"), pl.col("xport_host"), pl.col("src_host"))).to_series().drop_nulls()
         top = df.select(pl.max_horizontal(pl.col("rank").max(), pl.col("world_size").max())).item()
@@ -254,7 +258,19 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
         .otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.col("__r").alias("rank"),
     ).drop("__r")
-    return _pid_order(df, offsets)
+    df = _pid_order(df, offsets)
+    # Any other line that states a pid a rank is known by (Open MPI's backtrace handler ``[host:pid] Signal: …``).
+    known = df.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique()
+    counts = known.group_by("pid").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").first())
+    pid_rank = {p: r for p, n, r in counts.iter_rows() if n == 1}
+    if not pid_rank:
+        return df
+    by_pid = pl.col("pid").replace_strict(pid_rank, default=None, return_dtype=pl.Int32)
+    todo = pl.col("rank").is_null() & pl.col("pid").is_not_null() & (pl.col("layer") != "nccl")
+    return df.with_columns(
+        pl.when(todo & by_pid.is_not_null()).then(pl.lit("launcher")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(todo).then(by_pid).otherwise(pl.col("rank")).alias("rank"),
+    )
 
 
 def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
@@ -273,8 +289,10 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
         anchors = {p: lr for p, lr in grp.select("pid", "local_rank").drop_nulls().iter_rows()}
         if not anchors or any(pids.index(p) != lr for p, lr in anchors.items()):
             continue
-        if pids[-1] - pids[0] + 1 != len(pids):  # a gap: some worker's pid is not in the log; do not guess
-            continue
+        # Gaps between worker pids are common (workers fork data-loader and compile processes while the agent
+        # is still spawning: real torchrun logs show 598577, 598579-598581, 598583 …); the order still follows
+        # the local ranks, as every anchor confirms. A worker that exited 0 early is listed nowhere and would
+        # shift the ranks above it: the mapping stays ``pid_order`` (weak).
         base = offsets.get(node) or 0
         for i, p in enumerate(pids):
             assign[p] = base + i

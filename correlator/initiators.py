@@ -37,6 +37,15 @@ class Evidence:
     signalled: set[int]
     first_signal: Any
     launcher_present: bool
+    #: world size from evidence (None: unknown, e.g. a pasted excerpt)
+    world: int | None = None
+
+    @property
+    def absent(self) -> list[int]:
+        """Ranks below the highest rank seen that left no line, when the world size is unknown (an excerpt)."""
+        if self.world is not None or not self.seen:
+            return []
+        return sorted(set(range(max(self.seen) + 1)) - set(self.seen))
 
     @property
     def causes(self) -> pl.DataFrame:
@@ -74,6 +83,13 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
     state what the peer ran.
     """
     rows = t.filter(pl.col("kind").is_in(_SIG_KINDS) & pl.col("seq").is_not_null() & pl.col("rank").is_not_null())
+    if rows.height == 0:
+        # Old watchdog lines name no SeqNum (torch <= 1.12: ``WorkNCCL(OpType=BROADCAST, Timeout(ms)=…)``): when each
+        # rank timed out in one op only, those ops are compared as one collective (seq -1).
+        old = t.filter((pl.col("kind") == "watchdog_timeout") & pl.col("op").is_not_null() & pl.col("rank").is_not_null())
+        if old.height and (old.group_by("rank").agg(pl.col("op").n_unique().alias("n"))["n"] == 1).all():
+            rows = old.with_columns(pl.lit(-1, dtype=pl.Int64).alias("seq"), pl.lit(None, dtype=pl.Int64).alias("numel"),
+                                    pl.lit(None, dtype=pl.String).alias("shape"))
     claims: list[tuple[str, int, int, str, int]] = []  # pg, seq, rank, signature, event_id
     own_line: dict[tuple[str, int, int], int] = {}  # (pg, seq, rank) -> the rank's own line about it
     for r in rows.select("kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "message",
@@ -231,16 +247,114 @@ def barrier_named(e: Evidence) -> Finding | None:
     return found
 
 
+#: Collectives with a root: the root (``src``/``dst``) is rank 0 unless the code says otherwise.
+_ROOTED_OPS = {"BROADCAST", "REDUCE", "SCATTER", "GATHER", "_BROADCAST_OOP", "_REDUCE_OOP"}
+#: Effect kinds whose ``peer_rank`` names the rank the reporter waited for (a vote for the initiator).
+_WAITING_FOR = ["store_error", "monitored_barrier_peer", "nccl_error"]
+#: Effects that mean the peer process went away (not that it is slow).
+_PEER_LOSS = ["gloo_connection_closed", "nccl_net_error", "nccl_peer_closed", "async_error", "nccl_error",
+              "peer_shutdown"]
+
+
+def votes(e: Evidence) -> Counter[int]:
+    """Ranks named by waiting ranks as the one they wait for ("ncclUniqueId from [0]", "errors … from rank 0",
+    "remote error detected from rank: 2"), counted once per voter; the voters' own ranks are never candidates."""
+    rows = e.effects.filter(pl.col("kind").is_in(_WAITING_FOR) & pl.col("peer_rank").is_not_null()
+                            & (pl.col("peer_rank") != pl.col("rank")))
+    pairs = set(rows.select("rank", "peer_rank").iter_rows())
+    return Counter(p for _, p in pairs)
+
+
+def stall_report(e: Evidence) -> Finding | None:
+    """Horovod's stall report names who has (not) submitted the collective the others wait in.
+
+    Missing ranks are named (``stall_missing``) or are the ranks of the world not listed as ready
+    (``stall_ready``; the world from evidence, else the highest rank named + 1). When the missing ranks are
+    ready on a different collective, they ran another op: the odd one out (a mismatch), else a straggler.
+    ``focus["waiting"]`` lists the ranks that wait for them (collateral)."""
+    rows = e.t.filter(pl.col("kind").is_in(["stall_ready", "stall_missing"]) & pl.col("peer_rank").is_not_null())
+    if not rows.height:
+        return None
+    missing = set(rows.filter(pl.col("kind") == "stall_missing")["peer_rank"].to_list())
+    ready = {pg: set(g["peer_rank"].to_list())
+             for (pg,), g in rows.filter(pl.col("kind") == "stall_ready").group_by("pg", maintain_order=True)}
+    kind, waiting = "straggler_hang", set()
+    if ready:
+        # The collective most ranks are ready in (ties: the first reported); its absentees are the suspects.
+        main_pg = max(ready, key=lambda pg: (len(ready[pg]), -list(ready).index(pg)))
+        waiting = ready[main_pg]
+        named = set().union(*ready.values()) | missing | set(e.seen)
+        world = e.world or (max(named) + 1)
+        absent = set(range(world)) - waiting
+        if not missing:
+            missing = absent
+        if any(other and other <= missing for pg, other in ready.items() if pg != main_pg):
+            kind = "collective_mismatch"
+    waiting |= set(rows["rank"].drop_nulls().to_list())  # the coordinator that reports the stall waits too
+    missing -= waiting
+    if not missing:
+        return None
+    ev = rows.filter(pl.col("kind") == "stall_missing") if rows.filter(pl.col("kind") == "stall_missing").height else rows
+    first = int(ev.sort("tc", "event_id", nulls_last=True)["event_id"][0])
+    op = rows["op"].drop_nulls().first()
+    found = Finding(sorted(missing), "named by the stall report", kind, {r: first for r in missing},
+                    focus={"op": op, "waiting": sorted(waiting - missing), "evidence": [first]},
+                    reasons=["named by Horovod's stall report (the ranks that had not submitted the collective)"])
+    if kind == "collective_mismatch":
+        found.reasons.append("the missing ranks were ready in a different collective")
+    return found
+
+
+def named_by_waiters(e: Evidence) -> Finding | None:
+    """The rank the waiting ranks name, when it reported no error of its own (it was busy or stuck)."""
+    v = votes(e)
+    if not v:
+        return None
+    own = e.own_error_ranks() | set(e.causes["rank"].to_list())
+    (top, n), *rest = v.most_common()
+    if top in own or (rest and rest[0][1] == n):
+        return None
+    voters = sorted({r for r, p in e.effects.filter(pl.col("peer_rank") == top).select("rank", "peer_rank").iter_rows()})
+    ev = e.effects.filter((pl.col("peer_rank") == top) & pl.col("kind").is_in(_WAITING_FOR)).sort("tc", "event_id")
+    return Finding([top], "named by the ranks waiting for it", "straggler_hang", {top: int(ev["event_id"][0])},
+                   reasons=[f"named by {len(voters)} waiting rank(s) ({', '.join(map(str, voters))}); it logged no error"])
+
+
+def _prefer_rank0(e: Evidence, cand: list[int], focus: dict[str, Any]) -> tuple[list[int], str | None]:
+    """Among several silent or absent candidates, rank 0 when the logs say why (the reason is returned):
+    the collective everyone waits in has a root, the untagged (rank-0-only) output stops mid-work, or the
+    waiting ranks name rank 0."""
+    if len(cand) < 2 or 0 not in cand:
+        return cand, None
+    why = _rank0_reason(e, focus)
+    return ([0], why) if why else (cand, None)
+
+
+def _rank0_reason(e: Evidence, focus: dict[str, Any]) -> str | None:
+    """Why rank 0 in particular would be the one the others wait for, if the logs say so."""
+    if (focus.get("op") or "").upper() in _ROOTED_OPS:
+        return f"rank 0 is the root of the {focus['op']} the others wait in"
+    if e.t.filter((pl.col("kind") == "progress_bar") & pl.col("rank").is_null()).height:
+        return "the untagged output (rank-0-only work, a progress bar) stops mid-work"
+    if votes(e).get(0):
+        return "the waiting ranks name rank 0"
+    lost_store = e.effects.filter(pl.col("kind") == "store_error")["rank"].n_unique()
+    if lost_store >= 2:
+        return f"{lost_store} ranks lost the TCPStore, which rank 0 hosts"
+    return None
+
+
 def silence(e: Evidence) -> Finding | None:
     """Silence is evidence: a rank with no error while the others time out, one behind on the collective
-    sequence, or one that left no log at all."""
+    sequence, one that left no log at all, or — in an excerpt whose world size is unknown — the rank absent
+    from a block of timeouts. Among several candidates rank 0 is preferred only for a stated reason."""
     effects = e.effects
     if not effects.height:
         return None
     prog = align.progress(e.t)
     silent = [r for r in e.seen if r not in e.own_error_ranks()]
     focus: dict[str, Any] = {}
-    waited = effects.filter(pl.col("seq").is_not_null()).sort("tc")
+    waited = effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort("tc", "event_id")
     if waited.height:
         w = waited.row(0, named=True)
         focus = {"pg": w["pg"] or "0", "seq": w["seq"], "op": w["op"]}
@@ -258,19 +372,47 @@ def silence(e: Evidence) -> Finding | None:
                 cand = [r for r in silent if entered.get(r, -1) == low]
         found = Finding(sorted(cand), "silent while the others failed", "straggler_hang", focus=focus,
                         reasons=["the initiating rank logged no error; it was found by its silence"])
-        # Early exit needs the launcher's word: it reported the job's failures or terminated the live workers,
-        # and this rank was neither signalled nor failed (torchrun lists only the ranks that did not exit 0).
-        reported = e.f.filter(pl.col("kind").is_in(["worker_failed", "worker_signalled", *_SUMMARY]))
-        if reported.height and not (set(found.initiators) & (e.signalled | set(reported["rank"].drop_nulls().to_list()))):
+        # Early exit needs the launcher's word on EVERY worker: torchrun's summary lists all that did not exit 0
+        # and its agent signals all live ones; this rank was neither. A launcher that names only the first
+        # failure (mpirun, mp.spawn, DeepSpeed's return-code line) says nothing about the others.
+        reported = e.f.filter(pl.col("kind").is_in(["worker_signalled", *_SUMMARY]))
+        failed = set(e.f.filter(pl.col("kind") == "worker_failed")["rank"].drop_nulls().to_list())
+        if reported.height and not (set(found.initiators) & (e.signalled | failed
+                                                             | set(reported["rank"].drop_nulls().to_list()))):
             found.failure_kind = "early_exit"
+        # A launcher reported a worker killed (SIGKILL) without naming it: the one silent rank is that worker.
+        unnamed_kill = e.f.filter(pl.col("rank").is_null() & pl.col("kind").is_in(["worker_failed", "process_exit"])
+                                  & ((pl.col("exit_code") == -9) | (pl.col("exit_code") == 137)))
+        if unnamed_kill.height and len(found.initiators) == 1:
+            found.failure_kind = "oom_kill"
+            found.cause_event = {found.initiators[0]: int(unnamed_kill["event_id"][0])}
+            found.reasons.append("the launcher reports a worker killed by SIGKILL without naming it; the one silent "
+                                 "rank is taken to be that worker")
     elif behind_ranks:
         found = Finding(behind_ranks, "behind on the collective sequence", "straggler_hang", focus=focus,
                         reasons=["found by its lagging sequence number, not by an error"])
     elif e.missing:
         found = Finding(e.missing, "left no log", "straggler_hang", focus=focus,
                         reasons=["the initiating rank left no log at all; it is named because it is missing"])
+    elif e.absent:
+        # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
+        # rank 0 has a stated reason; many absent ranks were most likely just cut from the paste.
+        why = _rank0_reason(e, focus) if 0 in e.absent else None
+        # A lost peer (connection closed, remote process exited) with one rank absent: that rank is the peer.
+        lost_peer = len(e.absent) == 1 and effects.filter(pl.col("kind").is_in(_PEER_LOSS)).height > 0
+        if not why and not lost_peer and len(e.absent) * 3 > len(e.seen):
+            return None
+        found = Finding(e.absent, "absent from the excerpt", "straggler_hang", focus=focus,
+                        reasons=["the initiating rank is absent from the excerpt while the others report waiting; "
+                                 "the excerpt may lack ranks"])
+        if why and len(e.absent) == 1:
+            found.reasons.append(f"rank 0 is the likely one: {why}")
     else:
         return None
+    chosen, why = _prefer_rank0(e, found.initiators, focus)
+    if why:
+        found.initiators = chosen
+        found.reasons.append(f"rank 0 preferred among the candidates: {why}")
     if e.fr.filter(pl.col("kind") == "collective_mismatch").height:
         found.failure_kind = "collective_mismatch"
         found.reasons.append("a collective mismatch was detected but the odd rank could not be determined; "
@@ -280,7 +422,8 @@ def silence(e: Evidence) -> Finding | None:
 
 #: The rules in order of precedence; the first that names someone decides.
 RULES: list[Callable[[Evidence], Finding | None]] = [
-    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, barrier_named, silence,
+    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, stall_report, barrier_named, named_by_waiters,
+    silence,
 ]
 
 

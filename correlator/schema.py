@@ -88,6 +88,10 @@ class Kind(StrEnum):
     GLOO_TIMEOUT = "gloo_timeout"  #: gloo ``Timed out waiting Nms for recv/send operation to complete``
     STORE_ERROR = "store_error"  #: TCPStore / rendezvous: socket timeouts, connect failures, ``wait timeout``
     NCCL_ERROR = "nccl_error"  #: PyTorch-reported NCCL error (``NCCL error in: …``, ``DistBackendError``)
+    # -- Horovod
+    STALL_READY = "stall_ready"  #: Horovod stall report: rank ``peer_rank`` HAS submitted collective ``pg`` (``[ready ranks: …]``)
+    PEER_SHUTDOWN = "peer_shutdown"  #: Horovod "has been shut down … caused by an exception on one of the ranks" (effect)
+    STALL_MISSING = "stall_missing"  #: Horovod stall report: rank ``peer_rank`` has NOT submitted ``pg`` (``[missing ranks: …]``)
     # -- Python
     PYTHON_EXCEPTION = "python_exception"  #: an uncaught exception (traceback record) not covered by a finer kind
     CUDA_OOM = "cuda_oom"  #: ``torch.cuda.OutOfMemoryError`` / ``CUDA out of memory``
@@ -116,7 +120,7 @@ FAULT_KINDS: frozenset[str] = frozenset(
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
         Kind.PYTHON_EXCEPTION, Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED,
         Kind.FAILURE_ENTRY, Kind.ERROR_FILE, Kind.PROCESS_KILLED, Kind.PROCESS_EXIT, Kind.JOB_CANCELLED,
-        Kind.LAUNCHER_ERROR,
+        Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN,
     }
 )
 
@@ -126,7 +130,7 @@ EFFECT_KINDS: frozenset[str] = frozenset(
         Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT,
         Kind.ASYNC_ERROR, Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER,
         Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
-        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR,
+        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN,
     }
 )
 
@@ -150,7 +154,8 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("layer", pa.string(), "nccl | c10d | elastic | python | app | system | unknown (see Layer)."),
     ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
     ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
-    ("pg", pa.string(), "Process group: c10d PG GUID/name (`0` = default PG), or NCCL commId / comm pointer."),
+    ("pg", pa.string(), "Process group: c10d PG GUID/name (`0` = default PG), NCCL commId / comm pointer, or "
+     "`horovod:<tensor>` for a Horovod collective."),
     ("seq", pa.int64(), "Collective sequence number: c10d SeqNum (decimal) or NCCL opCount (hex in the log)."),
     ("seq_enqueued", pa.int64(), "Last enqueued work SeqNum from watchdog status lines."),
     ("seq_completed", pa.int64(), "Last completed work SeqNum from watchdog status lines."),

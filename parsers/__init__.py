@@ -5,8 +5,12 @@
 - :mod:`parsers.c10d` — PyTorch C++ logs (c10/glog), ProcessGroupNCCL/Gloo, DETAIL fingerprints, DDP, TCPStore;
 - :mod:`parsers.elastic` — torchrun / torchelastic agent lines, ChildFailedError summaries, error.json;
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
+- :mod:`parsers.horovod` — Horovod's stall reports (ready / missing ranks);
+- :mod:`parsers.mpi` — Open MPI's own reports (the first rank to fail, signals);
+- :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
+- :mod:`parsers.lightning` — PyTorch Lightning's ``[rank: N]`` prefix, child-process observer and init lines;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
 - :mod:`parsers.timestamps` — timestamp parts to UTC ``ts``;
 - :mod:`parsers.rules` — the vectorized engine they all use.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers import app, c10d, deepspeed, elastic, nccl, python, system, transport
+from parsers import app, c10d, deepspeed, elastic, horovod, lightning, mpi, nccl, python, spawn, system, transport
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
@@ -35,16 +39,23 @@ _KNOWN_START = (
 
 
 def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
-    """Mark physical lines a terminal hard-wrapped: in a tee'd file, a line without any prefix that
-    follows a line ending in a space, and does not itself start like a log line. It joins that line's
-    stream (same tee rank) and, later, its record."""
+    """Mark physical lines a terminal hard-wrapped: a line without any prefix that does not itself start like
+    a log line and follows either (in a tee'd file) a line ending in a space, or a line as long as the file's
+    wrap width (the length most of its long lines share). It joins that line's stream (same tee rank) and,
+    later, its record."""
     tee = pl.col("pfx_tee")
     share = tee.cast(pl.Float64).mean().over("path")
     prev_raw = pl.col("raw").shift(1).over("path")
-    wrap = (
-        ~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False)
-        & ~pl.col("body").str.contains(_KNOWN_START) & (pl.col("body").str.len_chars() > 0)
-        & pl.col("xport_rank").is_null()
+    # A terminal or a paste box of fixed width cuts lines mid-word at that width: the file's long lines share
+    # one length, and none is longer (``…WorkNCCL(SeqNum=4, OpTy`` / ``pe=BROADCAST, …`` in huggingface/open-r1#620).
+    n = pl.col("raw").str.len_chars()
+    width = n.filter((n >= 70) & (n >= n.max() * 0.9)).mode().max().over("path")
+    at_width = (((n == width).sum().over("path") >= 3) & (n.max().over("path") <= width + 1)
+                & (n.shift(1).over("path") >= width).fill_null(False))
+    plain = ~pl.col("body").str.contains(_KNOWN_START) & (pl.col("body").str.len_chars() > 0) & pl.col("xport_rank").is_null()
+    wrap = plain & (
+        (~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False))
+        | (at_width & ~tee)
     )
     df = df.with_columns(wrap.alias("wrap_cont"))
     return df.with_columns(
@@ -58,7 +69,7 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
 def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
     """Strip producer (L3) and ProcessGroup (L4) prefixes; set ``layer`` and the prefix severity."""
     for pfx in (nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.EXCEPTHOOK,
-                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, *app.PREFIXES):
+                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, horovod.PREFIX, lightning.RANK_PREFIX, *app.PREFIXES):
         df = strip_prefix(df, pfx)
     # torch._logging lines of the elastic agent share the glog shape; their source path says who wrote them.
     if "src" in df.columns:
@@ -83,16 +94,25 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, system.RULES)
     df = apply_rules(df, nccl.RULES, where=layer == "nccl")
     df = apply_rules(df, python.RULES)
+    df = apply_rules(df, spawn.RULES)
+    df = apply_rules(df, horovod.RULES)
+    df = apply_rules(df, mpi.RULES)
     df = apply_rules(df, c10d.RULES)
     df = apply_rules(df, [python.TERMINATE])
+    df = apply_rules(df, lightning.RULES, where=layer.is_in(["", "app"]))
     df = apply_rules(df, elastic.RULES, where=layer.is_in(["elastic", "", "app", "c10d"]))
     df = apply_rules(df, deepspeed.RULES, where=layer.is_in(["elastic", "", "app"]))
     df = apply_rules(df, app.RULES, where=layer.is_in(["", "app"])).pipe(app.bar_fields)
     df = python.exception_fields(df)
+    df = elastic.signal_exit_codes(df)
     is_exc = (df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"]))
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)
+    # A traceback record with no exception line anywhere (the paste ends inside its frames).
+    no_exc = ~df["record"].str.contains(r"\n\s*(?:\[rank\d+\]: )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
+    df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1)).pipe(python.cut_message)
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
+    df = lightning.rank_fields(df)
     df = app.progress_fields(df)
     df = nccl.normalize_ops(df)
     df = nccl.resolve_comms(df)
@@ -104,7 +124,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("unparsed")).alias("kind"),
         pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
         pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
-    ).pipe(c10d.stated_ranks)
+    ).pipe(c10d.stated_ranks).pipe(horovod.stall_rows).pipe(mpi.signal_fields)
 
 
 def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
@@ -124,5 +144,6 @@ def parse_lines(df: pl.DataFrame) -> pl.DataFrame:
     # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks
     # interleave in one combined stream are separate streams.
     df = df.with_columns(pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank"))
+    df = spawn.spawn_child_rank(df)
     df = python.group_records(df, STREAM_KEYS)
     return classify(df)

@@ -264,9 +264,9 @@ def stated_ranks(df: pl.DataFrame) -> pl.DataFrame:
     g = text.str.extract_groups(_GPU)
     cuda = pl.col("kind").is_in(["cuda_oom", "cuda_error"])
     return df.with_columns(
-        pl.when(hit).then(pl.coalesce(m.struct.field("msg_rank_g"), m.struct.field("msg_rank"))
-                          .cast(pl.Int32, strict=False))
-        .when(reporter).then(pl.col("rank_stated")).alias("msg_rank"),
+        pl.coalesce(pl.when(reporter).then(pl.col("rank_stated")),
+                    pl.when(hit).then(pl.coalesce(m.struct.field("msg_rank_g"), m.struct.field("msg_rank"))
+                                      .cast(pl.Int32, strict=False))).alias("msg_rank"),
         pl.when(hit & m.struct.field("msg_rank_g").is_null()).then(m.struct.field("msg_pg")).alias("msg_pg"),
         pl.when(cuda).then(pl.coalesce(g.struct.field("gpu_a"), g.struct.field("gpu_b"), g.struct.field("gpu_c"))
                            .cast(pl.Int32, strict=False)).alias("gpu_index"),

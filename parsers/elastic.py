@@ -1,4 +1,5 @@
-"""torchrun / torch.distributed.elastic agent output and ``error.json`` (log-formats.md §5).
+"""torchrun / torch.distributed.elastic agent output and ``error.json`` (log-formats.md §5); the exit codes of
+workers a launcher reports dead by signal name (:func:`signal_exit_codes`).
 
 Agent lines come in three layouts: ``WARNING:torch.distributed.elastic.multiprocessing.api:<msg>``
 (torch ≤ 2.0), ``[2024-04-10 16:02:56,193] torch.distributed.elastic…: [WARNING] <msg>`` (≈2.1 – 2.2),
@@ -11,6 +12,7 @@ failure):`` is only weak evidence — torchrun picks it by whole-second time on 
 from __future__ import annotations
 
 import json
+import signal
 
 import polars as pl
 
@@ -40,7 +42,7 @@ _ENTRY = (
 
 RULES: list[Rule] = [
     Rule("worker_failed", "worker_failed", "elastic", "failed (exitcode:",
-         r"failed \(exitcode: (?P<exit_code>-?\d+)\) local_rank: (?P<local_rank_stated>\d+) \(pid: (?P<pid>\d+)\) of",
+         r"failed \(exitcode: (?P<exit_code>-?\d+)\)(?: local_rank: (?P<local_rank_stated>\d+)(?: \(pid: (?P<pid>\d+)\))?)?",
          "error", SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
          "E1129 23:08:36.815000 13396 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
          "local_rank: 2 (pid: 13401) of binary: /opt/venv/bin/python3"),
@@ -137,3 +139,17 @@ def parse_error_json(text: str) -> dict[str, object] | None:
         epoch = None
     return {"message": msg, "exc_type": exc_type, "epoch_s": epoch,
             "exit_code": code if isinstance(code, int) else None}
+
+
+#: Signal name -> the exit code Python's ``subprocess`` / torch report for a process that signal killed (-N).
+_SIGNAL_EXIT = {sig.name: -sig.value for sig in signal.Signals if sig.name.startswith("SIG") and "_" not in sig.name}
+
+
+def signal_exit_codes(df: pl.DataFrame) -> pl.DataFrame:
+    """A launcher that reports a worker's death by signal NAME (mp.spawn ``terminated with signal SIGKILL``,
+    mpirun ``exited on signal 9 (Killed)``) gives ``worker_failed`` rows a signal but no exit code; they get the
+    exit code Python reports for that death (``-9`` for SIGKILL: mp.spawn's own ``ProcessExitedException.exit_code``,
+    torchrun's ``exitcode: -9``), so they read like torchrun's failure lines."""
+    fill = (pl.col("kind") == "worker_failed") & pl.col("exit_code").is_null() & pl.col("signal").is_not_null()
+    code = pl.col("signal").replace_strict(_SIGNAL_EXIT, default=None, return_dtype=pl.Int32)
+    return df.with_columns(pl.when(fill).then(code).otherwise(pl.col("exit_code")).alias("exit_code"))

@@ -37,6 +37,11 @@ RULES: list[Rule] = [
          "RuntimeError: CUDA error: device-side assert triggered"),
 ]
 
+#: A traceback whose exception line the excerpt lost (the paste ends inside the frames): still an exception.
+CUT_TRACEBACK = Rule("cut_traceback", "python_exception", "python", TB_START, r"^(?:\[rank\d+\]: )?Traceback \(most",
+                     "error", "CPython traceback cut before its exception line (pasted excerpts: diffusion-pipe#333)",
+                     'Traceback (most recent call last):\n  File "train.py", line 12, in <module>')
+
 #: Applied after c10d's rules, to exception rows nothing more specific matched.
 CATCH_ALL = Rule("python_exception", "python_exception", "python", "", None, "error", SRC,
                  "[rank2]: CorruptBatchError: corrupt sample in shard 17 (record 4093): expected 16 features, got 15")
@@ -139,3 +144,13 @@ def exception_fields(df: pl.DataFrame) -> pl.DataFrame:
     """Fill ``exc_type`` from exception lines (the message of a traceback record, or a bare line)."""
     ext = pl.col("message").str.extract(EXC_LINE, 1)
     return df.with_columns(pl.coalesce(pl.col("exc_type"), ext).alias("exc_type"))
+
+
+def cut_message(df: pl.DataFrame) -> pl.DataFrame:
+    """The message of a cut traceback: the deepest frame the excerpt kept (its last line)."""
+    if "rule" not in df.columns:
+        return df
+    cut = pl.col("rule") == CUT_TRACEBACK.name
+    last = pl.col("record").str.split("\n").list.last().str.strip_chars()
+    return df.with_columns(pl.when(cut).then(pl.lit("traceback cut before its exception line; last line: ") + last)
+                           .otherwise(pl.col("message")).alias("message"))

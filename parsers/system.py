@@ -45,6 +45,10 @@ RULES: list[Rule] = [
     Rule("mpirun_first_failed", "worker_failed", "system", "Process name: [[",
          r"Process name: \[\[\d+,\d+\],(?P<rank_stated>\d+)\]", "error", "Open MPI 4.x mpirun (errmgr help text)",
          "  Process name: [[41871,1],3]"),
+    # pdsh -S: the exit status of each host's remote command (pdsh 2.34, fixtures/cases/cap-25).
+    Rule("pdsh_exit", "process_exit", "system", " exited with exit code ",
+         r"^pdsh@[^:\s]+: (?P<host>[^:\s]+): \S+ exited with exit code (?P<exit_code>\d+)", "error", "pdsh 2.x (-S)",
+         "pdsh@node-a: node-b: bash exited with exit code 1"),
     Rule("mpirun_aborted", "job_cancelled", "system", "the job has been aborted", None, "error",
          "Open MPI 4.x mpirun (errmgr help text)", "a non-zero exit code. Per user-direction, the job has been aborted."),
     Rule("shell_killed", "process_killed", "system", "Killed", r"^Killed$", "error", "POSIX shell job report",

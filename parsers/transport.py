@@ -20,8 +20,8 @@ import polars as pl
 from parsers.rules import Prefix, strip_prefix
 
 KUBECTL_TS = Prefix(
-    "kubectl_ts", r"^(?P<xport_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (?P<rest>.*)$",
-    source="kubectl logs --timestamps (RFC 3339 nanoseconds, UTC)",
+    "kubectl_ts", r"^(?P<xport_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z):? (?P<rest>.*)$",
+    source="kubectl logs --timestamps (RFC 3339 nanoseconds, UTC); log collectors' 'ISO-Z: ' stamps (NVIDIA/nccl#230)",
     example="2024-11-29T22:58:55.104211337Z [default0]:step 5",
 )
 KUBECTL_POD = Prefix(
@@ -44,13 +44,13 @@ PDSH_HOST = Prefix(
     source="pdsh -w (DeepSpeed multinode runner; hosts by name or IPv4 address)",
     example="192.0.2.12: [rank9]: torch.OutOfMemoryError: CUDA out of memory.",
 )
-#: A rank prefix the training code prints itself: Lightning's ``rank_prefixed_message`` (``[rank: 1] ``,
-#: lightning_utilities 0.x / lightning 2.x), and the hand-written ``[rank1] `` / ``rank 1: `` of user scripts.
-#: Lower-case ``rank`` only: ``[Rank N] `` is ProcessGroupNCCL's rank within a process group.
+#: A rank prefix user scripts print themselves: ``[rank1] `` / ``[rank 1] `` / ``rank 1: `` (Lightning's
+#: ``[rank: N] `` is :data:`parsers.lightning.RANK_PREFIX`). Lower-case ``rank`` only: ``[Rank N] `` is
+#: ProcessGroupNCCL's rank within a process group.
 USER_RANK = Prefix(
-    "user_rank", r"^(?:\[rank:? ?(?P<xport_rank>\d+)\] |rank ?(?P<xport_rank2>\d+): )(?P<rest>.*)$",
-    source="lightning_utilities.core.rank_zero.rank_prefixed_message ('[rank: N] msg'); user print prefixes",
-    example="[rank: 1] Seed set to 42",
+    "user_rank", r"^(?:\[rank ?(?P<xport_rank>\d+)\] |rank ?(?P<xport_rank2>\d+): )(?P<rest>.*)$",
+    source="user print prefixes in pasted logs ('[rank0] step 10', 'rank 3: …')",
+    example="[rank0] step 10 loss 2.3",
 )
 #: torchrun --tee: `[<role><local_rank>]:` with no trailing space. `[rankN]:` counts as tee only when
 #: followed by another prefix that is not a c10 severity bracket or the excepthook space.
@@ -70,7 +70,7 @@ TEE_RANK = Prefix(
 
 #: Where a record can start inside a physical line: the producer prefixes that never occur inside a message.
 _RECORD_START = (
-    r"\[rank\d+\]:|\[default\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d\.\d+ |\[[FEWIV] [\w/.-]+\.(?:cpp|cc|hpp|h):\d+\] |"
+    r"\[rank\d+\]:|\[rank: \d+\] |\[default\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d\.\d+ |\[[FEWIV] [\w/.-]+\.(?:cpp|cc|hpp|h):\d+\] |"
     r"[VIWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w/.-]+:\d+\] |"
     r"(?:\[[^\]]{1,64}\] )?[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) |Traceback \(most recent call last\):"
 )
@@ -110,21 +110,11 @@ def strip_lead(df: pl.DataFrame) -> pl.DataFrame:
     split = (mask & ~junk).fill_null(False)
     if not split.any():
         return df
-    pieces = (
-        df.filter(split)
-        .with_columns(pl.col("body").str.replace(f"^(.{{1,400}}?)((?:{_RECORD_START}).*)$", "${1}\u0000${2}")
-                      .str.split("\u0000").alias("body"))
-        .explode("body")
-        .with_columns((pl.int_range(pl.len()).over("path", "line") > 0).alias("_extra"))
-    )
-    tee = [c for c in _TEE_COLS if c in pieces.columns]
-    pieces = pieces.with_columns(
-        pl.when(pl.col("_extra")).then(0).otherwise(pl.col("line_count")).alias("line_count"),
-        pl.when(pl.col("_extra")).then(pl.col("body")).otherwise(pl.col("raw")).alias("raw"),
-        *[pl.when(pl.col("_extra")).then(None).otherwise(pl.col(c)).alias(c) for c in tee],
-        *([pl.col("pfx_tee") & ~pl.col("_extra")] if "pfx_tee" in pieces.columns else []),
-    ).drop("_extra")
-    return pl.concat([df.filter(~split), pieces], how="vertical_relaxed").sort("path", "line", maintain_order=True)
+    out = _split_rows(df, split, f"^(.{{1,400}}?)((?:{_RECORD_START}).*)$", "${1}\u0000${2}")
+    # The record split off after a progress bar is another process's line: it keeps no tee prefix of the bar's.
+    extra = (out["line_count"] == 0) & out["body"].str.contains(f"^(?:{_RECORD_START})")
+    tee = [c for c in _TEE_COLS if c in out.columns]
+    return out.with_columns(*[pl.when(extra).then(None).otherwise(pl.col(c)).alias(c) for c in tee])
 
 
 _TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"
@@ -139,6 +129,25 @@ def _file_share(df: pl.DataFrame, pattern: str) -> pl.Series:
         (pl.col("hit").sum().over("path") / pl.col("nb").sum().over("path").clip(1, None)).alias("share")
     )
     return share["share"]
+
+
+def _split_rows(df: pl.DataFrame, hit: pl.Series, pattern: str, replacement: str) -> pl.DataFrame:
+    """Split the ``hit`` rows where ``pattern`` matches (``replacement`` puts a NUL at each cut). The extra rows
+    keep the line number and have ``line_count`` 0 and their own text as ``raw``, so line accounting adds up."""
+    pieces = (
+        df.filter(hit)
+        .with_columns(pl.col("body").str.replace_all(pattern, replacement).str.split("\u0000").alias("body"))
+        .explode("body")
+        .with_columns(
+            (pl.int_range(pl.len()).over("path", "line") > 0).alias("_extra"),
+        )
+        .with_columns(
+            pl.when(pl.col("_extra")).then(0).otherwise(pl.col("line_count")).alias("line_count"),
+            pl.when(pl.col("_extra")).then(pl.col("body")).otherwise(pl.col("raw")).alias("raw"),
+        )
+        .drop("_extra")
+    )
+    return pl.concat([df.filter(~hit), pieces]).sort("path", "line", maintain_order=True)
 
 
 def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
@@ -160,23 +169,7 @@ def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
     hit = df["body"].str.contains(glued)
     if not hit.any():
         return df
-    pieces = (
-        df.filter(hit)
-        .with_columns(
-            pl.col("body").str.replace_all(rf"([^:\s])(\[(?:{role_alt})\d+\]:)", "${1}\u0000${2}").str.split("\u0000")
-            .alias("body")
-        )
-        .explode("body")
-        .with_columns(
-            (pl.int_range(pl.len()).over("path", "line") > 0).alias("_extra"),
-        )
-        .with_columns(
-            pl.when(pl.col("_extra")).then(0).otherwise(pl.col("line_count")).alias("line_count"),
-            pl.when(pl.col("_extra")).then(pl.col("body")).otherwise(pl.col("raw")).alias("raw"),
-        )
-        .drop("_extra")
-    )
-    return pl.concat([df.filter(~hit), pieces]).sort("path", "line", maintain_order=True)
+    return _split_rows(df, hit, rf"([^:\s])(\[(?:{role_alt})\d+\]:)", "${1}\u0000${2}")
 
 
 def strip_transport(df: pl.DataFrame) -> pl.DataFrame:

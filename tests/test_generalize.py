@@ -154,3 +154,195 @@ def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monk
     (tmp_path / "console.log").write_text("hello world\n")
     code, _, err = run_cli(["diagnose", tmp_path], monkeypatch, capsys)
     assert code == 2 and "no distributed-training log lines" in err
+
+
+OLD_WD = ("[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=56693, "
+          "OpType={op}, Timeout(ms)=1800000) ran for 180437{r} milliseconds before timing out.")
+
+
+def test_rank_absent_from_a_block_of_timeouts(tmp_path: Path) -> None:
+    # aioz-ai/GCD#6 shape: ranks 1-3 time out, rank 0 never reports; world size unknown.
+    d = correlator.diagnose(_load(tmp_path, "\n".join(OLD_WD.format(r=r, op="ALLREDUCE") for r in (3, 2, 1))))
+    assert (d.initiating_ranks, d.collateral_ranks, d.failure_kind) == ([0], [1, 2, 3], "straggler_hang")
+    assert d.initiator_basis == "absent from the excerpt"
+
+
+def test_several_absent_ranks_are_candidates_unless_rank0_has_a_reason(tmp_path: Path) -> None:
+    plain = correlator.diagnose(_load(tmp_path, "\n".join(OLD_WD.format(r=r, op="ALLREDUCE") for r in (3, 2))))
+    assert (plain.initiating_ranks, plain.failure_kind) == ([], "unknown")  # two absent of four: cut from the paste
+    rooted = tmp_path / "rooted"
+    rooted.mkdir()
+    d = correlator.diagnose(_load(rooted, "\n".join(OLD_WD.format(r=r, op="BROADCAST") for r in (3, 2))))
+    assert d.initiating_ranks == [0]
+    assert any("root of the BROADCAST" in r for r in d.confidence_reasons)
+
+
+def test_untagged_progress_bar_that_stops_mid_work_points_at_rank0(tmp_path: Path) -> None:
+    # LlamaFactory#2424 shape: rank 0 tokenizes (untagged bar at 9 %), ranks 1 and 2 hit the 30-min watchdog.
+    bar = "Running tokenizer on dataset:   9%|███▊      | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]"
+    text = "\n".join([bar + OLD_WD.format(r=2, op="ALLREDUCE"), OLD_WD.format(r=1, op="ALLREDUCE"),
+                      OLD_WD.format(r=3, op="ALLREDUCE").replace("[Rank 3]", "[Rank 4]")])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert d.initiating_ranks == [0]
+    assert any("stops mid-work" in r for r in d.confidence_reasons)
+
+
+def test_waiting_ranks_name_the_rank_they_wait_for(tmp_path: Path) -> None:
+    # NVIDIA/nccl#865 shape: rank 1's store wait names rank 0 as the one that never published the id.
+    text = ("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+            "store by key '0', but store->get('0') got error: Socket Timeout")
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([0], [1])
+    assert d.initiator_basis == "named by the ranks waiting for it"
+
+
+def test_sigterm_pids_with_gaps_still_map_to_local_ranks(tmp_path: Path) -> None:
+    # pytorch#88251: local_rank 5 (pid 59469) fails; the agent SIGTERMs the other seven, pids not consecutive.
+    pfx = "WARNING:torch.distributed.elastic.multiprocessing.api:"
+    lines = [f"{pfx}Sending process {p} closing signal SIGTERM" for p in (59460, 59461, 59462, 59463, 59466, 59470, 59471)]
+    lines.append("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 5 (pid: 59469) "
+                 "of binary: /home/user/bin/python")
+    d = correlator.diagnose(_load(tmp_path, "\n".join(lines)))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([5], [0, 1, 2, 3, 4, 6, 7])
+
+
+def test_mp_spawn_reports_name_the_worker(tmp_path: Path) -> None:
+    # detectron2#3819 shape: the parent's ProcessRaisedException, then worker 1's own traceback.
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/torch/multiprocessing/spawn.py", line 150, in join',
+        "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+        "torch.multiprocessing.spawn.ProcessRaisedException: ",
+        "",
+        "-- Process 1 terminated with the following error:",
+        "Traceback (most recent call last):",
+        '  File "train_net.py", line 120, in train',
+        "    self.train_loop(self.start_iter, self.max_iter)",
+        "FloatingPointError: Loss became infinite or NaN at iteration=12!",
+    ])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([1], "rank_crash")
+    assert "FloatingPointError" in d.summary
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    d = correlator.diagnose(_load(killed, "Exception: process 3 terminated with signal SIGKILL"))
+    assert (d.initiating_ranks, d.failure_kind) == ([3], "oom_kill")
+
+
+def test_exception_raised_by_a_ranks_own_wait_is_an_effect(tmp_path: Path) -> None:
+    # axolotl#2684 shape: rank 1's store wait times out, then its traceback (cut in the paste) follows.
+    text = "\n".join([
+        "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
+        "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main',
+    ])
+    t = _load(tmp_path, text)
+    assert t.select("kind", "rank").rows() == [("store_error", 1), ("python_exception", 1)]
+    from correlator.faults import fault_rows
+
+    assert fault_rows(t)["role"].to_list() == ["effect", "effect"]
+
+
+def test_fixed_width_wrap_rejoins_cut_lines(tmp_path: Path) -> None:
+    full = [WATCHDOG.format(r=r) for r in (1, 2, 3)]
+    width = 100
+    # A terminal of 100 columns cuts each 260-character line into 100 + 100 + 60, mid-word.
+    text = "\n".join(line[i:i + width] for line in full for i in range(0, len(line), width))
+    rows = _load(tmp_path, text).filter(pl.col("kind") == "watchdog_timeout")
+    assert rows.select("rank", "seq", "elapsed_ms", "line_count").rows() == [
+        (1, 1580, 600061, 3), (2, 1580, 600062, 3), (3, 1580, 600063, 3)]
+
+
+def test_horovod_stall_reports_name_the_missing_rank(tmp_path: Path) -> None:
+    ready = ("Stalled ops: HorovodBroadcast_InceptionV3_Logits_Conv2d_1c_1x1_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]")
+    d = correlator.diagnose(_load(tmp_path, ready))
+    assert (d.initiating_ranks, d.failure_kind) == ([2], "straggler_hang")
+    assert d.collateral_ranks == [0, 1, 3, 4, 5, 6]
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    text = "\n".join([
+        "[1,0]<stderr>:[2020-01-14 13:48:07.704032: W horovod/common/stall_inspector.cc:105] One or more tensors "
+        "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
+        "ranks for more than 60 seconds.",
+        "[1,0]<stderr>:Stalled ranks:",
+        "[1,0]<stderr>:2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0]",
+    ])
+    d = correlator.diagnose(_load(newer, text))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([2], [0])
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    text = "\n".join(["Stalled ops:", "HorovodAllreduce_loss_Mean_0 [ready ranks: 3]",
+                      "HorovodAllreduce_gradients_0 [ready ranks: 2, 0, 1]"])
+    d = correlator.diagnose(_load(odd, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([3], "collective_mismatch")
+
+
+def test_open_mpi_names_the_rank_that_died(tmp_path: Path) -> None:
+    text = "\n".join([
+        "[node-a:19474] *** Process received signal ***",
+        "[node-a:19474] Signal: Segmentation fault (11)",
+        "mpiexec noticed that process rank 0 with PID 19474 on node node-a exited on signal 11 (Segmentation fault).",
+    ])
+    t = _load(tmp_path, text)
+    assert t.filter(pl.col("kind") == "process_killed").select("rank", "exit_code", "signal").row(0) == (0, -11, "SIGSEGV")
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.failure_kind) == ([0], "rank_crash")
+
+
+def test_lost_peer_with_one_rank_absent(tmp_path: Path) -> None:
+    # pytorch#150916 shape: rank 1 reports the remote process exited; rank 0 left nothing in the paste.
+    line = ("[rank1]:[E415 09:00:01.000000000 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
+            "Collective WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) raised the "
+            "following async exception: NCCL error: remote process exited or there was a network error")
+    d = correlator.diagnose(_load(tmp_path, line))
+    assert (d.initiating_ranks, d.collateral_ranks) == ([0], [1])
+
+
+def test_srun_task_ids_are_ranks_without_a_launcher_inside(tmp_path: Path) -> None:
+    # facebookresearch/deit#102 shape: one task per rank; task 5 exits 1, the step is cancelled, the rest killed.
+    text = "\n".join([
+        "srun: error: node-a: task 5: Exited with exit code 1",
+        "slurmstepd: error: *** STEP 43575862.0 ON node-a CANCELLED AT 2021-07-14T08:00:36 ***",
+        "srun: error: node-a: tasks 0-4,6,7: Killed",
+    ])
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert (d.initiating_ranks, d.failure_kind) == ([5], "rank_crash")
+    assert d.collateral_ranks == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_nccl_cuda_dev_and_nccl_oom_on_one_node(tmp_path: Path) -> None:
+    text = "\n".join([
+        "node-a:3018451:3018451 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'",
+        "node-a:3018452:3018452 [1] NCCL INFO [Service thread] Connection closed by localRank 0",
+    ])
+    t = _load(tmp_path, text)
+    assert t.select("kind", "rank", "rank_source").rows() == [("cuda_oom", 0, "gpu_index"),
+                                                                ("nccl_peer_closed", 1, "gpu_index")]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.failure_kind) == ([0], "cuda_oom")
+
+
+def test_exit_codes_past_128_are_effects(tmp_path: Path) -> None:
+    from correlator.faults import fault_rows
+
+    pfx = "ERROR:torch.distributed.elastic.multiprocessing.api:"
+    text = "\n".join([f"{pfx}failed (exitcode: 143) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+                      f"{pfx}failed (exitcode: 1) local_rank: 0 (pid: 4241) of binary: /usr/bin/python"])
+    t = _load(tmp_path, text)
+    assert fault_rows(t).sort("rank").select("rank", "role").rows() == [(0, "exit"), (1, "effect")]
+    assert correlator.diagnose(t).initiating_ranks == [0]
+
+
+def test_truncated_failed_line_still_names_the_worker(tmp_path: Path) -> None:
+    t = _load(tmp_path, "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3")
+    assert t.select("kind", "exit_code", "local_rank").row(0) == ("worker_failed", -9, 3)
+
+
+def test_ranks_losing_the_store_point_at_rank0(tmp_path: Path) -> None:
+    text = "\n".join(f"[rank{r}]:[E1201 10:00:0{r}.000000000 TCPStore.cpp:125] [c10d] recvValue failed on "
+                     f"SocketImpl(fd=6, addr=[node-b]:4321{r}, remote=[node-a]:29500): Connection reset by peer"
+                     for r in (1, 2, 3))
+    d = correlator.diagnose(_load(tmp_path, text))
+    assert d.initiating_ranks == [0]
+    assert any("TCPStore" in r for r in d.confidence_reasons)

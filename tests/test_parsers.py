@@ -9,16 +9,17 @@ import polars as pl
 import pytest
 
 import correlator
-from parsers import app, c10d, deepspeed, elastic, nccl, python, system, transport
+from parsers import app, c10d, deepspeed, elastic, horovod, lightning, mpi, nccl, python, spawn, system, transport
 from parsers.rules import Prefix, Rule
 
 RULES: list[Rule] = [*nccl.RULES, nccl.WARN_RULE, *c10d.RULES, *elastic.RULES, *elastic.RECORD_RULES, *python.RULES,
-                     python.CATCH_ALL, python.TERMINATE, *system.RULES, *deepspeed.RULES]
+                     python.CATCH_ALL, python.TERMINATE, python.CUT_TRACEBACK, *system.RULES, *deepspeed.RULES,
+                     *spawn.RULES, *app.RULES, *horovod.RULES, *mpi.RULES, *lightning.RULES]
 PREFIXES: list[Prefix] = [nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.PG_PREFIX,
                           c10d.RANK_PREFIX, elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, *app.PREFIXES,
                           transport.KUBECTL_TS, transport.KUBECTL_POD, transport.MPI_TAG, transport.SRUN_LABEL,
                           transport.PDSH_HOST, transport.TEE, transport.TEE_RANK, app.BRACKET_ASCTIME,
-                          transport.LEAD, transport.USER_RANK]
+                          transport.LEAD, transport.USER_RANK, horovod.PREFIX, lightning.RANK_PREFIX]
 
 
 def _events(tmp_path: Path, text: str, name: str = "combined.log") -> pl.DataFrame:

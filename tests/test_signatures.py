@@ -567,6 +567,22 @@ CORPUS: dict[str, list[str]] = {
     "cap-16": [],
     "cap-17": ["data-pipeline-exception"],
     "cap-18": ["gloo-size-mismatch"],
+    # launchers (fixtures/capture/launchers.py)
+    "cap-19": ["data-pipeline-exception"],
+    "cap-20": ["host-oom-kill"],
+    "cap-21": ["data-pipeline-exception", "gloo-connection-closed"],
+    "cap-22": ["silent-straggler-hang"],
+    "cap-23": ["data-pipeline-exception", "gloo-connection-closed"],
+    "cap-24": ["host-oom-kill", "gloo-connection-closed"],
+    "cap-25": ["nan-inf-loss", "gloo-connection-closed"],
+    "cap-26": ["data-pipeline-exception", "gloo-connection-closed"],
+    "cap-27": ["data-pipeline-exception", "gloo-connection-closed"],
+    "cap-28": ["data-pipeline-exception", "gloo-connection-closed"],
+    "cap-29": ["host-oom-kill", "gloo-connection-closed"],
+    "cap-30": ["host-oom-kill"],
+    "cap-31": ["host-oom-kill", "gloo-connection-closed"],
+    "cap-32": ["silent-straggler-hang"],
+    "cap-33": ["silent-straggler-hang"],
     "gloo-01": ["data-pipeline-exception", "monitored-barrier-failed"],
     "gloo-03": ["collective-mismatch-desync"],
     "gloo-05": ["host-oom-kill", "monitored-barrier-failed"],
@@ -594,12 +610,21 @@ CORPUS: dict[str, list[str]] = {
 
 
 def test_corpus_list_covers_every_case() -> None:
-    names = sorted(p.name for p in CASES.iterdir() if (p / "expected.json").is_file())
+    # real-* cases (mined public pastes, issue #11) are scored by the corpus eval; signatures come later
+    names = sorted(p.name for p in CASES.iterdir()
+                   if (p / "expected.json").is_file() and not p.name.startswith("real-"))
     assert all(any(n.startswith(k + "-") for k in CORPUS) for n in names), names
     assert len(CORPUS) == len(names)
 
 
-@pytest.mark.parametrize("prefix", sorted(CORPUS))
+#: Cases whose diagnosis is a known miss (see their expected.json ``known_miss``), so their signature is too:
+#: cap-32's teardown SIGKILL ('task 1: Killed' after the step was cancelled) reads as host-oom-kill, cap-33's
+#: parent-side ProcessRaisedException as python-exception-one-rank. strict: a fix shows up as XPASS.
+SIGNATURE_MISSES = {"cap-32", "cap-33"}
+
+
+@pytest.mark.parametrize("prefix", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="known miss"))
+                                    if p in SIGNATURE_MISSES else p for p in sorted(CORPUS)])
 def test_corpus_case_gets_a_fitting_signature_or_none(prefix: str) -> None:
     table = correlator.load(_case(prefix + "-") / "logs")
     d = correlator.diagnose(table)
