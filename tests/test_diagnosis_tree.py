@@ -2,7 +2,7 @@
 
 Before the fix the chosen attempt's verdict was its own ``attempts[0]``, so ``dataclasses.asdict`` and ``==``
 recursed without end. The JSON contract is unchanged: the figures below were taken from
-``rankscope diagnose --format json`` before the fix.
+``rankscope diagnose --format json`` before the fix (recon-09's attempt 1 since re-read after a rule change on main).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ RESTARTS: dict[str, tuple[int, list[tuple[int, list[int], list[int], str, float,
     "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r": (0, [
         (0, [6], [0, 1, 2, 3, 4, 5, 7], "rank_crash", 0.9, ["data-pipeline-exception", "python-exception-one-rank",
                                                            "elastic-restart-stale-address", "store-rendezvous-timeout"]),
-        (1, [0, 1, 2, 3], [4, 5, 6, 7], "straggler_hang", 0.3, ["store-rendezvous-timeout",
-                                                                "elastic-restart-stale-address"]),
+        # attempt 1: ranks losing the TCPStore point at rank 0, the store's host (main's rule since the fix)
+        (1, [0], [4, 5, 6, 7], "straggler_hang", 0.6, ["store-rendezvous-timeout", "elastic-restart-stale-address"]),
     ]),
 }
 

@@ -113,12 +113,16 @@ def test_srun_task_list_expands_to_one_row_per_rank() -> None:
     assert set(f["role"].to_list()) == {"exit"}
 
 
-def test_srun_task_list_untouched_without_srun_labels() -> None:
+def test_srun_task_list_untouched_when_a_launcher_ran_inside_the_tasks() -> None:
     msg = "srun: error: node-b: task 3: Exited with exit code 1"
     rows = [ev(0, "log", 0, severity="info", rank_source="path"),
             ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg)]
-    f = fault_rows(table(rows))
+    # torchrun inside the srun task: task ids are nodes, not ranks
+    f = fault_rows(table([*rows, ev(0, "log", 0, severity="info", layer="elastic", rank_source="path")]))
     assert f["rank"].to_list() == [None]
+    # no launcher of its own: one task per rank, the task id is the rank
+    f = fault_rows(table(rows))
+    assert (f["rank"].to_list(), f["rank_source"].to_list()) == ([3], ["srun_task"])
 
 
 def test_srun_rows_without_a_task_list_are_kept() -> None:

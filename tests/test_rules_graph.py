@@ -18,7 +18,9 @@ def test_world_size_from_evidence() -> None:
     # per-rank files or folders: the highest rank + 1
     per_file = [ev(r, "log", 0, severity="info", rank_source="path") for r in (0, 3)]
     assert gm._world_size(table(per_file)) == 4
-    assert gm._world_size(table([ev(2, "log", 0, severity="info", rank_source="folder+offset")])) == 3
+    # two per-rank folders at least: one rank's file alone says nothing of its peers
+    assert gm._world_size(table([ev(2, "log", 0, severity="info", rank_source="folder+offset")])) is None
+    assert gm._world_size(table([ev(r, "log", 0, severity="info", rank_source="folder+offset") for r in (1, 2)])) == 3
     # an excerpt of a combined stream states nothing about the ranks it lacks
     excerpt = [ev(r, "log", 0, severity="info", rank_source="prefix") for r in (0, 3)]
     assert gm._world_size(table(excerpt)) is None

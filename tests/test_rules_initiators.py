@@ -308,7 +308,8 @@ def test_even_disagreement_names_everyone_with_a_reason() -> None:
     assert verdict(G) == ([0, 1, 2, 3], "odd one out", "collective_mismatch",
                           ["the ranks disagree evenly on the collective; no single odd one out", NO_LAUNCHER])
     # with a cause on some rank, an even split is no odd one out: the cause decides
-    crash = rows + [ev(1, "python_exception", 0.5, exc_type="ValueError", layer="python")]
+    # (the exception is rank 1's earlier line: a line after its own timeout would be that wait raising)
+    crash = rows[:4] + [ev(1, "python_exception", 0.5, exc_type="ValueError", layer="python")] + rows[4:]
     assert verdict(graph_of(crash))[:2] == ([1], "first fault")
 
 
