@@ -323,3 +323,23 @@ def test_evidence_keeps_table_order_and_skips_duplicates() -> None:
         timeout(0, 5), timeout(1, 5)]
     d = diagnose(table(rows))
     assert [(e.rank, e.role) for e in d.evidence] == [(2, "initiating fault"), (0, "collateral: rank 0 waits for rank 2")]
+
+
+def test_to_json_holds_plain_dicts_for_rows() -> None:
+    rows = [progress(r, 9) for r in range(2)] + [ev(1, "python_exception", 1, exc_type="ValueError", layer="python")]
+    j = diagnose(table(rows)).to_json()
+    assert [type(x) for x in j["evidence"]] == [dict]
+    assert [type(x) for x in j["per_rank"]] == [dict, dict]
+    assert j["evidence"][0]["role"] == "initiating fault"
+
+
+def test_rankless_faults_kind_from_the_first_cause_and_all_quoted() -> None:
+    rows = [ev(None, "python_exception", 3, exc_type="ValueError", layer="python", path="job.log"),  # id 0
+            ev(None, "cuda_oom", 4, exc_type="torch.OutOfMemoryError", layer="python", path="job.log"),  # id 1
+            ev(None, "cuda_error", 5, layer="python", path="job.log"),  # id 2
+            ev(None, "python_exception", 6, exc_type="KeyError", layer="python", path="job.log")]  # id 3
+    from correlator import build_graph
+
+    G = build_graph(table(rows))
+    # the first cause decides (a later CUDA OOM does not outrank it); three rows are quoted
+    assert (G.graph["failure_kind"], G.graph["focus"]) == ("rank_crash", {"evidence": [0, 1, 2]})
