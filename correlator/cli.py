@@ -731,10 +731,12 @@ def main() -> None:
         err.print("aborted")
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - click usage errors, then genuine bugs
+        # typer >= 0.20 vendors click and raises its own copy's exceptions, even when a separate click is
+        # installed (a dev tool may bring one): the vendored copy first.
         try:
-            import click
-        except ModuleNotFoundError:  # typer >= 0.20 vendors click
-            from typer import _click as click  # type: ignore[no-redef]
+            from typer import _click as click
+        except ImportError:
+            import click  # type: ignore[no-redef]
 
         if isinstance(e, click.exceptions.UsageError):
             e.show()

@@ -9,6 +9,7 @@ attempt's stale store addresses).
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -94,10 +95,13 @@ class Diagnosis:
                 continue
             v = getattr(self, f.name)
             body[f.name] = [asdict(x) for x in v] if f.name in ("evidence", "per_rank") else v
+        # This verdict's own attempt is rendered from this verdict (its signatures, its confidence), the others
+        # from their own results.
         body["attempts"] = [
             {k: v for k, v in a.to_json().items() if k not in ("attempts", "schema_version", "per_rank")}
-            for a in self.attempts if a is not self
-        ] + ([{k: v for k, v in body.items() if k not in ("per_rank",)}] if any(a is self for a in self.attempts) else [])
+            for a in self.attempts if a.attempt != self.attempt
+        ] + ([{k: v for k, v in body.items() if k not in ("per_rank",)}]
+             if any(a.attempt == self.attempt for a in self.attempts) else [])
         body["attempts"].sort(key=lambda a: a["attempt"])
         d.update(body)
         return d
@@ -332,11 +336,12 @@ def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
     if chosen is None:
         chosen = next((d for d in per if d.failure_kind != "none"), per[0])
     if len(per) > 1:
-        chosen.attempts = per
         later = [d for d in per if d.attempt > chosen.attempt and d.failure_kind != "none"]
         if later and attempt is None:
             chosen.confidence_reasons.append(
                 f"{len(later)} later attempt(s) also failed; the verdict is the first failed attempt's"
             )
             chosen.confidence = round(max(0.05, chosen.confidence - 0.05), 2)
+        # A tree, not a cycle: the chosen attempt's entry is a copy of the verdict without ``attempts``.
+        chosen.attempts = [copy.deepcopy(d) if d is chosen else d for d in per]
     return chosen

@@ -99,9 +99,10 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         # The collective the others were stuck in: the (pg, seq) most ranks' timeouts name.
         waited = fr.filter((pl.col("role") == "effect") & pl.col("seq").is_not_null() & ~pl.col("rank").is_in(initiators))
         if waited.height:
-            top = (waited.group_by(pl.coalesce(pl.col("pg"), pl.lit("0")).alias("pg"), "seq")
+            # Ties (as many ranks in two PGs at one seq) go to the first (pg, seq): fr is in time, then event, order.
+            top = (waited.group_by(pl.coalesce(pl.col("pg"), pl.lit("0")).alias("pg"), "seq", maintain_order=True)
                    .agg(pl.col("rank").n_unique().alias("n"), pl.col("op").drop_nulls().first())
-                   .sort("n", "seq", descending=[True, False]).row(0, named=True))
+                   .sort("n", "seq", descending=[True, False], maintain_order=True).row(0, named=True))
             focus = {**focus, "pg": top["pg"], "seq": top["seq"], "op": top["op"]}
     for r in initiators:
         if r not in G:

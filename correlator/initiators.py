@@ -538,8 +538,8 @@ def config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
     app = app.with_columns(pl.col("message").str.replace_all(own, "").alias("message"))
     rows = (app.with_columns(pl.col("message").str.replace_all(num, "#").alias("tpl"),
                              pl.col("message").str.extract_all(num).list.join(",").alias("vals"))
-            .group_by("tpl", "rank").agg(pl.col("vals").first(), pl.col("event_id").first()))
-    for _tpl, grp in rows.group_by("tpl"):
+            .group_by("tpl", "rank", maintain_order=True).agg(pl.col("vals").first(), pl.col("event_id").first()))
+    for _tpl, grp in rows.group_by("tpl", maintain_order=True):
         if grp.height < 3:
             continue
         counts = grp.group_by("vals").len().sort("len", descending=True)

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import polars as pl
@@ -263,7 +262,6 @@ def test_single_50mb_line(tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
     big = "[rank0]: " + "x" * (50 * 1024 * 1024) + "\n"
     n = write(root / "rank0.log", "[rank0]: before\n" + big + "[rank0]: after\n")
-    t0 = time.perf_counter()
     res = check_accounting(root, n)
     # Kept truncated at the line cap (1 MiB by default), marked with the original length, and warned.
     raw = res.table.sort("line")["raw"].to_list()
@@ -273,7 +271,7 @@ def test_single_50mb_line(tmp_path, monkeypatch, capsys):
     code, out, errtext = run(["diagnose", root, "-f", "json"], monkeypatch, capsys)  # one CLI run: 50 MB is slow
     assert_clean(code, out, errtext)
     json.loads(out)
-    assert time.perf_counter() - t0 < 30
+    # No wall-clock limit here (a loaded CI machine is no measure); speed is measured in benchmarks/.
 
 
 def test_truncated_last_line(tmp_path, monkeypatch, capsys):
@@ -394,11 +392,9 @@ def test_ten_thousand_tiny_files(tmp_path, monkeypatch, capsys):
         fd = os.open(root / f"rank{i}.log", os.O_WRONLY | os.O_CREAT, 0o644)
         os.write(fd, f"[rank{i}]: hello from {i}\n".encode())
         os.close(fd)
-    t0 = time.perf_counter()
     res = check_accounting(root, 10_000)
     assert res.table.height == 10_000 and len(res.sources) == 10_000
-    took = time.perf_counter() - t0
-    assert took < 20, took
+    # No wall-clock limit here; speed is measured in benchmarks/.
 
 
 def test_concatenated_gzip_members(tmp_path, monkeypatch, capsys):

@@ -11,8 +11,12 @@ from tests.conftest import CASES
 def test_corpus_size_and_sources() -> None:
     cases = find_cases(CASES)
     sources = [json.loads((c / "expected.json").read_text()).get("source") for c in cases]
+    # counted here by listing the folders, not through find_cases
+    assert len(cases) == sum((p / "expected.json").is_file() for p in CASES.iterdir())
     assert len(cases) >= 24
     assert sum(s == "captured" for s in sources) >= 14
+    # every capture (cap-*) is labelled as one
+    assert all(s == "captured" for c, s in zip(cases, sources) if c.name.startswith("cap-"))
     assert set(sources) <= {"public", "captured", "reconstructed"}
 
 

@@ -53,6 +53,8 @@ def test_silent_straggler_is_the_initiator() -> None:
     d = diagnose(table(rows))
     assert (d.initiating_ranks, d.collateral_ranks, d.failure_kind) == ([3], [0, 1, 2], "straggler_hang")
     assert any("silence" in r for r in d.confidence_reasons)
+    assert d.confidence_reasons == ["the initiating rank logged no error; it was found by its silence",
+                                    "no launcher output to confirm exit statuses"]
 
 
 def test_straggler_behind_on_sequence_even_with_its_own_timeout() -> None:
@@ -81,6 +83,7 @@ def test_two_ranks_failing_independently() -> None:
     d = diagnose(table(rows))
     assert d.initiating_ranks == [1, 3] and d.collateral_ranks == [0, 2]
     assert any("independently" in r for r in d.confidence_reasons)
+    assert d.confidence_reasons[0] == "2 ranks failed independently before any other rank reacted"
 
 
 def test_common_mode_failure_names_all() -> None:
@@ -88,6 +91,7 @@ def test_common_mode_failure_names_all() -> None:
             for r in range(4)]
     d = diagnose(table(rows))
     assert d.initiating_ranks == [0, 1, 2, 3] and any("common mode" in r for r in d.confidence_reasons)
+    assert d.confidence_reasons[0] == "4 ranks failed the same way at about the same time (common mode)"
 
 
 def test_missing_rank_log_is_suspect() -> None:
@@ -96,6 +100,7 @@ def test_missing_rank_log_is_suspect() -> None:
     d = diagnose(table(rows))
     assert d.world_size == 4 and d.initiating_ranks == [3] and d.failure_kind == "straggler_hang"
     assert d.confidence < 0.7
+    assert d.confidence == 0.55  # 0.95 - 0.35 (named because it is missing) - 0.05 (no launcher output)
 
 
 def test_mismatch_odd_one_out() -> None:
@@ -144,6 +149,7 @@ def test_clean_run_and_empty_table() -> None:
     assert (d.failure_kind, d.initiating_ranks, d.clean_ranks) == ("none", [], [0, 1, 2, 3])
     empty = diagnose(conform(pl.DataFrame({"rank": [], "kind": []}, schema={"rank": pl.Int32, "kind": pl.String})))
     assert empty.failure_kind == "none"
+    assert (empty.initiating_ranks, empty.ranks_seen, empty.confidence) == ([], [], 0.3)
 
 
 def test_first_failed_attempt_is_the_verdict() -> None:
@@ -167,6 +173,8 @@ def test_mismatch_detected_but_odd_rank_unknown_is_said_honestly() -> None:
     d = diagnose(table(rows))
     assert d.failure_kind == "collective_mismatch" and 2 not in d.initiating_ranks
     assert any("could not be determined" in r for r in d.confidence_reasons) and d.confidence < 0.8
+    # 0.95 - 0.2 (silence) - 0.35 (odd rank could not be determined) = 0.4, capped at 0.3: three suspects of four
+    assert d.confidence == 0.3
 
 
 def test_config_line_names_the_odd_rank() -> None:

@@ -43,6 +43,7 @@ def test_prefix_example_matches(pfx: Prefix) -> None:
     assert pfx.example and pfx.source
     s = pl.Series([pfx.example]).str.extract_groups(pfx.pattern).struct.field("rest")
     assert s[0] is not None
+    assert pfx.example.endswith(s[0]) and len(s[0]) < len(pfx.example)  # the rest is what follows the prefix
 
 
 def test_c10_watchdog_line_fields(tmp_path: Path) -> None:

@@ -25,7 +25,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_there_are_real_fixtures() -> None:
-    assert len(REAL) >= 6
+    assert REAL == ["gloo-01-exception-before-allreduce", "gloo-03-collective-mismatch", "gloo-05-sigkill-oom",
+                    "gloo-07-clean-run", "public-02-oom-rank2-multinode-timeouts",
+                    "public-05-oom-kill-local-rank3-sigterm-others", "public-07-straggler-rank0-preprocess-default-prefix"]
 
 
 @pytest.mark.parametrize("case", REAL)
@@ -75,7 +77,8 @@ def test_256_ranks_are_thinned(tmp_path: Path) -> None:
     ax = fig.axes[0]
     labels = [lab.get_text() for lab in ax.get_yticklabels()]
     assert 8 <= len(labels) <= 60
-    assert any(str(r) in " ".join(labels) for r in d.initiating_ranks)
+    # the synthetic culprit (rank 137) keeps its own label however thinned the axis is
+    assert d.initiating_ranks == [137] and "rank 137" in labels
     data = figure_bytes(fig, "png")
     assert data.startswith(PNG) and len(data) < 2_000_000
     assert figure_bytes(progress_heatmap(t), "png").startswith(PNG)

@@ -7,6 +7,7 @@ shared/real-logs itself (the source of truth; the copies must not drift from it)
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,15 @@ def test_corpus_copy_of_real_case(case: Path) -> None:
 @pytest.mark.parametrize("case", SHARED, ids=lambda p: p.name)
 def test_shared_real_case(case: Path) -> None:
     _check(case)
+
+
+def test_shared_real_logs_present_in_ci() -> None:
+    """Outside CI a checkout without ``../shared`` skips the shared cases (an empty parameter set); in CI
+    (``CI`` set, as every CI service does) their absence is a failure, not a silent skip."""
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        pytest.skip("not in CI: ../shared/real-logs is optional here")
+    assert SHARED_REAL.is_dir(), f"CI: {SHARED_REAL} is missing; the real-log cases would be skipped silently"
+    assert SHARED, f"CI: {SHARED_REAL} holds no case with an expected.json"
 
 
 def test_failure_kinds_of_real_cases() -> None:
