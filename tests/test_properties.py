@@ -113,7 +113,10 @@ def test_ingest_arbitrary_bytes_accounts_for_every_line(data):
         res = ingest(d)
     covered = int(res.table["line_count"].sum() or 0)
     assert res.lines_read == covered + res.skipped_lines
-    if data[:2] != b"\x1f\x8b":
+    # Compressed data is recognised by its magic bytes, with or without a suffix (gzip, bz2, xz, zstd), and a
+    # file whose lines end in bare CRs is split at them (tests/test_hostile.py pins both): then only the
+    # accounting above holds, not the newline count.
+    if not data.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")) and b"\r" not in data:
         assert res.lines_read == 2 * _nlines(data) + 1
 
 
