@@ -227,8 +227,8 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
         try:
             with os.scandir(d) as it:
                 entries = sorted(it, key=lambda e: (_is_link(e), e.name))  # a file before a link to it
-        except OSError as e:
-            warnings.append(_note(f"{rel_of(d)}: skipped directory ({e.strerror or e})", rel_of(d), None,
+        except OSError as err:
+            warnings.append(_note(f"{rel_of(d)}: skipped directory ({err.strerror or err})", rel_of(d), None,
                                   "unreadable directory"))
             continue
         subdirs: list[str] = []

@@ -273,7 +273,7 @@ def minority_progress(e: Evidence) -> Finding | None:
     if not waits.height:
         return None
     waits = waits.with_columns(align.pg_key().alias("pgk"))
-    (pg, seq), n = Counter(waits.select("pgk", "seq").iter_rows()).most_common(1)[0]
+    (pg, seq), _n = Counter(waits.select("pgk", "seq").iter_rows()).most_common(1)[0]
     timed = set(waits.filter((pl.col("pgk") == pg) & (pl.col("seq") == seq))["rank"].to_list())
     prog = align.progress(e.t).filter(pl.col("pg") == pg)
     ahead = set(prog.filter((pl.col("entered") > seq) & ~pl.col("rank").is_in(list(timed)))["rank"].to_list())
@@ -427,8 +427,8 @@ def silence(e: Evidence) -> Finding | None:
         if not why and not lost_peer and len(e.absent) * 3 > len(e.seen):
             return None
         found = Finding(e.absent, "absent from the excerpt", "straggler_hang", focus=focus,
-                        reasons=["the initiating rank is absent from the excerpt while the others report waiting; "
-                                 "the excerpt may lack ranks"])
+                        reasons=[("the initiating rank is absent from the excerpt while the others report waiting; "
+                                 "the excerpt may lack ranks")])
         if why and len(e.absent) == 1:
             found.reasons.append(f"rank 0 is the likely one: {why}")
     else:

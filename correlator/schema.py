@@ -150,21 +150,21 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("line_count", pa.int32(), ("Physical lines this row covers (0 for the extra parts of a split line and for "
                                 "Flight Recorder rows: a dump is not read as lines).")),
     ("rank", pa.int32(), "Global rank that produced the line; null when unknown (agent lines, unmapped NCCL)."),
-    ("rank_source", pa.string(), "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
-     "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py)."),
+    ("rank_source", pa.string(), ("How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
+     "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py).")),
     ("local_rank", pa.int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),
     ("host", pa.string(), "Short host name (FQDNs are cut at the first dot); null when unknown."),
     ("pid", pa.int64(), "Process id from the line (NCCL prefix, launcher lines, glog field)."),
     ("attempt", pa.int32(), "torchelastic restart attempt (`attempt_N` folder, agent restarts); 0 by default."),
     ("stream", pa.string(), "stdout | stderr | launcher | combined | nccl_file | error_json | syslog | fr_dump | unknown."),
-    ("ts", pa.timestamp("us", tz="UTC"), "Event time, UTC, microseconds. c10 stamps keep whole seconds only "
-     "(their 9 fraction digits come from a monotonic clock, not wall time)."),
+    ("ts", pa.timestamp("us", tz="UTC"), ("Event time, UTC, microseconds. c10 stamps keep whole seconds only "
+     "(their 9 fraction digits come from a monotonic clock, not wall time).")),
     ("ts_quality", pa.string(), "exact | no_tz | no_year | inherited | missing (see TsQuality)."),
     ("layer", pa.string(), "nccl | c10d | elastic | python | app | system | fr | unknown (see Layer)."),
     ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
     ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
-    ("pg", pa.string(), "Process group: c10d PG GUID/name (`0` = default PG), NCCL commId / comm pointer, or "
-     "`horovod:<tensor>` for a Horovod collective."),
+    ("pg", pa.string(), ("Process group: c10d PG GUID/name (`0` = default PG), NCCL commId / comm pointer, or "
+     "`horovod:<tensor>` for a Horovod collective.")),
     ("seq", pa.int64(), ("Collective sequence number: c10d SeqNum (decimal), NCCL opCount (hex in the log) or a "
                          "Flight Recorder entry's collective_seq_id (p2p_seq_id for send/recv).")),
     ("seq_enqueued", pa.int64(), "Last enqueued work SeqNum from watchdog status lines or a dump's pg_status."),
@@ -184,8 +184,8 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("step", pa.int64(), "Training step / iteration number from progress lines."),
     ("world_size", pa.int32(), "World size stated by the line (NCCL nranks, torchrun summaries, app lines)."),
     ("pg_rank", pa.int32(), "The logging rank's rank WITHIN the process group (`[Rank r]`, `[PG … Rank r]`)."),
-    ("peer_rank", pa.int32(), "Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL); in the "
-     "numbering of the line's process group."),
+    ("peer_rank", pa.int32(), ("Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL); in the "
+     "numbering of the line's process group.")),
     ("peer_addr", pa.string(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
     ("local_addr", pa.string(), "This process's own address stated by the line (NCCL `Bootstrap : Using eth0:ip`)."),
     ("exit_code", pa.int32(), "Process exit code; negative means killed by that signal (-9 SIGKILL)."),
@@ -193,8 +193,8 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("exc_type", pa.string(), "Exception type of a traceback or error line (`torch.cuda.OutOfMemoryError`)."),
     ("message", pa.string(), "The message with transport, tee and producer prefixes stripped (first line)."),
     ("raw", pa.string(), "The row's physical line(s) exactly as read (decoded as UTF-8 with replacement)."),
-    ("duplicate", pa.bool_(), "True when the row is a torchrun --tee copy of a line that a per-rank file "
-     "also holds; diagnosis skips duplicates, the table keeps them."),
+    ("duplicate", pa.bool_(), ("True when the row is a torchrun --tee copy of a line that a per-rank file "
+     "also holds; diagnosis skips duplicates, the table keeps them.")),
 ]
 
 EVENT_SCHEMA: pa.Schema = pa.schema([pa.field(name, typ) for name, typ, _ in COLUMNS])

@@ -25,7 +25,21 @@ from functools import lru_cache
 
 import polars as pl
 
-from parsers import app, c10d, coll, deepspeed, elastic, horovod, lightning, mpi, nccl, python, spawn, system, transport
+from parsers import (
+    app,
+    c10d,
+    coll,
+    deepspeed,
+    elastic,
+    horovod,
+    lightning,
+    mpi,
+    nccl,
+    python,
+    spawn,
+    system,
+    transport,
+)
 from parsers.rules import apply_rules, ensure_columns, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).

@@ -24,7 +24,7 @@ def _dateparse(text: str) -> dt.datetime | None:
 
     try:
         value = dateparser.parse(text, settings={"RETURN_AS_TIMEZONE_AWARE": False})
-    except Exception:  # dateparser raises assorted errors on junk
+    except Exception:  # noqa: BLE001 - dateparser raises assorted errors on junk
         return None
     return value.replace(tzinfo=None) if value else None
 

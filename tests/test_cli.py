@@ -20,7 +20,8 @@ PUBLIC02 = CASES / "public-02-oom-rank2-multinode-timeouts" / "logs"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "correlator", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "correlator", *args], capture_output=True, text=True, timeout=120,
+                          check=False)
 
 
 def test_json_contract() -> None:

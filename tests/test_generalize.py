@@ -104,14 +104,14 @@ def test_mpirun_timestamp_and_tag_stacked(tmp_path: Path) -> None:
 def test_rank_stated_inside_an_unprefixed_message(tmp_path: Path) -> None:
     # torch 2.2-2.4 name the default PG "PG 1"; a line with both prefixes teaches that PG 1 ranks are global.
     text = "\n".join([
-        "[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 5] Exception (either an error or timeout) detected by "
-        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733.",
-        "[rank6]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 6] Exception (either an error or timeout) detected by "
-        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733.",
+        ("[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 5] Exception (either an error or timeout) detected by "
+        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733."),
+        ("[rank6]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 6] Exception (either an error or timeout) detected by "
+        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733."),
         "terminate called after throwing an instance of 'c10::DistBackendError'",
-        "  what():  [PG 1 Rank 11] Process group watchdog thread terminated with exception: [Rank 11] Watchdog "
+        ("  what():  [PG 1 Rank 11] Process group watchdog thread terminated with exception: [Rank 11] Watchdog "
         "caught collective operation timeout: WorkNCCL(SeqNum=15734, OpType=ALLREDUCE, NumelIn=2, NumelOut=2, "
-        "Timeout(ms)=600000) ran for 600091 milliseconds before timing out.",
+        "Timeout(ms)=600000) ran for 600091 milliseconds before timing out."),
         "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: NCCL error",
     ])
     t = _load(tmp_path, text)
@@ -232,8 +232,8 @@ def test_mp_spawn_reports_name_the_worker(tmp_path: Path) -> None:
 def test_exception_raised_by_a_ranks_own_wait_is_an_effect(tmp_path: Path) -> None:
     # axolotl#2684 shape: rank 1's store wait times out, then its traceback (cut in the paste) follows.
     text = "\n".join([
-        "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
-        "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms",
+        ("[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
+        "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms"),
         "[rank1]: Traceback (most recent call last):",
         '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main',
     ])
@@ -262,9 +262,9 @@ def test_horovod_stall_reports_name_the_missing_rank(tmp_path: Path) -> None:
     newer = tmp_path / "newer"
     newer.mkdir()
     text = "\n".join([
-        "[1,0]<stderr>:[2020-01-14 13:48:07.704032: W horovod/common/stall_inspector.cc:105] One or more tensors "
+        ("[1,0]<stderr>:[2020-01-14 13:48:07.704032: W horovod/common/stall_inspector.cc:105] One or more tensors "
         "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
-        "ranks for more than 60 seconds.",
+        "ranks for more than 60 seconds."),
         "[1,0]<stderr>:Stalled ranks:",
         "[1,0]<stderr>:2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0]",
     ])

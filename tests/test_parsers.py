@@ -9,7 +9,20 @@ import polars as pl
 import pytest
 
 import correlator
-from parsers import app, c10d, deepspeed, elastic, horovod, lightning, mpi, nccl, python, spawn, system, transport
+from parsers import (
+    app,
+    c10d,
+    deepspeed,
+    elastic,
+    horovod,
+    lightning,
+    mpi,
+    nccl,
+    python,
+    spawn,
+    system,
+    transport,
+)
 from parsers.rules import Prefix, Rule
 
 RULES: list[Rule] = [*nccl.RULES, nccl.WARN_RULE, *c10d.RULES, *elastic.RULES, *elastic.RECORD_RULES, *python.RULES,
@@ -67,10 +80,10 @@ def test_pg_prefix_and_status_line(tmp_path: Path) -> None:
 
 def test_nccl_prefix_init_and_coll(tmp_path: Path) -> None:
     text = "\n".join([
-        "node-b:52011:52066 [5] NCCL INFO comm 0x562e11f03a90 rank 13 nranks 16 cudaDev 5 nvmlDev 5 busId 9c000 "
-        "commId 0x3f9a6c1be27d4410 - Init COMPLETE",
-        "node-b:52011:52011 [5] NCCL INFO AllReduce: opCount 1f4 sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
-        "count 25165824 datatype 7 op 0 root 0 comm 0x562e11f03a90 [nranks=16] stream 0x55d0c2f1a9e0",
+        ("node-b:52011:52066 [5] NCCL INFO comm 0x562e11f03a90 rank 13 nranks 16 cudaDev 5 nvmlDev 5 busId 9c000 "
+        "commId 0x3f9a6c1be27d4410 - Init COMPLETE"),
+        ("node-b:52011:52011 [5] NCCL INFO AllReduce: opCount 1f4 sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
+        "count 25165824 datatype 7 op 0 root 0 comm 0x562e11f03a90 [nranks=16] stream 0x55d0c2f1a9e0"),
     ])
     t = _events(tmp_path, text)
     init, coll = t.row(0, named=True), t.row(1, named=True)
@@ -92,8 +105,8 @@ def test_traceback_is_one_record(tmp_path: Path) -> None:
         "[rank3]: Traceback (most recent call last):",
         '[rank3]:   File "/workspace/train.py", line 88, in <module>',
         "[rank3]:     main()",
-        "[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
-        "remote process exited or there was a network error, NCCL version 2.26.2",
+        ("[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+        "remote process exited or there was a network error, NCCL version 2.26.2"),
         "[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
     ])
     t = _events(tmp_path, text)
