@@ -102,10 +102,10 @@ def _check_output(directory: Path, output: Path | None) -> None:
 
 def _current_output() -> Path | None:
     """The ``-o`` value of the running command, if it has one."""
-    try:
-        from click.globals import get_current_context
-    except ModuleNotFoundError:  # typer >= 0.20 vendors click
-        from typer._click.globals import get_current_context  # type: ignore[no-redef]
+    try:  # typer >= 0.20 vendors click (a separately installed click, e.g. a dev tool's, is not the one running)
+        from typer._click.globals import get_current_context
+    except ModuleNotFoundError:
+        from click.globals import get_current_context  # type: ignore[no-redef]
     ctx = get_current_context(silent=True)
     out_path = ctx.params.get("output") if ctx is not None else None
     return out_path if isinstance(out_path, Path) else None
