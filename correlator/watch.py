@@ -802,19 +802,23 @@ def _label(v: str) -> str:
     return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def full_verdict(root: str | os.PathLike[str], tz: str | None = None) -> tuple[Diagnosis, pl.DataFrame]:
+def full_verdict(root: str | os.PathLike[str], tz: str | None = None
+                 ) -> tuple[Diagnosis, pl.DataFrame, list[dict[str, object]]]:
     """The verdict on the files as they are now: ``ingest`` (or the streaming ingest above 2 GiB) + diagnose,
-    the same steps as ``rankscope diagnose`` (signatures are attached by the caller). Raises DiscoveryError."""
+    the same steps as ``rankscope diagnose`` (signatures are attached by the caller), and the ``skipped`` list
+    (path, bytes, lines, reason) that ``diagnose --format json`` prints. Raises DiscoveryError."""
     from correlator.streaming import should_stream, stream_ingest
 
     p = Path(root)
     if p.is_dir() and should_stream(p):
-        table, _ = stream_ingest(p, None, tz=tz)
+        table, summary = stream_ingest(p, None, tz=tz)
+        skipped = list(summary.get("skipped") or [])  # type: ignore[call-overload]
     else:
         from correlator.ingest import ingest
 
-        table = ingest(p, tz=tz).table
-    return diagnose(table), table
+        res = ingest(p, tz=tz)
+        table, skipped = res.table, [dict(e) for e in res.skipped]
+    return diagnose(table), table, skipped
 
 
 class WatchFormat(str, Enum):
@@ -924,13 +928,13 @@ def register(app: Any) -> None:
             if runner:
                 runner.close()
         try:
-            d, table = full_verdict(directory, tz)
+            d, table, skipped = full_verdict(directory, tz)
         except DiscoveryError as e:
             print(f"watch: no verdict: {e}", file=sys.stderr)
             raise typer.Exit(rc or 0) from None
         _attach_signatures(d, table, list(signatures or []))
         if format == WatchFormat.json:
-            print(json.dumps(json.loads(to_json(d)), default=str), flush=True)
+            print(json.dumps({**json.loads(to_json(d)), "skipped": skipped}, default=str), flush=True)
         else:
             render_text(d, out)
         if rc:
