@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from correlator import limits
+from correlator.read import file_kind
 from parsers import flight_recorder
 
 _ATTEMPT_RE = re.compile(r"^attempt_(\d+)$")
@@ -177,18 +178,6 @@ def printable(name: str) -> str:
     return name
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def _is_link(e: os.DirEntry[str]) -> bool:
     try:
         return e.is_symlink()
@@ -271,7 +260,7 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
                 seen_files[key] = rel
                 files.append((Path(e.path), st.st_size))
             else:
-                warnings.append(_note(f"{rel}: skipped, not a regular file ({_kind(st.st_mode)})", rel, None,
+                warnings.append(_note(f"{rel}: skipped, not a regular file ({file_kind(st.st_mode)})", rel, None,
                                       "not a regular file"))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f[0].parts)

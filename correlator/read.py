@@ -93,7 +93,8 @@ def _skipped(rel: str, reason: str, nbytes: int | None, warnings: list[str], lin
                       skipped=[skip_entry(rel, nbytes, lines, reason.split(" (")[0])])
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for a skip reason (``a FIFO``, ``a character device`` …)."""
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISCHR(mode):
@@ -339,7 +340,7 @@ def read_lines(path: Path, rel: str) -> ReadResult:
         except OSError as e:
             return _skipped(rel, f"cannot read ({e.strerror or e})", None, warnings)
         if not stat.S_ISREG(st.st_mode):
-            return _skipped(rel, f"not a regular file ({_kind(st.st_mode)})", None, warnings)
+            return _skipped(rel, f"not a regular file ({file_kind(st.st_mode)})", None, warnings)
         size = st.st_size
         info = {"holes": 0, "shrank": 0}
         try:
