@@ -48,8 +48,10 @@ sys.path.insert(0, str(REPO))
 
 from generate import generate
 
-_COLL_RE = re.compile(r"NCCL INFO (?P<op>[A-Za-z]+): opCount (?P<seq>[0-9a-f]+) sendbuff \S+ recvbuff \S+ "
-                      r"count (?P<count>\d+) datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<n>\d+)\]")
+_COLL_RE = re.compile(
+    r"NCCL INFO (?P<op>[A-Za-z]+): opCount (?P<seq>[0-9a-f]+) sendbuff \S+ recvbuff \S+ "
+    r"count (?P<count>\d+) datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<n>\d+)\]"
+)
 _STEP_RE = re.compile(r"\brank=(?P<rank>\d+) step=(?P<step>\d+)")
 ALL = ["cat", "grep", "pyloop", "timeline", "diagnose_dir", "diagnose_parquet", "streaming"]
 
@@ -96,13 +98,17 @@ def synthetic_reduced(ranks: int, seed: int = 0) -> pl.DataFrame:
         shutil.rmtree(tmp, ignore_errors=True)
     tiles = []
     for k in range(max(1, ranks // base_ranks)):
-        tiles.append(base.with_columns(
-            (pl.col("rank") + k * base_ranks).alias("rank"),
-            (pl.col("host") + f"-t{k}").alias("host"),
-            (pl.lit(f"t{k}/") + pl.col("path")).alias("path"),
-            (pl.col("pid") + k * 1_000_000).alias("pid"),
-            pl.when(pl.col("world_size").is_not_null()).then(pl.lit(ranks, dtype=pl.Int32)).alias("world_size"),
-        ))
+        tiles.append(
+            base.with_columns(
+                (pl.col("rank") + k * base_ranks).alias("rank"),
+                (pl.col("host") + f"-t{k}").alias("host"),
+                (pl.lit(f"t{k}/") + pl.col("path")).alias("path"),
+                (pl.col("pid") + k * 1_000_000).alias("pid"),
+                pl.when(pl.col("world_size").is_not_null())
+                .then(pl.lit(ranks, dtype=pl.Int32))
+                .alias("world_size"),
+            )
+        )
     t = pl.concat(tiles).sort("path", "line")
     return t.with_columns(pl.int_range(0, t.height, dtype=pl.Int64).alias("event_id"))
 
@@ -115,9 +121,14 @@ def _diag_scale_cmd(ranks: int) -> dict[str, float]:
     t0 = time.perf_counter()
     d = diagnose(t)
     wall = time.perf_counter() - t0
-    return {"ranks": ranks, "rows": t.height, "diagnose_s": wall,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "rss_before_mib": before / 1024, "initiating": len(d.initiating_ranks)}
+    return {
+        "ranks": ranks,
+        "rows": t.height,
+        "diagnose_s": wall,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_before_mib": before / 1024,
+        "initiating": len(d.initiating_ranks),
+    }
 
 
 def _time_child(cmd: list[str], stdout_path: str | None = None) -> dict[str, float]:
@@ -154,7 +165,17 @@ def commands(root: str, work: str) -> dict[str, list[str]]:
         "grep": ["env", "LC_ALL=C", "grep", "-rhoE", "opCount [0-9a-f]+", root],
         "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
         "timeline": [py, "-m", "correlator", "timeline", root, "-o", tl, "-q"],
-        "diagnose_dir": [py, "-m", "correlator", "diagnose", root, "--format", "json", "-q", "--no-streaming"],
+        "diagnose_dir": [
+            py,
+            "-m",
+            "correlator",
+            "diagnose",
+            root,
+            "--format",
+            "json",
+            "-q",
+            "--no-streaming",
+        ],
         "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
         "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
     }
@@ -171,17 +192,26 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
                 continue
             r = _time_child(cmds[name], os.path.join(work, f"{name}.out"))
             runs[name].append(r)
-            print(f"  round {rnd + 1} {name:<17} {r['wall_s']:8.2f} s  peak RSS {r['rss_mib']:8.0f} MiB  "
-                  f"(load {r['loadavg_1m']:.1f})", flush=True)
+            print(
+                f"  round {rnd + 1} {name:<17} {r['wall_s']:8.2f} s  peak RSS {r['rss_mib']:8.0f} MiB  "
+                f"(load {r['loadavg_1m']:.1f})",
+                flush=True,
+            )
     res: dict[str, dict] = {}
     for name, rs in runs.items():
         if not rs:
             continue
         wall = statistics.median(r["wall_s"] for r in rs)
         rss = statistics.median(r["rss_mib"] for r in rs)
-        res[name] = {"wall_s": wall, "rss_mib": rss, "rss_per_input": rss * 2**20 / nbytes,
-                     "lines_per_s": nlines / wall, "mb_per_s": nbytes / 1e6 / wall,
-                     "walls": [r["wall_s"] for r in rs], "loads": [r["loadavg_1m"] for r in rs]}
+        res[name] = {
+            "wall_s": wall,
+            "rss_mib": rss,
+            "rss_per_input": rss * 2**20 / nbytes,
+            "lines_per_s": nlines / wall,
+            "mb_per_s": nbytes / 1e6 / wall,
+            "walls": [r["wall_s"] for r in rs],
+            "loads": [r["loadavg_1m"] for r in rs],
+        }
     g = res.get("grep", {}).get("wall_s")
     for r in res.values():
         r["x_grep"] = r["wall_s"] / g if g else None
@@ -197,15 +227,23 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
 
 
 def print_table(ranks: int, info: dict[str, object], res: dict[str, dict]) -> None:
-    print(f"\n{ranks} ranks: {int(info['lines']):,} lines, {int(info['bytes']) / 1e6:,.0f} MB, {info['files']} files "
-          f"(medians)", flush=True)
-    print(f"  {'command':<17} {'wall s':>8} {'K lines/s':>10} {'MB/s':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
-          f"{'x grep':>7}")
+    print(
+        f"\n{ranks} ranks: {int(info['lines']):,} lines, {int(info['bytes']) / 1e6:,.0f} MB, {info['files']} files "
+        f"(medians)",
+        flush=True,
+    )
+    print(
+        f"  {'command':<17} {'wall s':>8} {'K lines/s':>10} {'MB/s':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
+        f"{'x grep':>7}"
+    )
     for name, r in res.items():
         xg = f"{r['x_grep']:.2f}" if r.get("x_grep") is not None else "-"
         extra = f"  {r['verdict']}" if "verdict" in r else ""
-        print(f"  {name:<17} {r['wall_s']:8.2f} {r['lines_per_s'] / 1e3:10.1f} {r['mb_per_s']:7.1f} "
-              f"{r['rss_mib']:13.0f} {r['rss_per_input']:9.2f} {xg:>7}{extra}", flush=True)
+        print(
+            f"  {name:<17} {r['wall_s']:8.2f} {r['lines_per_s'] / 1e3:10.1f} {r['mb_per_s']:7.1f} "
+            f"{r['rss_mib']:13.0f} {r['rss_per_input']:9.2f} {xg:>7}{extra}",
+            flush=True,
+        )
 
 
 def machine() -> dict[str, object]:
@@ -224,8 +262,15 @@ def machine() -> dict[str, object]:
         pass
     import polars as pl
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "mem_mib": mem, "python": platform.python_version(),
-            "polars": pl.__version__, "os": platform.platform(), "loadavg_at_start": os.getloadavg()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "mem_mib": mem,
+        "python": platform.python_version(),
+        "polars": pl.__version__,
+        "os": platform.platform(),
+        "loadavg_at_start": os.getloadavg(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lines", type=int, default=20000, help="lines per rank")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default=",".join(ALL))
-    ap.add_argument("--diag-scale", default="", help="ranks for diagnosis on synthetic reduced tables, e.g. 1024,4096,16384")
+    ap.add_argument(
+        "--diag-scale",
+        default="",
+        help="ranks for diagnosis on synthetic reduced tables, e.g. 1024,4096,16384",
+    )
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, 1 round)")
@@ -268,22 +317,40 @@ def main(argv: list[str] | None = None) -> int:
                 Path(data + ".json").write_text(json.dumps(info))
             else:
                 info = json.loads(Path(data + ".json").read_text())
-            print(f"\n{ranks} ranks x ~{a.lines} lines: {info['lines']:,} lines, {int(info['bytes']) / 1e6:,.0f} MB",
-                  flush=True)
+            print(
+                f"\n{ranks} ranks x ~{a.lines} lines: {info['lines']:,} lines, {int(info['bytes']) / 1e6:,.0f} MB",
+                flush=True,
+            )
             res = measure(data, info, which, work, a.rounds)
             print_table(ranks, info, res)
-            report["runs"].append({"ranks": ranks, "lines_per_rank": a.lines, "lines": info["lines"],  # type: ignore[union-attr]
-                                   "bytes": info["bytes"], "files": info["files"], "results": res})
+            report["runs"].append(
+                {
+                    "ranks": ranks,
+                    "lines_per_rank": a.lines,
+                    "lines": info["lines"],  # type: ignore[union-attr]
+                    "bytes": info["bytes"],
+                    "files": info["files"],
+                    "results": res,
+                }
+            )
             if not a.keep:
                 shutil.rmtree(data, ignore_errors=True)
                 Path(data + ".json").unlink(missing_ok=True)
         for ranks in [int(x) for x in a.diag_scale.split(",") if x]:
-            out = subprocess.run([sys.executable, str(HERE / "bench.py"), "--_diagscale", str(ranks)], cwd=REPO,
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, str(HERE / "bench.py"), "--_diagscale", str(ranks)],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             report["diag_scale"].append(r)  # type: ignore[union-attr]
-            print(f"diagnose, synthetic reduced table, {ranks:>6} ranks ({r['rows']:,} rows): {r['diagnose_s']:.2f} s, "
-                  f"peak RSS {r['peak_rss_mib']:.0f} MiB (before diagnose {r['rss_before_mib']:.0f})", flush=True)
+            print(
+                f"diagnose, synthetic reduced table, {ranks:>6} ranks ({r['rows']:,} rows): {r['diagnose_s']:.2f} s, "
+                f"peak RSS {r['peak_rss_mib']:.0f} MiB (before diagnose {r['rss_before_mib']:.0f})",
+                flush=True,
+            )
     finally:
         if not a.keep and not a.work:
             shutil.rmtree(work, ignore_errors=True)

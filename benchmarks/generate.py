@@ -32,8 +32,13 @@ from pathlib import Path
 
 RANKS_PER_NODE = 8
 COLLS_PER_STEP = 20
-_OPS = [("AllReduce", 25165824, 7), ("AllGather", 4194304, 7), ("ReduceScatter", 4194304, 7),
-        ("AllReduce", 1048576, 7), ("Broadcast", 1, 4)]
+_OPS = [
+    ("AllReduce", 25165824, 7),
+    ("AllGather", 4194304, 7),
+    ("ReduceScatter", 4194304, 7),
+    ("AllReduce", 1048576, 7),
+    ("Broadcast", 1, 4),
+]
 _T0 = dt.datetime(2026, 11, 29, 22, 0, 0)
 
 
@@ -49,8 +54,9 @@ def _launch_ts(t: dt.datetime) -> str:
     return f"{t.month:02d}{t.day:02d} {t.strftime('%H:%M:%S')}.{t.microsecond:06d}"
 
 
-def generate(out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0,
-             colls_per_step: int = COLLS_PER_STEP) -> dict[str, object]:
+def generate(
+    out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0, colls_per_step: int = COLLS_PER_STEP
+) -> dict[str, object]:
     """Write the log tree under ``out`` and return what was written (culprit, files, bytes, lines)."""
     out = Path(out)
     rng = random.Random(seed)
@@ -92,47 +98,69 @@ def generate(out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0,
             d = run / str(lr)
             d.mkdir(parents=True, exist_ok=True)
             so: list[str] = [
-                (f"{_py_ts(_T0 + dt.timedelta(seconds=30, milliseconds=lr))} INFO [trainer] rank={r} step=- starting worker "
-                f"pid={pid} local_rank={lr} group_rank={node} world_size={ranks} master=node-0000:29500 attempt=0 torch=2.5.1+cu124"),
+                (
+                    f"{_py_ts(_T0 + dt.timedelta(seconds=30, milliseconds=lr))} INFO [trainer] rank={r} step=- starting worker "
+                    f"pid={pid} local_rank={lr} group_rank={node} world_size={ranks} master=node-0000:29500 attempt=0 torch=2.5.1+cu124"
+                ),
                 pfx + "NCCL_SOCKET_IFNAME set by environment to eth0",
                 pfx + f"Bootstrap : Using eth0:192.0.2.{10 + node % 240}<0>",
                 pfx + "NET/Plugin : No plugin found, using internal implementation",
                 pfx + "cudaDriverVersion 12040",
                 *([pfx + "NCCL version 2.21.5+cuda12.4"] if r == 0 else []),
                 tpfx + "NCCL_IB_HCA set to mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7",
-                tpfx + "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; OOB eth0:192.0.2.11<0>",
+                tpfx
+                + "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; OOB eth0:192.0.2.11<0>",
                 tpfx + "Using network IB",
-                tpfx + f"ncclCommInitRank comm {comm} rank {r} nranks {ranks} cudaDev {lr} nvmlDev {lr} busId {bus} "
+                tpfx
+                + f"ncclCommInitRank comm {comm} rank {r} nranks {ranks} cudaDev {lr} nvmlDev {lr} busId {bus} "
                 f"commId {comm_id} - Init START",
                 tpfx + f"Setting affinity for GPU {lr} to ffffffff,00000000,ffffffff",
-                tpfx + f"comm {comm} rank {r} nRanks {ranks} nNodes {nodes} localRanks {len(node_ranks)} localRank {lr} MNNVL 0",
-                tpfx + f"Trees [0] {(r + 1) % ranks}/-1/-1->{r}->{(r - 1) % ranks} [1] {(r + 1) % ranks}/-1/-1->{r}->{(r - 1) % ranks}",
+                tpfx
+                + f"comm {comm} rank {r} nRanks {ranks} nNodes {nodes} localRanks {len(node_ranks)} localRank {lr} MNNVL 0",
+                tpfx
+                + f"Trees [0] {(r + 1) % ranks}/-1/-1->{r}->{(r - 1) % ranks} [1] {(r + 1) % ranks}/-1/-1->{r}->{(r - 1) % ranks}",
                 tpfx + "P2P Chunksize set to 131072",
                 tpfx + f"Channel 00/0 : {r}[{lr}] -> {(r + 1) % ranks}[{(lr + 1) % 8}] via P2P/CUMEM/read",
                 tpfx + f"Channel 01/0 : {r}[{lr}] -> {(r + 1) % ranks}[{(lr + 1) % 8}] via P2P/CUMEM/read",
                 tpfx + "Connected all rings",
                 tpfx + "Connected all trees",
                 tpfx + "threadThresholds 8/8/64 | 128/8/64 | 512 | 512",
-                tpfx + "8 coll channels, 8 collnet channels, 0 nvls channels, 8 p2p channels, 2 p2p channels per peer",
+                tpfx
+                + "8 coll channels, 8 collnet channels, 0 nvls channels, 8 p2p channels, 2 p2p channels per peer",
                 tpfx + "TUNER/Plugin: Using internal tuner plugin.",
-                tpfx + f"ncclCommInitRank comm {comm} rank {r} nranks {ranks} cudaDev {lr} nvmlDev {lr} busId {bus} "
+                tpfx
+                + f"ncclCommInitRank comm {comm} rank {r} nranks {ranks} cudaDev {lr} nvmlDev {lr} busId {bus} "
                 f"commId {comm_id} - Init COMPLETE",
-                (f"{_py_ts(_T0 + dt.timedelta(seconds=60, milliseconds=lr))} INFO [trainer] rank={r} step=- process group "
-                f"initialized backend=nccl timeout=600s"),
+                (
+                    f"{_py_ts(_T0 + dt.timedelta(seconds=60, milliseconds=lr))} INFO [trainer] rank={r} step=- process group "
+                    f"initialized backend=nccl timeout=600s"
+                ),
             ]
-            coll_tail = [f" sendbuff {b} recvbuff {b} count {n} datatype {dtp} op 0 root 0 comm {comm} [nranks={ranks}] "
-                         f"stream {stream_p}" for b, (_, n, dtp) in zip(bufs, _OPS)]
+            coll_tail = [
+                f" sendbuff {b} recvbuff {b} count {n} datatype {dtp} op 0 root 0 comm {comm} [nranks={ranks}] "
+                f"stream {stream_p}"
+                for b, (_, n, dtp) in zip(bufs, _OPS)
+            ]
             coll_head = [f"{pfx}{op}: opCount " for op, _, _ in _OPS]
             nops = len(_OPS)
             is_culprit = r == culprit
-            last_seq = fail_seq if is_culprit else fail_seq + 1  # healthy ranks entered fail_seq (opCount fail_seq)
+            last_seq = (
+                fail_seq if is_culprit else fail_seq + 1
+            )  # healthy ranks entered fail_seq (opCount fail_seq)
             seq = 0
             loss = 2.0 + rng.random()
             for step in range(steps):
-                t = _T0 + dt.timedelta(seconds=90) + step_dt * step + dt.timedelta(milliseconds=rng.randrange(40))
+                t = (
+                    _T0
+                    + dt.timedelta(seconds=90)
+                    + step_dt * step
+                    + dt.timedelta(milliseconds=rng.randrange(40))
+                )
                 loss = loss * 0.999 + rng.random() * 0.01
-                so.append(f"{_py_ts(t)} INFO [trainer] rank={r} step={step} loss={loss:.4f} avg_loss={loss * 1.01:.4f} "
-                          f"lr=0.0003 step_time={1.6 + rng.random() * 0.2:.3f}s")
+                so.append(
+                    f"{_py_ts(t)} INFO [trainer] rank={r} step={step} loss={loss:.4f} avg_loss={loss * 1.01:.4f} "
+                    f"lr=0.0003 step_time={1.6 + rng.random() * 0.2:.3f}s"
+                )
                 for _ in range(colls_per_step):
                     if seq >= last_seq:
                         break
@@ -142,18 +170,22 @@ def generate(out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0,
                 if seq >= last_seq:
                     break
             se: list[str] = [
-                (f"[rank{r}]:[W{_c10_ts(_T0 + dt.timedelta(seconds=59), rng)} ProcessGroupNCCL.cpp:4115] [PG ID 0 PG GUID 0 "
-                f"Rank {r}] using GPU {lr} to perform barrier as devices used by this process are currently unknown. This can "
-                f"potentially cause a hang if this rank to GPU mapping is incorrect. Specify device_ids in barrier() to force "
-                f"use of a particular device, or call init_process_group() with a device_id."),
+                (
+                    f"[rank{r}]:[W{_c10_ts(_T0 + dt.timedelta(seconds=59), rng)} ProcessGroupNCCL.cpp:4115] [PG ID 0 PG GUID 0 "
+                    f"Rank {r}] using GPU {lr} to perform barrier as devices used by this process are currently unknown. This can "
+                    f"potentially cause a hang if this rank to GPU mapping is incorrect. Specify device_ids in barrier() to force "
+                    f"use of a particular device, or call init_process_group() with a device_id."
+                ),
             ]
             if is_culprit:
                 tb = [
                     "Traceback (most recent call last):",
                     '  File "/workspace/llm/train.py", line 301, in <module>',
                     "    main()",
-                    ('  File "/usr/local/lib/python3.11/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", '
-                    "line 355, in wrapper"),
+                    (
+                        '  File "/usr/local/lib/python3.11/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", '
+                        "line 355, in wrapper"
+                    ),
                     "    return f(*args, **kwargs)",
                     '  File "/workspace/llm/train.py", line 274, in main',
                     "    loss.backward()",
@@ -161,31 +193,45 @@ def generate(out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0,
                     "    torch.autograd.backward(",
                     '  File "/usr/local/lib/python3.11/dist-packages/torch/autograd/graph.py", line 825, in _engine_run_backward',
                     "    return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass",
-                    (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU {lr} has a total capacity of "
-                    "79.19 GiB of which 2.31 GiB is free. Including non-PyTorch memory, this process has 76.87 GiB memory in use. "
-                    "Of the allocated memory 71.02 GiB is allocated by PyTorch, and 4.38 GiB is reserved by PyTorch but "
-                    "unallocated. If reserved but unallocated memory is large try setting "
-                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
-                    "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"),
+                    (
+                        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU {lr} has a total capacity of "
+                        "79.19 GiB of which 2.31 GiB is free. Including non-PyTorch memory, this process has 76.87 GiB memory in use. "
+                        "Of the allocated memory 71.02 GiB is allocated by PyTorch, and 4.38 GiB is reserved by PyTorch but "
+                        "unallocated. If reserved but unallocated memory is large try setting "
+                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+                        "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+                    ),
                 ]
                 se += [f"[rank{r}]: {x}" for x in tb]
             elif node != culprit_node:
                 ts = _c10_ts(t_timeout, rng)
                 sq = fail_seq + 1  # c10d SeqNum counts from 1
-                work = (f"WorkNCCL(SeqNum={sq}, OpType=ALLREDUCE, NumelIn=25165824, NumelOut=25165824, "
-                        f"Timeout(ms)=600000)")
+                work = (
+                    f"WorkNCCL(SeqNum={sq}, OpType=ALLREDUCE, NumelIn=25165824, NumelOut=25165824, "
+                    f"Timeout(ms)=600000)"
+                )
                 se += [
-                    (f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
-                    f"{work} ran for 600049 milliseconds before timing out."),
-                    (f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Exception (either an "
-                    f"error or timeout) detected by watchdog at work: {sq}, last enqueued NCCL work: {sq + 1}, last completed "
-                    f"NCCL work: {sq - 1}."),
-                    (f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Timeout at NCCL "
-                    f"work: {sq}, last enqueued NCCL work: {sq + 1}, last completed NCCL work: {sq - 1}."),
-                    (f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:630] [Rank {r}] Some NCCL operations have failed or timed out. Due "
-                    "to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."),
-                    (f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:636] [Rank {r}] To avoid data inconsistency, we are taking the "
-                    "entire process down."),
+                    (
+                        f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+                        f"{work} ran for 600049 milliseconds before timing out."
+                    ),
+                    (
+                        f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Exception (either an "
+                        f"error or timeout) detected by watchdog at work: {sq}, last enqueued NCCL work: {sq + 1}, last completed "
+                        f"NCCL work: {sq - 1}."
+                    ),
+                    (
+                        f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Timeout at NCCL "
+                        f"work: {sq}, last enqueued NCCL work: {sq + 1}, last completed NCCL work: {sq - 1}."
+                    ),
+                    (
+                        f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:630] [Rank {r}] Some NCCL operations have failed or timed out. Due "
+                        "to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."
+                    ),
+                    (
+                        f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:636] [Rank {r}] To avoid data inconsistency, we are taking the "
+                        "entire process down."
+                    ),
                 ]
             for name, body in (("stdout.log", so), ("stderr.log", se)):
                 text = "\n".join(body) + "\n"
@@ -199,9 +245,11 @@ def generate(out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0,
         launcher = [
             f"W{lt} {agent_pid} torch/distributed/run.py:793] ",
             f"W{lt} {agent_pid} torch/distributed/run.py:793] *****************************************",
-            (f"W{lt} {agent_pid} torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable for each process "
-            "to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal "
-            "performance in your application as needed. "),
+            (
+                f"W{lt} {agent_pid} torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable for each process "
+                "to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal "
+                "performance in your application as needed. "
+            ),
             f"W{lt} {agent_pid} torch/distributed/run.py:793] *****************************************",
         ]
         if node == culprit_node:
@@ -213,10 +261,14 @@ def generate(out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0,
         le = _launch_ts(t_end)
         for r in node_ranks:
             if r != first_failed:
-                launcher.append(f"W{le} {agent_pid} {lp}:897] Sending process {pids[r]} closing signal SIGTERM")
+                launcher.append(
+                    f"W{le} {agent_pid} {lp}:897] Sending process {pids[r]} closing signal SIGTERM"
+                )
         flr = first_failed - node * RANKS_PER_NODE
-        launcher.append(f"E{_launch_ts(t_end + dt.timedelta(milliseconds=530))} {agent_pid} {lp}:869] failed (exitcode: "
-                        f"{code}) local_rank: {flr} (pid: {pids[first_failed]}) of binary: /usr/bin/python")
+        launcher.append(
+            f"E{_launch_ts(t_end + dt.timedelta(milliseconds=530))} {agent_pid} {lp}:869] failed (exitcode: "
+            f"{code}) local_rank: {flr} (pid: {pids[first_failed]}) of binary: /usr/bin/python"
+        )
         launcher += [
             "Traceback (most recent call last):",
             '  File "/usr/local/bin/torchrun", line 8, in <module>',
@@ -232,28 +284,52 @@ def generate(out: str | Path, ranks: int = 16, lines: int = 2000, seed: int = 0,
         stamp = t_end.strftime("%Y-%m-%d_%H:%M:%S")
         others = [r for r in node_ranks if r != first_failed]
         for i, r in enumerate(others, 1):
-            launcher += [f"[{i}]:", f"  time      : {stamp}", f"  host      : {host}.cluster.example",
-                         f"  rank      : {r} (local_rank: {r - node * RANKS_PER_NODE})",
-                         f"  exitcode  : -15 (pid: {pids[r]})", "  error_file: <N/A>",
-                         f"  traceback : Signal 15 (SIGTERM) received by PID {pids[r]}"]
+            launcher += [
+                f"[{i}]:",
+                f"  time      : {stamp}",
+                f"  host      : {host}.cluster.example",
+                f"  rank      : {r} (local_rank: {r - node * RANKS_PER_NODE})",
+                f"  exitcode  : -15 (pid: {pids[r]})",
+                "  error_file: <N/A>",
+                f"  traceback : Signal 15 (SIGTERM) received by PID {pids[r]}",
+            ]
         if not others:
             launcher.append("  <NO_OTHER_FAILURES>")
-        launcher += ["------------------------------------------------------------", "Root Cause (first observed failure):",
-                     "[0]:", f"  time      : {stamp}", f"  host      : {host}.cluster.example",
-                     f"  rank      : {first_failed} (local_rank: {flr})",
-                     f"  exitcode  : {code} (pid: {pids[first_failed]})", "  error_file: <N/A>",
-                     ("  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html" if code == 1
-                      else f"  traceback : Signal 6 (SIGABRT) received by PID {pids[first_failed]}"),
-                     "============================================================"]
+        launcher += [
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            f"  time      : {stamp}",
+            f"  host      : {host}.cluster.example",
+            f"  rank      : {first_failed} (local_rank: {flr})",
+            f"  exitcode  : {code} (pid: {pids[first_failed]})",
+            "  error_file: <N/A>",
+            (
+                "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+                if code == 1
+                else f"  traceback : Signal 6 (SIGABRT) received by PID {pids[first_failed]}"
+            ),
+            "============================================================",
+        ]
         base.mkdir(parents=True, exist_ok=True)
         text = "\n".join(launcher) + "\n"
         (base / "launcher.log").write_text(text)
         total_bytes += len(text)
         total_lines += len(launcher)
         files += 1
-    return {"dir": str(out), "ranks": ranks, "nodes": nodes, "culprit": culprit, "culprit_host": f"node-{culprit_node:04d}",
-            "files": files, "bytes": total_bytes, "lines": total_lines, "seed": seed, "steps": steps,
-            "fail_seq": fail_seq}
+    return {
+        "dir": str(out),
+        "ranks": ranks,
+        "nodes": nodes,
+        "culprit": culprit,
+        "culprit_host": f"node-{culprit_node:04d}",
+        "files": files,
+        "bytes": total_bytes,
+        "lines": total_lines,
+        "seed": seed,
+        "steps": steps,
+        "fail_seq": fail_seq,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import polars as pl
 
-_ENTERED_KINDS = ["collective_fingerprint", "watchdog_timeout", "watchdog_teardown", "async_error",
-                  "watchdog_status", "heartbeat_timeout", "collective_mismatch", "nccl_coll"]
+_ENTERED_KINDS = [
+    "collective_fingerprint",
+    "watchdog_timeout",
+    "watchdog_teardown",
+    "async_error",
+    "watchdog_status",
+    "heartbeat_timeout",
+    "collective_mismatch",
+    "nccl_coll",
+]
 
 
 def pg_key() -> pl.Expr:
     """The process-group key an event's ``seq`` belongs to."""
     return (
-        pl.when(pl.col("kind") == "nccl_coll").then(pl.lit("nccl:") + pl.col("pg"))
+        pl.when(pl.col("kind") == "nccl_coll")
+        .then(pl.lit("nccl:") + pl.col("pg"))
         .otherwise(pl.coalesce(pl.col("pg"), pl.lit("0")))
     )
 
@@ -33,15 +42,27 @@ def progress(table: pl.DataFrame) -> pl.DataFrame:
     completed (i64, nullable), last_ts (datetime µs UTC). Rows of unknown rank are ignored.
     """
     t = table.filter(pl.col("rank").is_not_null() & ~pl.col("duplicate"))
-    seq_rows = t.filter(pl.col("kind").is_in(_ENTERED_KINDS) & (pl.col("seq").is_not_null() | pl.col("seq_enqueued").is_not_null())
-                        # an opCount of a communicator whose commId is unknown cannot be compared across ranks
-                        & ~((pl.col("kind") == "nccl_coll") & pl.col("pg").is_null()))
+    seq_rows = t.filter(
+        pl.col("kind").is_in(_ENTERED_KINDS)
+        & (pl.col("seq").is_not_null() | pl.col("seq_enqueued").is_not_null())
+        # an opCount of a communicator whose commId is unknown cannot be compared across ranks
+        & ~((pl.col("kind") == "nccl_coll") & pl.col("pg").is_null())
+    )
     seq_rows = seq_rows.with_columns(pg_key().alias("pgk"))
-    steps = t.filter(pl.col("step").is_not_null()).with_columns(pl.lit("step").alias("pgk"), pl.col("step").alias("seq"))
+    steps = t.filter(pl.col("step").is_not_null()).with_columns(
+        pl.lit("step").alias("pgk"), pl.col("step").alias("seq")
+    )
     both = pl.concat([seq_rows, steps], how="diagonal_relaxed")
     if both.height == 0:
-        return pl.DataFrame(schema={"pg": pl.String, "rank": pl.Int32, "entered": pl.Int64, "completed": pl.Int64,
-                                    "last_ts": pl.Datetime("us", "UTC")})
+        return pl.DataFrame(
+            schema={
+                "pg": pl.String,
+                "rank": pl.Int32,
+                "entered": pl.Int64,
+                "completed": pl.Int64,
+                "last_ts": pl.Datetime("us", "UTC"),
+            }
+        )
     return (
         both.group_by("pgk", "rank")
         .agg(

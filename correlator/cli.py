@@ -59,15 +59,41 @@ class EventsFormat(str, Enum):
     csv = "csv"
 
 
-DirArg = Annotated[Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)]
-TzOpt = Annotated[str | None, typer.Option("--tz", help="Time zone (IANA name, e.g. Europe/Berlin) of stamps that carry none. Default: UTC.")]
+DirArg = Annotated[
+    Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)
+]
+TzOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tz", help="Time zone (IANA name, e.g. Europe/Berlin) of stamps that carry none. Default: UTC."
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")]
-StreamingOpt = Annotated[bool | None, typer.Option("--streaming/--no-streaming", help="Ingest node by node in bounded "
-                                                    "memory (~1.3 GiB) keeping only what diagnosis needs. Default: on above 2 GiB of logs.")]
-FrOpt = Annotated[Path | None, typer.Option("--fr", help="Directory of PyTorch Flight Recorder dumps kept apart from "
-                                           "the logs (dumps under DIRECTORY are found anyway).", show_default=False)]
-RedactOpt = Annotated[bool, typer.Option("--redact", help="Replace host names, IPs, user names, e-mails and secrets by stable "
-                                         "pseudonyms (host-1, ip-3, user-1) in everything written.")]
+StreamingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--streaming/--no-streaming",
+        help="Ingest node by node in bounded "
+        "memory (~1.3 GiB) keeping only what diagnosis needs. Default: on above 2 GiB of logs.",
+    ),
+]
+FrOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--fr",
+        help="Directory of PyTorch Flight Recorder dumps kept apart from "
+        "the logs (dumps under DIRECTORY are found anyway).",
+        show_default=False,
+    ),
+]
+RedactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--redact",
+        help="Replace host names, IPs, user names, e-mails and secrets by stable "
+        "pseudonyms (host-1, ip-3, user-1) in everything written.",
+    ),
+]
 
 
 def _safe(text: object) -> str:
@@ -94,8 +120,10 @@ def _check_output(directory: Path, output: Path | None) -> None:
     if dst == src:
         raise UsageError(f"{output}: the output is the input itself; choose a path outside {directory}")
     if src.is_dir() and dst.is_relative_to(src):
-        raise UsageError(f"{output}: inside the input folder {directory}; it would be read as a log next time "
-                         "(write it elsewhere)")
+        raise UsageError(
+            f"{output}: inside the input folder {directory}; it would be read as a log next time "
+            "(write it elsewhere)"
+        )
     if src.is_relative_to(dst) and dst.is_dir():
         raise UsageError(f"{output}: a folder that holds the input {directory}; choose another output path")
 
@@ -111,7 +139,9 @@ def _current_output() -> Path | None:
     return out_path if isinstance(out_path, Path) else None
 
 
-def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr: Path | None = None) -> IngestResult:
+def _load(
+    directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr: Path | None = None
+) -> IngestResult:
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
     if fr is not None and not fr.exists():
@@ -123,13 +153,21 @@ def _load(directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr
         try:
             zoneinfo.ZoneInfo(tz)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise UsageError(f"--tz {tz!r}: unknown time zone (use an IANA name such as UTC or America/New_York)")
+            raise UsageError(
+                f"--tz {tz!r}: unknown time zone (use an IANA name such as UTC or America/New_York)"
+            )
     show = not quiet and err.is_terminal
     if not show:
         res = ingest(directory, tz=tz, fr=fr)
     else:
-        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True) as progress:
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as progress:
             task = progress.add_task("reading logs", total=None)
 
             def on_sources(srcs: list[Source]) -> None:
@@ -155,17 +193,25 @@ def _summary(res: IngestResult | dict[str, object]) -> None:
     s = res.summary() if isinstance(res, IngestResult) else res
     kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[union-attr]
     why = s.get("skipped_by_reason") or {}
-    skipped = f"{s['lines_skipped']} skipped" + (f": {escape(', '.join(f'{v} {k}' for k, v in why.items()))}" if why else "")  # type: ignore[union-attr]
-    err.print(f"[bold]{s['files']}[/] files, [bold]{s['lines_read']}[/] lines ({skipped}), "
-              f"[bold]{s['rows']}[/] events; ranks {_r(s['ranks'])}; hosts {', '.join(s['hosts']) or 'unknown'}; "  # type: ignore[arg-type]
-              f"attempts {s['attempts']}", highlight=False)
+    skipped = f"{s['lines_skipped']} skipped" + (
+        f": {escape(', '.join(f'{v} {k}' for k, v in why.items()))}" if why else ""
+    )  # type: ignore[union-attr]
+    err.print(
+        f"[bold]{s['files']}[/] files, [bold]{s['lines_read']}[/] lines ({skipped}), "
+        f"[bold]{s['rows']}[/] events; ranks {_r(s['ranks'])}; hosts {', '.join(s['hosts']) or 'unknown'}; "  # type: ignore[arg-type]
+        f"attempts {s['attempts']}",
+        highlight=False,
+    )
     err.print(f"events by kind: {kinds}", highlight=False)
     err.print(f"lines not understood: {s['lines_not_understood']}", highlight=False)
     skipped_list = list(s.get("skipped") or [])  # type: ignore[call-overload]
     for e in skipped_list[:10]:
         lines = "?" if e.get("lines") is None else e["lines"]
         nbytes = "?" if e.get("bytes") is None else e["bytes"]
-        err.print(f"skipped: {_safe(e['path'])}: {_safe(e['reason'])} ({nbytes} bytes, {lines} lines)", highlight=False)
+        err.print(
+            f"skipped: {_safe(e['path'])}: {_safe(e['reason'])} ({nbytes} bytes, {lines} lines)",
+            highlight=False,
+        )
     if len(skipped_list) > 10:
         err.print(f"skipped: … and {len(skipped_list) - 10} more", highlight=False)
 
@@ -189,8 +235,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", callback=_version,
-                                          is_eager=True)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = False,
 ) -> None:
     """Find which rank of a failed distributed training job failed first, why, and which errors are collateral."""
 
@@ -198,9 +245,23 @@ def _main(
 @app.command()
 def diagnose(
     directory: DirArg,
-    format: Annotated[DiagFormat, typer.Option("--format", "-f", help="text (for people), json (for scripts), markdown (for tickets).")] = DiagFormat.text,
-    attempt: Annotated[int | None, typer.Option("--attempt", help="Show this torchelastic attempt's verdict (counted from 0) instead of the first failed one.")] = None,
-    signatures: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML) to match besides the built-in library.")] = None,
+    format: Annotated[
+        DiagFormat,
+        typer.Option("--format", "-f", help="text (for people), json (for scripts), markdown (for tickets)."),
+    ] = DiagFormat.text,
+    attempt: Annotated[
+        int | None,
+        typer.Option(
+            "--attempt",
+            help="Show this torchelastic attempt's verdict (counted from 0) instead of the first failed one.",
+        ),
+    ] = None,
+    signatures: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--signatures", help="Extra signature file(s) (TOML) to match besides the built-in library."
+        ),
+    ] = None,
     streaming: StreamingOpt = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
@@ -218,12 +279,16 @@ def diagnose(
         try:
             table = reduced_from_parquet(directory)
         except (pl.exceptions.PolarsError, OSError, ValueError) as e:
-            raise UsageError(f"{directory}: not a readable rankscope timeline parquet ({type(e).__name__}: "
-                             f"{_safe(str(e).splitlines()[0] if str(e) else '')})") from None
+            raise UsageError(
+                f"{directory}: not a readable rankscope timeline parquet ({type(e).__name__}: "
+                f"{_safe(str(e).splitlines()[0] if str(e) else '')})"
+            ) from None
         except BaseException as e:  # a Rust panic inside polars on a corrupt page (PanicException)
             if type(e).__name__ != "PanicException":
                 raise
-            raise UsageError(f"{directory}: corrupt parquet data (the reader panicked: {_safe(str(e)[:200])})") from None
+            raise UsageError(
+                f"{directory}: corrupt parquet data (the reader panicked: {_safe(str(e)[:200])})"
+            ) from None
         skipped_list: list[dict[str, object]] = []
         attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
         ranks = table["rank"].drop_nulls().unique().to_list()
@@ -241,13 +306,21 @@ def diagnose(
 
         table = redact_table(table)
     if attempt is not None and attempt not in attempts:
-        raise UsageError(f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})")
+        raise UsageError(
+            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
+        )
     from correlator.schema import FAULT_KINDS
 
-    if not ranks and not table.filter(pl.col("layer").is_in(["elastic", "system"])
-                                      | pl.col("kind").is_in(list(FAULT_KINDS))).height:
-        raise UsageError(f"{directory}: no distributed-training log lines recognised (no rank, no launcher output); "
-                         "see `rankscope events` for what was read")
+    if (
+        not ranks
+        and not table.filter(
+            pl.col("layer").is_in(["elastic", "system"]) | pl.col("kind").is_in(list(FAULT_KINDS))
+        ).height
+    ):
+        raise UsageError(
+            f"{directory}: no distributed-training log lines recognised (no rank, no launcher output); "
+            "see `rankscope events` for what was read"
+        )
     d = run_diagnose(table, attempt=attempt)
     _attach_signatures(d, table, signatures or [])
     if format == DiagFormat.json:
@@ -330,11 +403,15 @@ def _check_parquet(path: Path) -> None:
             raise UsageError(f"{_safe(f)}: corrupt parquet metadata (the reader panicked)") from None
         missing = [c for c in want if c not in got]
         if missing:
-            raise UsageError(f"{_safe(f)}: not a rankscope timeline: missing column(s) {', '.join(missing[:8])}"
-                             + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+            raise UsageError(
+                f"{_safe(f)}: not a rankscope timeline: missing column(s) {', '.join(missing[:8])}"
+                + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+            )
         wrong = [f"{c} is {got[c]}, want {t}" for c, t in want.items() if got[c] != t and got[c] != pl.Null]
         if wrong:
-            raise UsageError(f"{_safe(f)}: not a rankscope timeline: wrong column type(s): {'; '.join(wrong[:5])}")
+            raise UsageError(
+                f"{_safe(f)}: not a rankscope timeline: wrong column type(s): {'; '.join(wrong[:5])}"
+            )
 
 
 def _check_attempt(res: IngestResult, attempt: int | None) -> None:
@@ -342,7 +419,9 @@ def _check_attempt(res: IngestResult, attempt: int | None) -> None:
         return
     attempts = res.summary()["attempts"]
     if attempt not in attempts:  # type: ignore[operator]
-        raise UsageError(f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})")
+        raise UsageError(
+            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
+        )
 
 
 def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> None:
@@ -382,7 +461,9 @@ def _check_small_file(p: Path, what: str, limit: int = 4 << 20) -> None:
     if not st.S_ISREG(info.st_mode):
         raise UsageError(f"{what} {_safe(p)}: not a regular file")
     if info.st_size > limit:
-        raise UsageError(f"{what} {_safe(p)}: {info.st_size} bytes, more than {limit} (not a signature file?)")
+        raise UsageError(
+            f"{what} {_safe(p)}: {info.st_size} bytes, more than {limit} (not a signature file?)"
+        )
 
 
 class PartitionBy(str, Enum):
@@ -406,18 +487,30 @@ def _parquet_input(path: Path) -> bool:
     return False
 
 
-def _streamed(directory: Path, tz: str | None, quiet: bool, out: Path | None = None,
-              partition_by: str | None = None) -> tuple[pl.DataFrame, dict[str, object]]:
+def _streamed(
+    directory: Path, tz: str | None, quiet: bool, out: Path | None = None, partition_by: str | None = None
+) -> tuple[pl.DataFrame, dict[str, object]]:
     from correlator.streaming import stream_ingest
 
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
     if not quiet and err.is_terminal:
-        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True) as progress:
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as progress:
             task = progress.add_task("streaming node by node", total=None)
-            table, s = stream_ingest(directory, out, tz=tz, partition_by=partition_by,
-                                     progress=lambda done, total: progress.update(task, completed=done, total=total))
+            table, s = stream_ingest(
+                directory,
+                out,
+                tz=tz,
+                partition_by=partition_by,
+                progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
     else:
         table, s = stream_ingest(directory, out, tz=tz, partition_by=partition_by)
     if not quiet:
@@ -437,12 +530,26 @@ def _want_streaming(directory: Path, streaming: bool | None) -> bool:
 @app.command()
 def timeline(
     directory: DirArg,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output file (.parquet by default).")] = Path("timeline.parquet"),
-    format: Annotated[TableFormat | None, typer.Option("--format", "-f", help="parquet (DuckDB, polars, Spark), jsonl, csv, or "
-                                                       "perfetto (Chrome trace-event JSON for ui.perfetto.dev). Default: "
-                                                       "from the -o extension, else parquet.")] = None,
-    partition_by: Annotated[PartitionBy | None, typer.Option("--partition-by", help="Write a hive-partitioned parquet "
-                                                             "dataset under -o (a folder): host=…/ or rank=…/.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output file (.parquet by default).")] = Path(
+        "timeline.parquet"
+    ),
+    format: Annotated[
+        TableFormat | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="parquet (DuckDB, polars, Spark), jsonl, csv, or "
+            "perfetto (Chrome trace-event JSON for ui.perfetto.dev). Default: "
+            "from the -o extension, else parquet.",
+        ),
+    ] = None,
+    partition_by: Annotated[
+        PartitionBy | None,
+        typer.Option(
+            "--partition-by",
+            help="Write a hive-partitioned parquet dataset under -o (a folder): host=…/ or rank=…/.",
+        ),
+    ] = None,
     streaming: StreamingOpt = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
@@ -451,7 +558,8 @@ def timeline(
     """Write the normalized event table (one row per log line or multi-line record, every rank)."""
     if format is None:
         format = {".jsonl": TableFormat.jsonl, ".ndjson": TableFormat.jsonl, ".csv": TableFormat.csv}.get(
-            output.suffix.lower(), TableFormat.parquet)
+            output.suffix.lower(), TableFormat.parquet
+        )
     by = partition_by.value if partition_by else None
     if (by or _want_streaming(directory, streaming)) and format != TableFormat.parquet:
         raise UsageError("--partition-by and --streaming write parquet only")
@@ -459,15 +567,20 @@ def timeline(
         if directory.exists():
             _check_output(directory, output)
         if redact:
-            raise UsageError("--redact needs the whole table: use --no-streaming, or `rankscope redact` first")
+            raise UsageError(
+                "--redact needs the whole table: use --no-streaming, or `rankscope redact` first"
+            )
         try:
             _table, s = _streamed(directory, tz, quiet, output, by)
         except OSError as e:
             raise UsageError(f"{output}: cannot write ({e.strerror or e})")
         if not quiet:
             _summary(s)
-            err.print(f"wrote {s['rows']} events to {escape(str(output))} in {s['batches']} batches "
-                      f"(peak memory {s['peak_rss_mib']} MiB)", highlight=False)
+            err.print(
+                f"wrote {s['rows']} events to {escape(str(output))} in {s['batches']} batches "
+                f"(peak memory {s['peak_rss_mib']} MiB)",
+                highlight=False,
+            )
         return
     res = _load(directory, tz, quiet, redact)
     if by:
@@ -476,12 +589,17 @@ def timeline(
         from correlator.export import write_partitioned
 
         try:
-            files = write_partitioned(res.table, output, by=by, part_name=f"part-{socket.gethostname().split('.')[0]}.parquet")
+            files = write_partitioned(
+                res.table, output, by=by, part_name=f"part-{socket.gethostname().split('.')[0]}.parquet"
+            )
         except OSError as e:
             raise UsageError(f"{output}: cannot write ({e.strerror or e})")
         if not quiet:
             _summary(res)
-            err.print(f"wrote {res.table.height} events to {len(files)} partitions under {escape(str(output))}", highlight=False)
+            err.print(
+                f"wrote {res.table.height} events to {len(files)} partitions under {escape(str(output))}",
+                highlight=False,
+            )
         return
     t = res.table
     try:
@@ -507,11 +625,25 @@ def timeline(
 @app.command()
 def events(
     directory: DirArg,
-    rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these global ranks (repeatable).")] = None,
-    kind: Annotated[list[str] | None, typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout.")] = None,
-    faults: Annotated[bool, typer.Option("--faults", help="Only events that mean something went wrong.")] = False,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many events (0: all).")] = 50,
-    format: Annotated[EventsFormat, typer.Option("--format", "-f", help="table (plain lines when piped), json (one object per line) or csv.")] = EventsFormat.table,
+    rank: Annotated[
+        list[int] | None, typer.Option("--rank", "-r", help="Only these global ranks (repeatable).")
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout."),
+    ] = None,
+    faults: Annotated[
+        bool, typer.Option("--faults", help="Only events that mean something went wrong.")
+    ] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="At most this many events (0: all).")
+    ] = 50,
+    format: Annotated[
+        EventsFormat,
+        typer.Option(
+            "--format", "-f", help="table (plain lines when piped), json (one object per line) or csv."
+        ),
+    ] = EventsFormat.table,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -523,7 +655,9 @@ def events(
     if kind:
         bad = [k for k in kind if k not in {m.value for m in Kind}]
         if bad:
-            raise UsageError(f"unknown kind {', '.join(bad)}; known kinds: {', '.join(m.value for m in Kind)}")
+            raise UsageError(
+                f"unknown kind {', '.join(bad)}; known kinds: {', '.join(m.value for m in Kind)}"
+            )
     res = _load(directory, tz, quiet, redact, fr=fr)
     t = res.table.filter(~pl.col("duplicate"))
     if rank:
@@ -567,16 +701,25 @@ def events(
         for r in t.iter_rows(named=True):
             ts = r["ts"].strftime("%Y-%m-%d %H:%M:%S") if r["ts"] else ""
             seq = f" SeqNum {r['seq']}" if r["seq"] is not None and r["kind"] != "step_progress" else ""
-            tab.add_row(ts, "" if r["rank"] is None else str(r["rank"]), Text(r["kind"] + seq),
-                        Text(f"{r['path']}:{r['line']}"), Text((r["message"] or "").split("\n")[0]))
+            tab.add_row(
+                ts,
+                "" if r["rank"] is None else str(r["rank"]),
+                Text(r["kind"] + seq),
+                Text(f"{r['path']}:{r['line']}"),
+                Text((r["message"] or "").split("\n")[0]),
+            )
         out.print(tab)
 
 
 @app.command()
 def graph(
     directory: DirArg,
-    output: Annotated[Path, typer.Option("--output", "-o", help="graph.graphml, graph.json (node-link) or graph.dot.")] = Path("graph.graphml"),
-    attempt: Annotated[int | None, typer.Option("--attempt", help="Attempt to graph (default: the first failed one).")] = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="graph.graphml, graph.json (node-link) or graph.dot.")
+    ] = Path("graph.graphml"),
+    attempt: Annotated[
+        int | None, typer.Option("--attempt", help="Attempt to graph (default: the first failed one).")
+    ] = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -597,13 +740,20 @@ def graph(
     except OSError as e:
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")
     if not quiet:
-        err.print(f"wrote {G.number_of_nodes()} ranks and {G.number_of_edges()} edges to {escape(str(output))} ({fmt})", highlight=False)
+        err.print(
+            f"wrote {G.number_of_nodes()} ranks and {G.number_of_edges()} edges to {escape(str(output))} ({fmt})",
+            highlight=False,
+        )
 
 
 @app.command(name="eval")
 def eval_cmd(
-    cases_dir: Annotated[Path, typer.Argument(help="Folder of cases: each case folder holds logs/ and expected.json.")],
-    format: Annotated[DiagFormat, typer.Option("--format", "-f", help="text or json (markdown prints text).")] = DiagFormat.text,
+    cases_dir: Annotated[
+        Path, typer.Argument(help="Folder of cases: each case folder holds logs/ and expected.json.")
+    ],
+    format: Annotated[
+        DiagFormat, typer.Option("--format", "-f", help="text or json (markdown prints text).")
+    ] = DiagFormat.text,
 ) -> None:
     """Score the diagnosis on a labelled corpus; exit 1 when a case regressed (not a listed known miss)."""
     from correlator.evaluate import evaluate, find_cases
@@ -622,10 +772,13 @@ def eval_cmd(
     else:
         for c in rep.cases:
             mark = "[green]PASS[/]" if c.passed else ("[yellow]KNOWN[/]" if c.known_miss else "[red]FAIL[/]")
-            line = (f"{mark} {escape(c.name)}: initiating {c.got['initiating_ranks']} (want {c.want['initiating_ranks']}), "
-                    f"collateral {'ok' if c.collateral_ok else str(c.got['collateral_ranks']) + ' (want ' + str(c.want['collateral_ranks']) + ')'}, "
-                    f"kind {c.got['failure_kind']}" + ("" if c.kind_ok is not False else f" (want {c.want['failure_kind']})")
-                    + f", {c.seconds:.2f}s")
+            line = (
+                f"{mark} {escape(c.name)}: initiating {c.got['initiating_ranks']} (want {c.want['initiating_ranks']}), "
+                f"collateral {'ok' if c.collateral_ok else str(c.got['collateral_ranks']) + ' (want ' + str(c.want['collateral_ranks']) + ')'}, "
+                f"kind {c.got['failure_kind']}"
+                + ("" if c.kind_ok is not False else f" (want {c.want['failure_kind']})")
+                + f", {c.seconds:.2f}s"
+            )
             if c.error:
                 line += f" [red]error: {escape(c.error)}[/]"
             if c.known_miss and not c.passed:
@@ -634,10 +787,14 @@ def eval_cmd(
         from correlator.evaluate import SUBSETS
 
         def score_line(name: str, t: dict[str, Any]) -> str:
-            edges = f", edges {t['edge_accuracy']:.3f} of {t['edges_expected']}" if t["edges_expected"] else ""
-            return (f"{name}: {t['passed']}/{t['cases']} cases pass; initiating accuracy {t['initiating_accuracy']:.3f}, "
-                    f"collateral P/R/F1 {t['collateral_precision']:.3f}/{t['collateral_recall']:.3f}/{t['collateral_f1']:.3f}, "
-                    f"kind accuracy {t['kind_accuracy']:.3f}{edges}, {t['seconds_per_case']:.2f} s per case")
+            edges = (
+                f", edges {t['edge_accuracy']:.3f} of {t['edges_expected']}" if t["edges_expected"] else ""
+            )
+            return (
+                f"{name}: {t['passed']}/{t['cases']} cases pass; initiating accuracy {t['initiating_accuracy']:.3f}, "
+                f"collateral P/R/F1 {t['collateral_precision']:.3f}/{t['collateral_recall']:.3f}/{t['collateral_f1']:.3f}, "
+                f"kind accuracy {t['kind_accuracy']:.3f}{edges}, {t['seconds_per_case']:.2f} s per case"
+            )
 
         out.print("", highlight=False)
         for sub, sources in SUBSETS.items():
@@ -717,15 +874,22 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except OSError as e:  # disk full, unwritable output, a file vanishing under us: the environment, not a bug
+    except (
+        OSError
+    ) as e:  # disk full, unwritable output, a file vanishing under us: the environment, not a bug
         err.print(f"[red]error:[/] {_safe(e)}", highlight=False)
         sys.exit(2)
     except MemoryError:
-        err.print("[red]error:[/] out of memory reading this input; lower the limits (see README, \"bad input\": "
-                  "RANKSCOPE_MAX_FILE_MB, RANKSCOPE_MAX_LINES) or use --streaming", highlight=False)
+        err.print(
+            '[red]error:[/] out of memory reading this input; lower the limits (see README, "bad input": '
+            "RANKSCOPE_MAX_FILE_MB, RANKSCOPE_MAX_LINES) or use --streaming",
+            highlight=False,
+        )
         sys.exit(2)
     except RecursionError:
-        err.print("[red]error:[/] input nested too deeply to read (a hostile JSON/TOML file?)", highlight=False)
+        err.print(
+            "[red]error:[/] input nested too deeply to read (a hostile JSON/TOML file?)", highlight=False
+        )
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
@@ -746,13 +910,19 @@ def main() -> None:
             sys.exit(e.exit_code)
         if isinstance(e, BrokenPipeError):
             sys.exit(0)
-        err.print(f"[red]internal error:[/] {type(e).__name__}: {_safe(e)} — please report this with the command line", highlight=False)
+        err.print(
+            f"[red]internal error:[/] {type(e).__name__}: {_safe(e)} — please report this with the command line",
+            highlight=False,
+        )
         sys.exit(3)
     except BaseException as e:  # a Rust panic in polars/pyarrow (pyo3's PanicException is a BaseException)
         if type(e).__name__ != "PanicException":
             raise
-        err.print(f"[red]error:[/] the table engine failed on this input ({_safe(str(e)[:300])}); the input is "
-                  "malformed in a way rankscope does not catch yet — please report it", highlight=False)
+        err.print(
+            f"[red]error:[/] the table engine failed on this input ({_safe(str(e)[:300])}); the input is "
+            "malformed in a way rankscope does not catch yet — please report it",
+            highlight=False,
+        )
         sys.exit(2)
     finally:
         _restore_flags()

@@ -27,8 +27,13 @@ class HostClock:
 
 def estimate(table: pl.DataFrame) -> dict[str, HostClock]:
     """Estimate each host's clock offset against the host with the most collective events."""
-    t = table.filter(pl.col("host").is_not_null() & pl.col("ts").is_not_null() & pl.col("seq").is_not_null()
-                     & pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"]) & ~pl.col("duplicate"))
+    t = table.filter(
+        pl.col("host").is_not_null()
+        & pl.col("ts").is_not_null()
+        & pl.col("seq").is_not_null()
+        & pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"])
+        & ~pl.col("duplicate")
+    )
     hosts = table["host"].drop_nulls().unique().to_list()
     if len(hosts) <= 1 or t.height == 0:
         return {h: HostClock(h, 0.0, 1.0, 0) for h in hosts}
@@ -36,7 +41,9 @@ def estimate(table: pl.DataFrame) -> dict[str, HostClock]:
     per = t.group_by("host", "pgk", "seq").agg(pl.col("ts").min().alias("t"))
     ref = per.group_by("host").len().sort("len", descending=True)["host"][0]
     r = per.filter(pl.col("host") == ref).select("pgk", "seq", pl.col("t").alias("t_ref"))
-    diffs = per.join(r, on=["pgk", "seq"]).with_columns(((pl.col("t") - pl.col("t_ref")).dt.total_microseconds() / 1e6).alias("d"))
+    diffs = per.join(r, on=["pgk", "seq"]).with_columns(
+        ((pl.col("t") - pl.col("t_ref")).dt.total_microseconds() / 1e6).alias("d")
+    )
     out: dict[str, HostClock] = {}
     for h in hosts:
         d = diffs.filter(pl.col("host") == h)["d"]
@@ -57,4 +64,4 @@ def corrected(table: pl.DataFrame, clocks: dict[str, HostClock]) -> pl.Series:
         return table["ts"]
     off = {h: int(c.offset_s * 1e6) for h, c in clocks.items()}
     shift = table["host"].replace_strict(off, default=0, return_dtype=pl.Int64)
-    return (table["ts"] - pl.Series(shift).cast(pl.Duration("us")))
+    return table["ts"] - pl.Series(shift).cast(pl.Duration("us"))

@@ -20,8 +20,19 @@ import polars as pl
 from correlator.graph import build_graph, failing_attempts
 
 SCHEMA_VERSION = 1
-FAILURE_KINDS = ("rank_crash", "straggler_hang", "collective_mismatch", "network_error", "oom_kill", "cuda_oom",
-                 "cuda_error", "early_exit", "launcher_error", "none", "unknown")
+FAILURE_KINDS = (
+    "rank_crash",
+    "straggler_hang",
+    "collective_mismatch",
+    "network_error",
+    "oom_kill",
+    "cuda_oom",
+    "cuda_error",
+    "early_exit",
+    "launcher_error",
+    "none",
+    "unknown",
+)
 
 
 @dataclass
@@ -99,9 +110,13 @@ class Diagnosis:
         # from their own results.
         body["attempts"] = [
             {k: v for k, v in a.to_json().items() if k not in ("attempts", "schema_version", "per_rank")}
-            for a in self.attempts if a.attempt != self.attempt
-        ] + ([{k: v for k, v in body.items() if k not in ("per_rank",)}]
-             if any(a.attempt == self.attempt for a in self.attempts) else [])
+            for a in self.attempts
+            if a.attempt != self.attempt
+        ] + (
+            [{k: v for k, v in body.items() if k not in ("per_rank",)}]
+            if any(a.attempt == self.attempt for a in self.attempts)
+            else []
+        )
         body["attempts"].sort(key=lambda a: a["attempt"])
         d.update(body)
         return d
@@ -131,17 +146,32 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         ids.append((ev, "collective disagreement" if G.graph["initiators"] else "fault (no rank named)"))
     t = table.filter(~pl.col("duplicate"))
     # A rank found by its silence: its last sign of life is the evidence.
-    if G.graph["initiator_basis"] in ("silent while the others failed", "behind on the collective sequence",
-                                      "named by monitoredBarrier") or G.graph["initiator_basis"].startswith("peer host"):
+    if G.graph["initiator_basis"] in (
+        "silent while the others failed",
+        "behind on the collective sequence",
+        "named by monitoredBarrier",
+    ) or G.graph["initiator_basis"].startswith("peer host"):
         quiet_kinds = ["worker_signalled", "failure_entry", "root_cause_entry", "blank"]
         for r in G.graph["initiators"][:3]:
-            last = t.filter((pl.col("rank") == r) & ~pl.col("kind").is_in(quiet_kinds)).sort("ts", "event_id", nulls_last=False)
+            last = t.filter((pl.col("rank") == r) & ~pl.col("kind").is_in(quiet_kinds)).sort(
+                "ts", "event_id", nulls_last=False
+            )
             if last.height:
                 ids.append((int(last["event_id"][-1]), f"last sign of life of rank {r}"))
     # Launcher view of the initiators (exit status), then one line per explanation edge type.
-    launch = t.filter(pl.col("rank").is_in(G.graph["initiators"]) & pl.col("kind").is_in(["worker_failed", "root_cause_entry"]))
+    launch = t.filter(
+        pl.col("rank").is_in(G.graph["initiators"])
+        & pl.col("kind").is_in(["worker_failed", "root_cause_entry"])
+    )
     for eid, kind in launch.select("event_id", "kind").head(2).iter_rows():
-        ids.append((eid, "launcher (weak: torchrun's root cause is often wrong)" if kind == "root_cause_entry" else "launcher"))
+        ids.append(
+            (
+                eid,
+                "launcher (weak: torchrun's root cause is often wrong)"
+                if kind == "root_cause_entry"
+                else "launcher",
+            )
+        )
     seen_edges: set[str] = set()
     for a, b, data in sorted(G.edges(data=True), key=lambda e: (e[2]["edge"], e[0])):
         if data["edge"] in seen_edges:
@@ -151,7 +181,10 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             ids.append((ev, f"collateral: rank {a} {data['edge'].replace('_', ' ')} rank {b}"))
     out: list[Evidence] = []
     done: set[int] = set()
-    rows = {r["event_id"]: r for r in t.filter(pl.col("event_id").is_in([i for i, _ in ids])).iter_rows(named=True)}
+    rows = {
+        r["event_id"]: r
+        for r in t.filter(pl.col("event_id").is_in([i for i, _ in ids])).iter_rows(named=True)
+    }
     for eid, role in ids:
         if eid in done or eid not in rows:
             continue
@@ -159,12 +192,29 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         r = rows[eid]
         if role.startswith("initiating fault of rank"):
             init = int(role.rsplit(" ", 1)[1])
-            role = "initiating fault" if r["rank"] == init else f"points at rank {init} (reported by rank {r['rank']})"
-        use_message = (r["kind"] in ("python_exception", "cuda_oom", "cuda_error", "failure_entry", "root_cause_entry",
-                                     "fr_collective", "fr_status", "fr_waiting")
-                       or r["stream"] == "error_json")
+            role = (
+                "initiating fault"
+                if r["rank"] == init
+                else f"points at rank {init} (reported by rank {r['rank']})"
+            )
+        use_message = (
+            r["kind"]
+            in (
+                "python_exception",
+                "cuda_oom",
+                "cuda_error",
+                "failure_entry",
+                "root_cause_entry",
+                "fr_collective",
+                "fr_status",
+                "fr_waiting",
+            )
+            or r["stream"] == "error_json"
+        )
         text = r["message"] if use_message and r["message"] else r["raw"]
-        out.append(Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role))
+        out.append(
+            Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role)
+        )
     return out
 
 
@@ -180,21 +230,35 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         if row.height:
             r = row.row(0, named=True)
             what = r["exc_type"] or r["kind"].replace("_", " ")
-            return (f"No rank could be named: the logs show {what} at {r['path']}:{r['line']}, on a line that names "
-                    f"no rank (failure kind {kind}).")
+            return (
+                f"No rank could be named: the logs show {what} at {r['path']}:{r['line']}, on a line that names "
+                f"no rank (failure kind {kind})."
+            )
         focus = G.graph.get("focus") or {}
         faulty = sorted(r for r in G.nodes if G.nodes[r].get("first_fault_kind"))
         if faulty:
-            where = f" in {focus.get('op') or 'a collective'}" + (f" SeqNum {focus['seq']}" if focus.get("seq") is not None else "")
+            where = f" in {focus.get('op') or 'a collective'}" + (
+                f" SeqNum {focus['seq']}" if focus.get("seq") is not None else ""
+            )
             cands = focus.get("candidates") or []
-            tail = (f"; the rank they waited for is not in these logs (candidates: ranks {_ranges(cands)})" if cands
-                    else "; no rank in these logs explains them")
+            tail = (
+                f"; the rank they waited for is not in these logs (candidates: ranks {_ranges(cands)})"
+                if cands
+                else "; no rank in these logs explains them"
+            )
             return f"Ranks {_ranges(faulty)} failed{where if focus else ''}{tail}."
         return f"Failure of kind {kind}, but no rank could be named as its origin."
 
     def who(r: int) -> str:
         n = G.nodes[r]
-        bits = [b for b in (n.get("host"), f"local rank {n['local_rank']}" if n.get("local_rank") is not None else None) if b]
+        bits = [
+            b
+            for b in (
+                n.get("host"),
+                f"local rank {n['local_rank']}" if n.get("local_rank") is not None else None,
+            )
+            if b
+        ]
         return f"rank {r}" + (f" ({', '.join(bits)})" if bits else "")
 
     if len(inits) > 3:
@@ -229,14 +293,25 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         verb = "exited early while the others still waited"
     if basis.startswith("peer host"):
         verb = "became unreachable (their host stopped logging; the others lost their connections to it)"
-    head = f"{names} {verb}" + (f": {what}" if what and basis in ("first fault", "common mode", "exit status") else "")
+    head = f"{names} {verb}" + (
+        f": {what}" if what and basis in ("first fault", "common mode", "exit status") else ""
+    )
     focus = G.graph.get("focus") or {}
     if basis == "Flight Recorder" and focus.get("claim"):
-        head = f"Flight Recorder: {focus['claim']}" + (f" ({names}: {what})" if what and not what.startswith("fr ") else "")
+        head = f"Flight Recorder: {focus['claim']}" + (
+            f" ({names}: {what})" if what and not what.startswith("fr ") else ""
+        )
     waits = [a for a, b, d in G.edges(data=True) if d["edge"] == "waits_for"]
     tail = ""
     if collateral:
-        seqs = {(d.get("pg"), d.get("seq"), ) for _, _, d in G.edges(data=True) if d.get("seq") is not None}
+        seqs = {
+            (
+                d.get("pg"),
+                d.get("seq"),
+            )
+            for _, _, d in G.edges(data=True)
+            if d.get("seq") is not None
+        }
         where = ""
         if focus.get("seq") is not None:
             where = f" in {focus.get('op') or 'collective'} SeqNum {focus['seq']}"
@@ -271,12 +346,26 @@ def _signal_name(code: int | None) -> str | None:
 def _confidence(G: nx.DiGraph) -> float:
     base = 0.95
     penalties = {
-        "common mode": 0.05, "independently": 0.15, "silence": 0.2, "lagging": 0.15, "missing": 0.35,
-        "left no log": 0.05, "no launcher": 0.05, "inferred": 0.1, "clocks": 0.1, "evenly": 0.3,
-        "only an exit status": 0.15, "none explains": 0.5, "stopped logging": 0.2, "could not be determined": 0.35,
-        "several ranks saw network errors": 0.15, "configuration line": 0.1, "did not wait in the barrier": 0.1,
+        "common mode": 0.05,
+        "independently": 0.15,
+        "silence": 0.2,
+        "lagging": 0.15,
+        "missing": 0.35,
+        "left no log": 0.05,
+        "no launcher": 0.05,
+        "inferred": 0.1,
+        "clocks": 0.1,
+        "evenly": 0.3,
+        "only an exit status": 0.15,
+        "none explains": 0.5,
+        "stopped logging": 0.2,
+        "could not be determined": 0.35,
+        "several ranks saw network errors": 0.15,
+        "configuration line": 0.1,
+        "did not wait in the barrier": 0.1,
         "name no rank": 0.6,
-        "left no Flight Recorder dump": 0.05, "Flight Recorder majority is a single rank": 0.2,
+        "left no Flight Recorder dump": 0.05,
+        "Flight Recorder majority is a single rank": 0.2,
     }
     for reason in G.graph["reasons"]:
         for key, p in penalties.items():
@@ -305,16 +394,33 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
             status = "collateral" if G.graph["initiators"] else "clean"
         groups.setdefault(status, []).append(r)
         ex = n.get("explained_by")
-        per_rank.append(RankStatus(r, n.get("host"), n.get("local_rank"), status, _iso(n.get("first_fault_ts")),
-                                   n.get("first_fault_kind"), Explanation(**ex) if ex else None,
-                                   quality.get(n.get("first_fault_event"))))
+        per_rank.append(
+            RankStatus(
+                r,
+                n.get("host"),
+                n.get("local_rank"),
+                status,
+                _iso(n.get("first_fault_ts")),
+                n.get("first_fault_kind"),
+                Explanation(**ex) if ex else None,
+                quality.get(n.get("first_fault_event")),
+            )
+        )
     clean = [r for r in groups["clean"] if r in G.graph["ranks_seen"]]
     d = Diagnosis(
-        world_size=G.graph["world_size"], ranks_seen=G.graph["ranks_seen"], attempt=G.graph["attempt"],
-        initiating_ranks=sorted(G.graph["initiators"]), collateral_ranks=sorted(groups["collateral"]),
-        clean_ranks=clean, missing_ranks=[r for r in G.graph["missing"] if r not in G.graph["initiators"]],
-        failure_kind=G.graph["failure_kind"], confidence=_confidence(G), summary="",
-        evidence=_evidence(table, G), per_rank=per_rank, confidence_reasons=list(G.graph["reasons"]),
+        world_size=G.graph["world_size"],
+        ranks_seen=G.graph["ranks_seen"],
+        attempt=G.graph["attempt"],
+        initiating_ranks=sorted(G.graph["initiators"]),
+        collateral_ranks=sorted(groups["collateral"]),
+        clean_ranks=clean,
+        missing_ranks=[r for r in G.graph["missing"] if r not in G.graph["initiators"]],
+        failure_kind=G.graph["failure_kind"],
+        confidence=_confidence(G),
+        summary="",
+        evidence=_evidence(table, G),
+        per_rank=per_rank,
+        confidence_reasons=list(G.graph["reasons"]),
         initiator_basis=G.graph["initiator_basis"],
         focus={k: v for k, v in (G.graph.get("focus") or {}).items() if k not in ("evidence", "own")},
     )

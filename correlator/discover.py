@@ -36,8 +36,26 @@ _RANK_NAME_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker|proc)[-_]?(\d+)(?=$|[^0-
 _NCCL_FILE_RE = re.compile(r"(?:^|\.)(?P<host>[A-Za-z][\w-]*)\.(?P<pid>\d{3,})(?:\.(?:log|txt|out))?$")
 _HOST_TOKEN_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*[0-9-][A-Za-z0-9-]*$")
 _GENERIC_WORDS = {
-    "combined", "launcher", "stdout", "stderr", "log", "logs", "output", "out", "err", "torchrun",
-    "train", "training", "nccl", "job", "slurm", "agent", "syslog", "kern", "dmesg", "error",
+    "combined",
+    "launcher",
+    "stdout",
+    "stderr",
+    "log",
+    "logs",
+    "output",
+    "out",
+    "err",
+    "torchrun",
+    "train",
+    "training",
+    "nccl",
+    "job",
+    "slurm",
+    "agent",
+    "syslog",
+    "kern",
+    "dmesg",
+    "error",
 }
 
 
@@ -66,8 +84,12 @@ class Source:
 def _host_from_name(stem: str) -> str | None:
     """``node-a.rank3`` -> ``node-a``; ``node-b.combined`` -> ``node-b``; generic words give None."""
     first = stem.split(".")[0]
-    if ("." in stem and first.lower() not in _GENERIC_WORDS and _HOST_TOKEN_RE.match(first)
-            and not _RANK_NAME_RE.search(first)):
+    if (
+        "." in stem
+        and first.lower() not in _GENERIC_WORDS
+        and _HOST_TOKEN_RE.match(first)
+        and not _RANK_NAME_RE.search(first)
+    ):
         return first
     return None
 
@@ -101,7 +123,12 @@ def classify(path: Path, root: Path, size: int | None = None) -> Source:
         return Source(path, rel, "fr_dump", "fr_dump", rank=fr[1], size=size, node_key=rel)
 
     attempt_idx = next((i for i, p in enumerate(parts) if _ATTEMPT_RE.match(p)), None)
-    if attempt_idx is not None and attempt_idx + 1 < len(parts) - 1 and parts[attempt_idx + 1].isascii() and parts[attempt_idx + 1].isdigit():
+    if (
+        attempt_idx is not None
+        and attempt_idx + 1 < len(parts) - 1
+        and parts[attempt_idx + 1].isascii()
+        and parts[attempt_idx + 1].isdigit()
+    ):
         attempt = _num(_ATTEMPT_RE.match(parts[attempt_idx]).group(1), 1 << 20)  # type: ignore[union-attr]
         local_rank = _num(parts[attempt_idx + 1], wcap)
         node_key = "/".join(parts[:attempt_idx]) or "."
@@ -110,16 +137,25 @@ def classify(path: Path, root: Path, size: int | None = None) -> Source:
         else:
             layout = "torchrun_rank"
             stream = "stderr" if "stderr" in base else "stdout" if "stdout" in base else "unknown"
-        return Source(path, rel, layout, stream, local_rank=local_rank, attempt=attempt,
-                      node_key=node_key, size=size)
+        return Source(
+            path, rel, layout, stream, local_rank=local_rank, attempt=attempt, node_key=node_key, size=size
+        )
 
     if base.endswith(".json") and "error" in base:
         return Source(path, rel, "error_json", "error_json", size=size, node_key=str(Path(rel).parent))
 
     m = _NCCL_FILE_RE.search(base)
     if m and not _RANK_NAME_RE.search(base):
-        return Source(path, rel, "nccl_file", "nccl_file", host=m.group("host"), pid=_num(m.group("pid"), (1 << 31) - 1),
-                      size=size, node_key=rel)
+        return Source(
+            path,
+            rel,
+            "nccl_file",
+            "nccl_file",
+            host=m.group("host"),
+            pid=_num(m.group("pid"), (1 << 31) - 1),
+            size=size,
+            node_key=rel,
+        )
 
     lowered = base.lower()
     if any(w in lowered for w in ("syslog", "dmesg", "kern.log", "messages")):
@@ -128,13 +164,25 @@ def classify(path: Path, root: Path, size: int | None = None) -> Source:
     rm = _RANK_NAME_RE.search(stem)
     if rm:
         stream = "stderr" if "err" in lowered else "stdout"
-        return Source(path, rel, "rank_file", stream, rank=_num(rm.group(1), wcap), host=_host_from_name(stem),
-                      size=size, node_key=rel)
+        return Source(
+            path,
+            rel,
+            "rank_file",
+            stream,
+            rank=_num(rm.group(1), wcap),
+            host=_host_from_name(stem),
+            size=size,
+            node_key=rel,
+        )
 
     host = _host_from_name(stem)
     if host is None:
         for part in reversed(parts[:-1]):
-            if part.lower() not in _GENERIC_WORDS and _HOST_TOKEN_RE.match(part) and not _RANK_NAME_RE.search(part):
+            if (
+                part.lower() not in _GENERIC_WORDS
+                and _HOST_TOKEN_RE.match(part)
+                and not _RANK_NAME_RE.search(part)
+            ):
                 host = part
                 break
     stream = "launcher" if any(w in lowered for w in ("launch", "torchrun", "agent")) else "combined"
@@ -217,8 +265,14 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
             with os.scandir(d) as it:
                 entries = sorted(it, key=lambda e: (_is_link(e), e.name))  # a file before a link to it
         except OSError as err:
-            warnings.append(_note(f"{rel_of(d)}: skipped directory ({err.strerror or err})", rel_of(d), None,
-                                  "unreadable directory"))
+            warnings.append(
+                _note(
+                    f"{rel_of(d)}: skipped directory ({err.strerror or err})",
+                    rel_of(d),
+                    None,
+                    "unreadable directory",
+                )
+            )
             continue
         subdirs: list[str] = []
         for e in entries:
@@ -235,15 +289,23 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
                     warnings.append(f"{rel}: skipped (not a regular file or a broken link)")
                     continue
                 if not follow and not _inside(target, root_real):
-                    warnings.append(_note(f"{rel}: skipped, symlink pointing outside the input folder (not followed; "
-                                          "use --follow-symlinks or RANKSCOPE_FOLLOW_SYMLINKS=1)", rel, None,
-                                          "symlink outside the input"))
+                    warnings.append(
+                        _note(
+                            f"{rel}: skipped, symlink pointing outside the input folder (not followed; "
+                            "use --follow-symlinks or RANKSCOPE_FOLLOW_SYMLINKS=1)",
+                            rel,
+                            None,
+                            "symlink outside the input",
+                        )
+                    )
                     continue
             else:
                 try:
                     st = e.stat(follow_symlinks=False)
                 except OSError as err:
-                    warnings.append(_note(f"{rel}: skipped ({err.strerror or err})", rel, None, "cannot read"))
+                    warnings.append(
+                        _note(f"{rel}: skipped ({err.strerror or err})", rel, None, "cannot read")
+                    )
                     continue
             key = (st.st_dev, st.st_ino)
             if stat.S_ISDIR(st.st_mode):
@@ -254,20 +316,34 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
                 subdirs.append(e.path)
             elif stat.S_ISREG(st.st_mode):
                 if key in seen_files:
-                    warnings.append(_note(f"{rel}: skipped, same file as {seen_files[key]} (a second link; read once)",
-                                          rel, st.st_size, "second link to a file"))
+                    warnings.append(
+                        _note(
+                            f"{rel}: skipped, same file as {seen_files[key]} (a second link; read once)",
+                            rel,
+                            st.st_size,
+                            "second link to a file",
+                        )
+                    )
                     continue
                 seen_files[key] = rel
                 files.append((Path(e.path), st.st_size))
             else:
-                warnings.append(_note(f"{rel}: skipped, not a regular file ({file_kind(st.st_mode)})", rel, None,
-                                      "not a regular file"))
+                warnings.append(
+                    _note(
+                        f"{rel}: skipped, not a regular file ({file_kind(st.st_mode)})",
+                        rel,
+                        None,
+                        "not a regular file",
+                    )
+                )
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f[0].parts)
     return files, warnings
 
 
-_FOLLOW: contextvars.ContextVar[bool | None] = contextvars.ContextVar("rankscope_follow_symlinks", default=None)
+_FOLLOW: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "rankscope_follow_symlinks", default=None
+)
 
 
 @contextlib.contextmanager
@@ -298,7 +374,9 @@ def input_size(root: str | os.PathLike[str], follow_symlinks: bool | None = None
         return 0
 
 
-def discover(root: str | os.PathLike[str], follow_symlinks: bool | None = None) -> tuple[list[Source], list[str]]:
+def discover(
+    root: str | os.PathLike[str], follow_symlinks: bool | None = None
+) -> tuple[list[Source], list[str]]:
     """Walk ``root`` (a directory or a single file) and return its sources plus warnings.
 
     Symlink loops, links out of ``root`` (followed only with ``follow_symlinks``, default from
@@ -312,12 +390,16 @@ def discover(root: str | os.PathLike[str], follow_symlinks: bool | None = None) 
     if rootp.is_file():
         return [classify(rootp, rootp.parent)], []
     if not rootp.is_dir():
-        raise DiscoveryError(f"{printable(str(root))}: not a regular file or directory (a FIFO, socket or device cannot be read)")
+        raise DiscoveryError(
+            f"{printable(str(root))}: not a regular file or directory (a FIFO, socket or device cannot be read)"
+        )
     follow = _follow_default() if follow_symlinks is None else follow_symlinks
     files, warnings = _walk(rootp, follow)
     if not files:
-        raise DiscoveryError(f"{printable(str(root))}: no log files found (empty directory)"
-                             + (f"; {warnings[0]}" if warnings else ""))
+        raise DiscoveryError(
+            f"{printable(str(root))}: no log files found (empty directory)"
+            + (f"; {warnings[0]}" if warnings else "")
+        )
     sources = [classify(p, rootp, size) for p, size in files]
     warnings.extend(_rank_clashes(sources))
     return sources, warnings
@@ -330,5 +412,9 @@ def _rank_clashes(sources: list[Source]) -> list[str]:
     for s in sources:
         if s.layout == "rank_file" and s.rank is not None:
             claims.setdefault((s.rank, s.stream, s.attempt, s.host), []).append(s.rel)
-    return [f"{', '.join(rels)}: {len(rels)} files claim rank {rank} ({stream}); all are read, lines of that rank "
-            f"may interleave" for (rank, stream, _a, _h), rels in claims.items() if len(rels) > 1]
+    return [
+        f"{', '.join(rels)}: {len(rels)} files claim rank {rank} ({stream}); all are read, lines of that rank "
+        f"may interleave"
+        for (rank, stream, _a, _h), rels in claims.items()
+        if len(rels) > 1
+    ]

@@ -92,8 +92,11 @@ class EvalReport:
         }
 
     def to_json(self) -> dict[str, object]:
-        return {"totals": self.totals(), "subsets": {s: self.totals(s) for s in SUBSETS},
-                "cases": [asdict(c) for c in self.cases]}
+        return {
+            "totals": self.totals(),
+            "subsets": {s: self.totals(s) for s in SUBSETS},
+            "cases": [asdict(c) for c in self.cases],
+        }
 
 
 def find_cases(root: Path) -> list[Path]:
@@ -106,9 +109,13 @@ _EXPECTED_MAX_BYTES = 1 << 20
 
 def _rank_list(want: dict[str, object], key: str, where: Path) -> list[int]:
     v = want.get(key)
-    if not isinstance(v, list) or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 for r in v):
-        raise ValueError(f"{where}: field {key!r} must be a list of rank numbers (integers 0 … 2^31-1), got "
-                         f"{type(v).__name__}" + (f" {str(v)[:60]}" if isinstance(v, list) else ""))
+    if not isinstance(v, list) or not all(
+        isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 for r in v
+    ):
+        raise ValueError(
+            f"{where}: field {key!r} must be a list of rank numbers (integers 0 … 2^31-1), got "
+            f"{type(v).__name__}" + (f" {str(v)[:60]}" if isinstance(v, list) else "")
+        )
     return v  # type: ignore[return-value]
 
 
@@ -122,7 +129,9 @@ def read_expected(path: Path) -> dict[str, object]:
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"{path}: not a regular file")
         if st.st_size > _EXPECTED_MAX_BYTES:
-            raise ValueError(f"{path}: {st.st_size} bytes, too large for an expected.json (limit {_EXPECTED_MAX_BYTES})")
+            raise ValueError(
+                f"{path}: {st.st_size} bytes, too large for an expected.json (limit {_EXPECTED_MAX_BYTES})"
+            )
         want = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not readable ({getattr(e, 'strerror', None) or e})") from None
@@ -133,7 +142,8 @@ def read_expected(path: Path) -> dict[str, object]:
     if not isinstance(want, dict):
         raise ValueError(  # noqa: TRY004 - callers treat every malformed expected.json alike
             f"{path}: must be a JSON object with initiating_ranks and collateral_ranks, got "
-                         f"{type(want).__name__}")
+            f"{type(want).__name__}"
+        )
     for key in ("initiating_ranks", "collateral_ranks"):
         if key not in want:
             raise ValueError(f"{path}: needs initiating_ranks and collateral_ranks (field {key!r} missing)")
@@ -166,7 +176,7 @@ def _edges(want: dict[str, object], d: dict[str, object], where: Path) -> tuple[
     ok = 0
     for r, e in exp.items():
         if not isinstance(e, dict) or "rank" not in e or "edge" not in e or not str(r).lstrip("-").isdigit():
-            raise LabelError(f"{where}: explained_by[{r!r}] must be {{\"rank\": R, \"edge\": E}}")
+            raise LabelError(f'{where}: explained_by[{r!r}] must be {{"rank": R, "edge": E}}')
         g = got.get(int(r)) or {}
         ok += g.get("rank") == e["rank"] and g.get("edge") == e["edge"]
     return ok, len(exp)
@@ -196,11 +206,27 @@ def run_case(case: Path) -> CaseResult:
     e_ok, e_n = _edges(want, d, where) if not err else (0, len(want.get("explained_by") or {}))  # type: ignore[arg-type]
     passed = init_ok and coll_ok and kind_ok is not False and err is None and e_ok == e_n
     src = want.get("source")
-    return CaseResult(case.name, passed, init_ok, coll_ok, kind_ok,
-                      {"initiating_ranks": accepted[0], "accept_initiating": accepted[1:],
-                       "collateral_ranks": want_coll, "failure_kind": wk},
-                      got, round(secs, 3), want.get("known_miss"), err,  # type: ignore[arg-type]
-                      src if isinstance(src, str) else None, scored, e_ok, e_n)
+    return CaseResult(
+        case.name,
+        passed,
+        init_ok,
+        coll_ok,
+        kind_ok,
+        {
+            "initiating_ranks": accepted[0],
+            "accept_initiating": accepted[1:],
+            "collateral_ranks": want_coll,
+            "failure_kind": wk,
+        },
+        got,
+        round(secs, 3),
+        want.get("known_miss"),
+        err,  # type: ignore[arg-type]
+        src if isinstance(src, str) else None,
+        scored,
+        e_ok,
+        e_n,
+    )
 
 
 def evaluate(root: Path) -> EvalReport:

@@ -34,8 +34,14 @@ def _dir_value(v: object) -> str:
     return _SAFE.sub("_", str(v)) or NULL_PARTITION
 
 
-def write_partitioned(table: pl.DataFrame, out_dir: str | os.PathLike[str], by: str = "host",
-                      *, part_name: str = "part-0.parquet", row_group_rows: int = 1_000_000) -> list[Path]:
+def write_partitioned(
+    table: pl.DataFrame,
+    out_dir: str | os.PathLike[str],
+    by: str = "host",
+    *,
+    part_name: str = "part-0.parquet",
+    row_group_rows: int = 1_000_000,
+) -> list[Path]:
     """Write ``table`` under ``out_dir`` as ``<by>=<value>/<part_name>``, one file per value.
 
     ``by`` is ``"host"`` or ``"rank"``. Existing partitions with other part names are left alone, so
@@ -72,5 +78,6 @@ def read_partitioned(out_dir: str | os.PathLike[str]) -> pl.DataFrame:
     if df["event_id"].n_unique() != df.height:
         df = df.with_columns(pl.int_range(0, df.height, dtype=pl.Int64).alias("event_id"))
     return df
+
 
 __all__ = ["PARTITION_KEYS", "read_partitioned", "write_partitioned"]

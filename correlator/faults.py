@@ -15,15 +15,28 @@ from correlator.schema import FAULT_KINDS
 CAUSE_KINDS = ["python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error", "watchdog_hang"]
 EXIT_KINDS = ["worker_failed", "failure_entry", "root_cause_entry", "process_exit"]
 #: Effect kinds that point at a peer rather than at a collective.
-PEER_KINDS = ["gloo_connection_closed", "nccl_net_error", "nccl_peer_closed", "monitored_barrier_peer", "store_error",
-              "nccl_error"]
+PEER_KINDS = [
+    "gloo_connection_closed",
+    "nccl_net_error",
+    "nccl_peer_closed",
+    "monitored_barrier_peer",
+    "store_error",
+    "nccl_error",
+]
 
 #: Fault kind -> failure_kind of the verdict when that fault starts the trouble.
 FAILURE_KIND_OF = {
-    "python_exception": "rank_crash", "cuda_oom": "cuda_oom", "cuda_error": "cuda_error",
-    "process_killed": "oom_kill", "ddp_error": "collective_mismatch", "collective_mismatch": "collective_mismatch",
-    "nccl_net_error": "network_error", "gloo_connection_closed": "network_error", "store_error": "launcher_error",
-    "launcher_error": "launcher_error", "watchdog_hang": "straggler_hang",
+    "python_exception": "rank_crash",
+    "cuda_oom": "cuda_oom",
+    "cuda_error": "cuda_error",
+    "process_killed": "oom_kill",
+    "ddp_error": "collective_mismatch",
+    "collective_mismatch": "collective_mismatch",
+    "nccl_net_error": "network_error",
+    "gloo_connection_closed": "network_error",
+    "store_error": "launcher_error",
+    "launcher_error": "launcher_error",
+    "watchdog_hang": "straggler_hang",
 }
 
 
@@ -37,61 +50,99 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     """
     # srun's task ids are global ranks when srun runs one task per rank: its labels gave ranks, or no launcher
     # of its own (torchrun, DeepSpeed) ran inside the tasks.
-    srun_ranks = (table.filter(pl.col("rank_source") == "transport_prefix").height > 0
-                  or table.filter(pl.col("layer") == "elastic").height == 0)
+    srun_ranks = (
+        table.filter(pl.col("rank_source") == "transport_prefix").height > 0
+        or table.filter(pl.col("layer") == "elastic").height == 0
+    )
     t = table.filter(~pl.col("duplicate") & pl.col("kind").is_in(list(FAULT_KINDS) + ["root_cause_entry"]))
     if srun_ranks:
         t = _expand_task_lists(t)
     killed = (pl.col("exit_code") == -9) | (pl.col("signal") == "SIGKILL")
     crashed = pl.col("exit_code").is_in([-11, -7, -4, -8]) | (pl.col("signal") == "SIGSEGV")
     # A watchdog hang logged after the rank's own collective timeout is the abort hanging, not a cause.
-    timed_out_at = (pl.when(pl.col("kind").is_in(["watchdog_timeout", "watchdog_status"])).then(pl.col("ts"))
-                    .otherwise(None).min().over("rank"))
+    timed_out_at = (
+        pl.when(pl.col("kind").is_in(["watchdog_timeout", "watchdog_status"]))
+        .then(pl.col("ts"))
+        .otherwise(None)
+        .min()
+        .over("rank")
+    )
     late_hang = (pl.col("kind") == "watchdog_hang") & (pl.col("ts") > timed_out_at).fill_null(False)
     # A plain exception on a rank whose own file already showed a timeout or a lost connection is that wait
     # raising (the traceback of the collective or store call), not a new cause.
     waited = pl.col("kind").is_in(_WAIT_KINDS) & (pl.col("severity") != "warning")
-    waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) \
-        | (pl.col("kind").is_in(["store_error"]) & pl.col("timeout_ms").is_not_null()).cast(pl.Int32).cum_sum() \
-        .over("rank", "path").gt(0)
+    waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) | (
+        pl.col("kind").is_in(["store_error"]) & pl.col("timeout_ms").is_not_null()
+    ).cast(pl.Int32).cum_sum().over("rank", "path").gt(0)
     raised_by_wait = (pl.col("kind") == "python_exception") & pl.col("rank").is_not_null() & waited_before
     # A kill reported after the scheduler cancelled the job (srun "forcing job termination", slurmstepd
     # "CANCELLED AT") is the teardown's SIGKILL, not the OOM killer.
     cancelled = pl.col("kind") == "job_cancelled"
     after_cancel = ((cancelled.cast(pl.Int32).cum_sum() - cancelled.cast(pl.Int32)).over("path") > 0) & (
-        pl.col("kind") == "process_killed")
+        pl.col("kind") == "process_killed"
+    )
     signal = pl.col("signal").fill_null("")
     role = (
-        pl.when(pl.col("kind").is_in(CAUSE_KINDS) & (signal == "SIGTERM")).then(pl.lit("effect"))
-        .when(late_hang).then(pl.lit("effect"))
-        .when(raised_by_wait | after_cancel).then(pl.lit("effect"))
+        pl.when(pl.col("kind").is_in(CAUSE_KINDS) & (signal == "SIGTERM"))
+        .then(pl.lit("effect"))
+        .when(late_hang)
+        .then(pl.lit("effect"))
+        .when(raised_by_wait | after_cancel)
+        .then(pl.lit("effect"))
         # SIGABRT is how the NCCL watchdog takes a process down after a timeout: an exit, not a cause.
-        .when((pl.col("kind") == "process_killed") & (signal == "SIGABRT")).then(pl.lit("exit"))
-        .when(pl.col("kind").is_in(CAUSE_KINDS)).then(pl.lit("cause"))
-        .when(pl.col("kind").is_in(EXIT_KINDS) & (killed | crashed)).then(pl.lit("cause"))
+        .when((pl.col("kind") == "process_killed") & (signal == "SIGABRT"))
+        .then(pl.lit("exit"))
+        .when(pl.col("kind").is_in(CAUSE_KINDS))
+        .then(pl.lit("cause"))
+        .when(pl.col("kind").is_in(EXIT_KINDS) & (killed | crashed))
+        .then(pl.lit("cause"))
         # 128 + N is a shell's "killed by signal N" (143 SIGTERM, 137 SIGKILL, 134 SIGABRT): the launcher's or the
         # watchdog's doing, as are SIGTERM / SIGHUP / SIGINT from the launcher (docs/design.md rule 15).
-        .when(pl.col("kind").is_in(EXIT_KINDS) & ((pl.col("exit_code") == -15) | pl.col("signal").is_in(["SIGTERM", "SIGHUP"])
-                                                 | pl.col("exit_code").is_in([-2, -1]) | (pl.col("exit_code") > 128)))
+        .when(
+            pl.col("kind").is_in(EXIT_KINDS)
+            & (
+                (pl.col("exit_code") == -15)
+                | pl.col("signal").is_in(["SIGTERM", "SIGHUP"])
+                | pl.col("exit_code").is_in([-2, -1])
+                | (pl.col("exit_code") > 128)
+            )
+        )
         .then(pl.lit("effect"))
-        .when(pl.col("kind").is_in(EXIT_KINDS) & (pl.col("exit_code") == 0)).then(pl.lit("none"))
-        .when(pl.col("kind").is_in(EXIT_KINDS)).then(pl.lit("exit"))
-        .when(pl.col("kind") == "error_file").then(pl.lit("exit"))
+        .when(pl.col("kind").is_in(EXIT_KINDS) & (pl.col("exit_code") == 0))
+        .then(pl.lit("none"))
+        .when(pl.col("kind").is_in(EXIT_KINDS))
+        .then(pl.lit("exit"))
+        .when(pl.col("kind") == "error_file")
+        .then(pl.lit("exit"))
         # A bare NCCL WARN (no finer rule matched) or a store retry warning is not a failure by itself.
-        .when((pl.col("kind") == "nccl_warn") | ((pl.col("kind") == "store_error") & (pl.col("severity") == "warning")
-                                                 & pl.col("timeout_ms").is_null()))
+        .when(
+            (pl.col("kind") == "nccl_warn")
+            | (
+                (pl.col("kind") == "store_error")
+                & (pl.col("severity") == "warning")
+                & pl.col("timeout_ms").is_null()
+            )
+        )
         .then(pl.lit("weak"))
         .otherwise(pl.lit("effect"))
     )
     # The scheduler's teardown kill is the launcher signalling the worker (it is not the rank's own error).
-    return (t.with_columns(role.alias("role"),
-                           pl.when(after_cancel).then(pl.lit("worker_signalled")).otherwise(pl.col("kind")).alias("kind"))
-            .filter(pl.col("role") != "none"))
+    return t.with_columns(
+        role.alias("role"),
+        pl.when(after_cancel).then(pl.lit("worker_signalled")).otherwise(pl.col("kind")).alias("kind"),
+    ).filter(pl.col("role") != "none")
 
 
 #: Waits whose failure a rank's next exception merely reports (the traceback of the collective or store call).
-_WAIT_KINDS = ["watchdog_timeout", "gloo_timeout", "gloo_connection_closed", "store_error", "nccl_error",
-               "monitored_barrier_peer", "async_error"]
+_WAIT_KINDS = [
+    "watchdog_timeout",
+    "gloo_timeout",
+    "gloo_connection_closed",
+    "store_error",
+    "nccl_error",
+    "monitored_barrier_peer",
+    "async_error",
+]
 
 
 _TASKS = r"srun: error: [^:\s]+: tasks? ([\d,\-\[\] ]+):"
@@ -118,18 +169,26 @@ def _expand_task_lists(t: pl.DataFrame) -> pl.DataFrame:
     if rows.height == 0:
         return t
     ids = rows["message"].str.extract(_TASKS, 1).map_elements(_task_ids, return_dtype=pl.List(pl.Int32))
-    expanded = rows.with_columns(ids.alias("rank")).explode("rank").with_columns(
-        pl.col("rank").cast(pl.Int32), pl.lit("srun_task").alias("rank_source"))
-    return pl.concat([t.filter(~(pl.col("rank").is_null() & pl.col("message").str.contains(_TASKS))), expanded],
-                     how="vertical_relaxed")
+    expanded = (
+        rows.with_columns(ids.alias("rank"))
+        .explode("rank")
+        .with_columns(pl.col("rank").cast(pl.Int32), pl.lit("srun_task").alias("rank_source"))
+    )
+    return pl.concat(
+        [t.filter(~(pl.col("rank").is_null() & pl.col("message").str.contains(_TASKS))), expanded],
+        how="vertical_relaxed",
+    )
 
 
 def mismatch_peers(message: str) -> tuple[str | None, str | None]:
     """From a ``Detected mismatch`` message, the peer's (op, shape) — what the other rank was running."""
     import re
 
-    m = re.search(r"but Rank \d+ is running collective: CollectiveFingerPrint\(SequenceNumber=\d+,? ?OpType=(\w+)"
-                  r"(?:, TensorShape=(\[[^\]]*\]))?", message)
+    m = re.search(
+        r"but Rank \d+ is running collective: CollectiveFingerPrint\(SequenceNumber=\d+,? ?OpType=(\w+)"
+        r"(?:, TensorShape=(\[[^\]]*\]))?",
+        message,
+    )
     return (m.group(1), m.group(2)) if m else (None, None)
 
 

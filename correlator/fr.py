@@ -68,7 +68,9 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
     if extra is not None:
         ex = Path(extra)
         if not ex.exists():
-            res.warnings.append(f"{extra}: --fr directory does not exist; no Flight Recorder dumps read from it")
+            res.warnings.append(
+                f"{extra}: --fr directory does not exist; no Flight Recorder dumps read from it"
+            )
         for p in _walk(ex) if ex.exists() else []:
             rel = "fr/" + (p.relative_to(ex).as_posix() if ex.is_dir() else p.name)
             if not p.is_file() or p.resolve() in known:  # already found under the log directory
@@ -90,8 +92,10 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
     seen: dict[int, str] = {}
     for d in dumps:
         if d.rank in seen:
-            res.warnings.append(f"{d.rel}: a second Flight Recorder dump of rank {d.rank} (also {seen[d.rank]}); "
-                                "both are read")
+            res.warnings.append(
+                f"{d.rel}: a second Flight Recorder dump of rank {d.rank} (also {seen[d.rank]}); "
+                "both are read"
+            )
         seen.setdefault(d.rank, d.rel)
     res.table = _frame(dumps)
     return res
@@ -99,8 +103,11 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
 
 def with_ids(df: pl.DataFrame) -> pl.DataFrame:
     """FR rows alone (dumps without any text log) as an event table body: sorted, with ``event_id``."""
-    return (df.sort("path", "line", maintain_order=True).with_row_index("event_id")
-            .with_columns(pl.col("event_id").cast(pl.Int64)))
+    return (
+        df.sort("path", "line", maintain_order=True)
+        .with_row_index("event_id")
+        .with_columns(pl.col("event_id").cast(pl.Int64))
+    )
 
 
 def _sig(e: frp.Entry) -> tuple[Any, ...]:
@@ -136,13 +143,27 @@ def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
     for d in dumps:
         for r in frp.rows(d):
             if r["kind"] == "fr_status" and (d.rank, r["pg"]) in inside:
-                last = max((e for e in d.entries if e.pg == r["pg"] and not e.is_p2p and e.collective_seq_id is not None),
-                           key=lambda e: e.collective_seq_id or 0, default=None)
+                last = max(
+                    (
+                        e
+                        for e in d.entries
+                        if e.pg == r["pg"] and not e.is_p2p and e.collective_seq_id is not None
+                    ),
+                    key=lambda e: e.collective_seq_id or 0,
+                    default=None,
+                )
                 if last is not None:
-                    r.update(kind="fr_waiting", severity="warning", seq=last.collective_seq_id, op=frp.op_type(last.name),
-                             ts=frp._ts(last.time_created_ns), ts_quality="exact",
-                             message=r["message"] + f"; left inside {last.profiling_name} seq {last.collective_seq_id} "
-                             "(not entered the same way by every other dumped rank)")
+                    r.update(
+                        kind="fr_waiting",
+                        severity="warning",
+                        seq=last.collective_seq_id,
+                        op=frp.op_type(last.name),
+                        ts=frp._ts(last.time_created_ns),
+                        ts_quality="exact",
+                        message=r["message"]
+                        + f"; left inside {last.profiling_name} seq {last.collective_seq_id} "
+                        "(not entered the same way by every other dumped rank)",
+                    )
             rows.append(r)
     schema = {k: v for k, v in POLARS_SCHEMA.items() if k != "event_id"}
     if not rows:
@@ -197,12 +218,16 @@ def _desc(row: dict[str, Any], what: str) -> str:
 def analyze(t: pl.DataFrame) -> Verdict | None:
     """The FR verdict for one attempt's rows ``t`` (the event table; only ``layer == 'fr'`` rows are read,
     plus text rows of the same (pg, seq) as linked evidence). None when FR shows no disagreement."""
-    fr = t.filter((pl.col("kind") == "fr_collective") & pl.col("rank").is_not_null() & pl.col("seq").is_not_null())
+    fr = t.filter(
+        (pl.col("kind") == "fr_collective") & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
+    )
     if fr.height == 0:
         return None
-    fr = fr.with_columns(pl.col("raw").str.json_path_match("$.is_p2p").alias("__p2p"),
-                         pl.col("raw").str.json_path_match("$.profiling_name").alias("profiling"),
-                         pl.col("raw").str.json_path_match("$.input_sizes").alias("sizes"))
+    fr = fr.with_columns(
+        pl.col("raw").str.json_path_match("$.is_p2p").alias("__p2p"),
+        pl.col("raw").str.json_path_match("$.profiling_name").alias("profiling"),
+        pl.col("raw").str.json_path_match("$.input_sizes").alias("sizes"),
+    )
     coll = fr.filter(pl.col("__p2p") != "true")
     dumped = sorted(int(r) for r in fr["rank"].unique().to_list())
     # Ring-buffer wrap: keep what every rank still holds — the largest first record_id across ranks (as
@@ -223,21 +248,38 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         g = g.filter(pl.col("seq") >= start)
         # The first seq where the signatures differ or a rank never got there, found column-wise (a dump
         # holds up to TORCH_FR_BUFFER_SIZE entries per rank, times thousands of ranks).
-        sig = pl.concat_str([pl.col("profiling"), pl.col("sizes"), pl.col("dtypes")], separator="|", ignore_nulls=True)
+        sig = pl.concat_str(
+            [pl.col("profiling"), pl.col("sizes"), pl.col("dtypes")], separator="|", ignore_nulls=True
+        )
         per = g.group_by("seq").agg(sig.n_unique().alias("k")).sort("seq")
         tops = sorted(top.values())
-        first = next((int(sq) for sq, k in per.iter_rows() if k > 1 or bisect.bisect_left(tops, sq) > 0), None)
+        first = next(
+            (int(sq) for sq, k in per.iter_rows() if k > 1 or bisect.bisect_left(tops, sq) > 0), None
+        )
         if first is None:
             continue
         # Only the rows the verdict reads: a window of history before it, and the seq after it.
         near = g.filter(pl.col("seq").is_between(first - HISTORY, first + 1)).sort("seq", "rank")
         by_seq: dict[int, dict[int, dict[str, Any]]] = {}
-        for row in near.select("seq", "rank", "op", "sizes", "dtypes", "shape", "profiling", "event_id", "ts", "path",
-                               "record_id").iter_rows(named=True):
+        for row in near.select(
+            "seq",
+            "rank",
+            "op",
+            "sizes",
+            "dtypes",
+            "shape",
+            "profiling",
+            "event_id",
+            "ts",
+            "path",
+            "record_id",
+        ).iter_rows(named=True):
             by_seq.setdefault(int(row["seq"]), {}).setdefault(int(row["rank"]), row)
         present = by_seq[first]
         absent = [r for r in ranks if r not in present and top[r] < first]
-        sigs = {r: (row["profiling"].split(":")[-1], row["sizes"], row["dtypes"]) for r, row in present.items()}
+        sigs = {
+            r: (row["profiling"].split(":")[-1], row["sizes"], row["dtypes"]) for r, row in present.items()
+        }
         t0 = min((row["ts"] for row in present.values() if row["ts"] is not None), default=None)
         key = (t0 is None, t0, first)
         if best is None or key < best[0]:
@@ -249,8 +291,10 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
     pg_members = _members(t, pg)
     no_dump = sorted(set(pg_members) - set(dumped)) if pg_members else []
     if no_dump:
-        reasons.append(f"{_who(no_dump)} left no Flight Recorder dump; where {'it' if len(no_dump) == 1 else 'they'} "
-                       "stopped is unknown")
+        reasons.append(
+            f"{_who(no_dump)} left no Flight Recorder dump; where {'it' if len(no_dump) == 1 else 'they'} "
+            "stopped is unknown"
+        )
     counts = Counter(sigs.values())
     (top_sig, ntop), *rest = counts.most_common()
     evidence: list[int] = []
@@ -274,13 +318,22 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
             else:
                 kinds[r] = "dtype_mismatch"
         kind = Counter(kinds.values()).most_common(1)[0][0]
-        what = {"op_mismatch": "op", "size_mismatch": "size", "skipped": "size", "extra": "size",
-                "dtype_mismatch": "dtype"}[kind]
+        what = {
+            "op_mismatch": "op",
+            "size_mismatch": "size",
+            "skipped": "size",
+            "extra": "size",
+            "dtype_mismatch": "dtype",
+        }[kind]
         odd = present[minority[0]]
-        claim = (f"{_who(minority)} called {_desc(odd, what)} at pg {pg} seq {seq} where {_who(majority)} called "
-                 f"{_desc(m_row, what)}")
+        claim = (
+            f"{_who(minority)} called {_desc(odd, what)} at pg {pg} seq {seq} where {_who(majority)} called "
+            f"{_desc(m_row, what)}"
+        )
         if kind == "skipped":
-            claim += f" ({'it' if len(minority) == 1 else 'they'} skipped that {_desc(m_row, 'op')} and ran ahead)"
+            claim += (
+                f" ({'it' if len(minority) == 1 else 'they'} skipped that {_desc(m_row, 'op')} and ran ahead)"
+            )
         elif kind == "extra":
             claim += f" (an extra collective: {'its' if len(minority) == 1 else 'their'} seq {seq + 1} is what the others ran here)"
         if absent:
@@ -297,8 +350,10 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
             if below:
                 last[r] = by_seq[max(below)][r]
         m_row = present[majority[0]]
-        claim = (f"{_who(absent)} never reached pg {pg} seq {seq} ({_desc(m_row, 'size')}), which "
-                 f"{_who(majority)} entered")
+        claim = (
+            f"{_who(absent)} never reached pg {pg} seq {seq} ({_desc(m_row, 'size')}), which "
+            f"{_who(majority)} entered"
+        )
         if last:
             r0 = min(last)
             claim += f"; {'its' if len(absent) == 1 else f'rank {r0}' + chr(39) + 's'} last collective was seq {last[r0]['seq']}"
@@ -308,8 +363,18 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
     if len(majority) < 2:
         reasons.append("the Flight Recorder majority is a single rank")
     evidence += _linked_text(t, pg, seq)
-    return Verdict(inits, kind, claim, pg, seq, cause, evidence, reasons, majority,
-                   op=frp.op_type(frp.op_of(m_row["profiling"])[1]))
+    return Verdict(
+        inits,
+        kind,
+        claim,
+        pg,
+        seq,
+        cause,
+        evidence,
+        reasons,
+        majority,
+        op=frp.op_type(frp.op_of(m_row["profiling"])[1]),
+    )
 
 
 _STATE_ORDER = {"scheduled": 0, "started": 1, "completed": 2}
@@ -325,9 +390,16 @@ def _state_verdict(t: pl.DataFrame, coll: pl.DataFrame) -> Verdict | None:
     c = c.with_columns(pl.col("state").replace_strict(_STATE_ORDER, return_dtype=pl.Int8).alias("__st"))
     best: tuple[Any, ...] | None = None
     for (pg,), g in c.group_by("pg", maintain_order=True):
-        per = (g.group_by("seq").agg(pl.col("__st").min().alias("lo"), pl.col("__st").max().alias("hi"),
-                                     pl.col("ts").min().alias("t0"))
-               .filter(pl.col("lo") < pl.col("hi")).sort("seq"))
+        per = (
+            g.group_by("seq")
+            .agg(
+                pl.col("__st").min().alias("lo"),
+                pl.col("__st").max().alias("hi"),
+                pl.col("ts").min().alias("t0"),
+            )
+            .filter(pl.col("lo") < pl.col("hi"))
+            .sort("seq")
+        )
         if per.height == 0:
             continue
         seq, t0 = int(per["seq"][0]), per["t0"][0]
@@ -345,12 +417,26 @@ def _state_verdict(t: pl.DataFrame, coll: pl.DataFrame) -> Verdict | None:
     ahead_state = name[int(rows.filter(pl.col("__st") > lo)["__st"].min())]  # type: ignore[arg-type]
     r0 = rows.filter(pl.col("rank") == behind[0]).row(0, named=True)
     m0 = rows.filter(pl.col("rank") == ahead[0]).row(0, named=True)
-    claim = (f"{_who(behind)}'s {_desc(r0, 'op')} at pg {pg} seq {seq} never {name[lo + 1]} ({name[lo]}) while "
-             f"{_who(ahead)} had {ahead_state} it")
-    cause = {int(r["rank"]): int(r["event_id"]) for r in rows.filter(pl.col("__st") == lo).iter_rows(named=True)}
+    claim = (
+        f"{_who(behind)}'s {_desc(r0, 'op')} at pg {pg} seq {seq} never {name[lo + 1]} ({name[lo]}) while "
+        f"{_who(ahead)} had {ahead_state} it"
+    )
+    cause = {
+        int(r["rank"]): int(r["event_id"]) for r in rows.filter(pl.col("__st") == lo).iter_rows(named=True)
+    }
     evidence = [*list(cause.values())[:2], int(m0["event_id"]), *_linked_text(t, pg, seq)]
-    return Verdict(behind, "never_reached", claim, pg, seq, cause, evidence, [], ahead,
-                   op=frp.op_type(frp.op_of(r0["profiling"])[1]))
+    return Verdict(
+        behind,
+        "never_reached",
+        claim,
+        pg,
+        seq,
+        cause,
+        evidence,
+        [],
+        ahead,
+        op=frp.op_type(frp.op_of(r0["profiling"])[1]),
+    )
 
 
 def _members(t: pl.DataFrame, pg: str) -> list[int]:
@@ -361,12 +447,20 @@ def _members(t: pl.DataFrame, pg: str) -> list[int]:
     return list(range(int(ws.max()))) if ws.len() else []  # type: ignore[arg-type]
 
 
-def _skipped(by_seq: dict[int, dict[int, dict[str, Any]]], ref: int, seq: int, missed: tuple[Any, ...],
-             odd: tuple[Any, ...]) -> bool:
+def _skipped(
+    by_seq: dict[int, dict[int, dict[str, Any]]],
+    ref: int,
+    seq: int,
+    missed: tuple[Any, ...],
+    odd: tuple[Any, ...],
+) -> bool:
     """The odd rank's collective at ``seq`` is the one that, in the reference rank's own history, comes
     right after the collective the majority runs at ``seq``: the odd rank skipped one and is ahead."""
     seqs = sorted(s for s in by_seq if s < seq and ref in by_seq[s])
-    hist = [(by_seq[s][ref]["profiling"].split(":")[-1], by_seq[s][ref]["sizes"], by_seq[s][ref]["dtypes"]) for s in seqs]
+    hist = [
+        (by_seq[s][ref]["profiling"].split(":")[-1], by_seq[s][ref]["sizes"], by_seq[s][ref]["dtypes"])
+        for s in seqs
+    ]
     return any(hist[i] == missed and hist[i + 1] == odd for i in range(len(hist) - 1))
 
 
@@ -377,6 +471,7 @@ def _sig_at(by_seq: dict[int, dict[int, dict[str, Any]]], rank: int, seq: int) -
 
 def _linked_text(t: pl.DataFrame, pg: str, seq: int) -> list[int]:
     """Text-log rows about the same (pg, seq): watchdog SeqNum, DETAIL fingerprints, mismatch errors."""
-    text = t.filter((pl.col("layer") != "fr") & (pl.col("seq") == seq)
-                    & (pl.coalesce(pl.col("pg"), pl.lit("0")) == pg))
+    text = t.filter(
+        (pl.col("layer") != "fr") & (pl.col("seq") == seq) & (pl.coalesce(pl.col("pg"), pl.lit("0")) == pg)
+    )
     return [int(x) for x in text.sort("ts", "event_id", nulls_last=True)["event_id"].head(3).to_list()]

@@ -41,7 +41,9 @@ def _world_size(t: pl.DataFrame) -> int | None:
     best = int(ws.max()) if ws.len() else None  # type: ignore[arg-type]
     top = int(seen.max()) + 1 if seen.len() else None  # type: ignore[arg-type]
     if best is None:
-        per_rank = t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"]))["rank"].n_unique() >= 2
+        per_rank = (
+            t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"]))["rank"].n_unique() >= 2
+        )
         return top if per_rank else None
     return max(best, top or 0)
 
@@ -65,44 +67,74 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     world = _world_size(t_all)
     seen = sorted(int(r) for r in t["rank"].drop_nulls().unique().to_list())
     missing = sorted(set(range(world or 0)) - set(seen)) if world else []
-    hosts = dict(t.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
-                 .group_by("rank").agg(pl.col("host").mode().first()).iter_rows())
-    locals_ = dict(t.filter(pl.col("rank").is_not_null() & pl.col("local_rank").is_not_null())
-                   .group_by("rank").agg(pl.col("local_rank").mode().first()).iter_rows())
+    hosts = dict(
+        t.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
+        .group_by("rank")
+        .agg(pl.col("host").mode().first())
+        .iter_rows()
+    )
+    locals_ = dict(
+        t.filter(pl.col("rank").is_not_null() & pl.col("local_rank").is_not_null())
+        .group_by("rank")
+        .agg(pl.col("local_rank").mode().first())
+        .iter_rows()
+    )
     missing_set = set(missing)  # a set: a world of 10^5 ranks must not cost 10^10 list comparisons
     for r in sorted(set(seen) | missing_set):
-        G.add_node(r, host=hosts.get(r), local_rank=locals_.get(r), status="missing" if r in missing_set else "clean")
+        G.add_node(
+            r, host=hosts.get(r), local_rank=locals_.get(r), status="missing" if r in missing_set else "clean"
+        )
 
     f = fault_rows(t)
-    f = f.with_columns(clock.corrected(f, clocks).alias("tc")).filter(pl.col("role") != "weak").sort("tc", "event_id", nulls_last=True)
+    f = (
+        f.with_columns(clock.corrected(f, clocks).alias("tc"))
+        .filter(pl.col("role") != "weak")
+        .sort("tc", "event_id", nulls_last=True)
+    )
     fr = f.filter(pl.col("rank").is_not_null())
     # A rank's first fault: the launcher's summary blocks (whole-second, written at the end) come last.
     summary_last = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8)
-    first = fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
+    first = (
+        fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
+    )
     for row in first.iter_rows(named=True):
         if row["rank"] not in G:  # named only by a launcher (an srun task list): it left no line of its own
             G.add_node(row["rank"], host=None, local_rank=None, status="clean")
-        G.nodes[row["rank"]].update(first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"])
+        G.nodes[row["rank"]].update(
+            first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"]
+        )
 
     signal_rows = f.filter(pl.col("kind") == "worker_signalled")
     first_signal = signal_rows["tc"].min() if signal_rows.height else None
     signalled = set(signal_rows["rank"].drop_nulls().to_list()) | set(
-        f.filter((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))["rank"].drop_nulls().to_list())
+        f.filter((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))["rank"]
+        .drop_nulls()
+        .to_list()
+    )
     launcher_present = t.filter(pl.col("layer") == "elastic").height > 0
 
-    evidence = initiators_mod.Evidence(t, f, fr, seen, missing, signalled, first_signal, launcher_present, world)
+    evidence = initiators_mod.Evidence(
+        t, f, fr, seen, missing, signalled, first_signal, launcher_present, world
+    )
     found = initiators_mod.find(evidence)
     initiators, basis, failure_kind = found.initiators, found.basis, found.failure_kind
     cause_event, focus, reasons = found.cause_event, dict(found.focus), list(found.reasons)
 
     if not focus.get("seq") and initiators:
         # The collective the others were stuck in: the (pg, seq) most ranks' timeouts name.
-        waited = fr.filter((pl.col("role") == "effect") & pl.col("seq").is_not_null() & ~pl.col("rank").is_in(initiators))
+        waited = fr.filter(
+            (pl.col("role") == "effect") & pl.col("seq").is_not_null() & ~pl.col("rank").is_in(initiators)
+        )
         if waited.height:
             # Ties (as many ranks in two PGs at one seq) go to the first (pg, seq): fr is in time, then event, order.
-            top = (waited.group_by(pl.coalesce(pl.col("pg"), pl.lit("0")).alias("pg"), "seq", maintain_order=True)
-                   .agg(pl.col("rank").n_unique().alias("n"), pl.col("op").drop_nulls().first())
-                   .sort("n", "seq", descending=[True, False], maintain_order=True).row(0, named=True))
+            top = (
+                waited.group_by(
+                    pl.coalesce(pl.col("pg"), pl.lit("0")).alias("pg"), "seq", maintain_order=True
+                )
+                .agg(pl.col("rank").n_unique().alias("n"), pl.col("op").drop_nulls().first())
+                .sort("n", "seq", descending=[True, False], maintain_order=True)
+                .row(0, named=True)
+            )
             focus = {**focus, "pg": top["pg"], "seq": top["seq"], "op": top["op"]}
     for r in initiators:
         if r not in G:
@@ -119,18 +151,37 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             G.add_node(r, host=None, local_rank=None, status="clean")
         if G.nodes[r]["status"] in ("clean", "missing"):
             G.nodes[r]["status"] = "collateral"
-            G.nodes[r]["explained_by"] = {"rank": initiators[0], "edge": "waits_for", "pg": focus.get("pg"), "seq": None}
-            G.add_edge(r, initiators[0], edge="waits_for", pg=focus.get("pg"), seq=None,
-                       evidence=(focus.get("evidence") or [])[:1])
+            G.nodes[r]["explained_by"] = {
+                "rank": initiators[0],
+                "edge": "waits_for",
+                "pg": focus.get("pg"),
+                "seq": None,
+            }
+            G.add_edge(
+                r,
+                initiators[0],
+                edge="waits_for",
+                pg=focus.get("pg"),
+                seq=None,
+                evidence=(focus.get("evidence") or [])[:1],
+            )
     # The launcher tore the whole job down (mpirun abort, scheduler cancel, DeepSpeed killing subprocesses):
     # ranks that said nothing were killed as a consequence too.
-    teardown = f.filter(pl.col("kind").is_in(["job_cancelled"]) | ((pl.col("kind") == "worker_signalled") & pl.col("rank").is_null()))
+    teardown = f.filter(
+        pl.col("kind").is_in(["job_cancelled"])
+        | ((pl.col("kind") == "worker_signalled") & pl.col("rank").is_null())
+    )
     if initiators and teardown.height:
         ev_id = teardown["event_id"][0]
         for r in seen:
             if G.nodes[r]["status"] == "clean":
                 G.nodes[r]["status"] = "collateral"
-                G.nodes[r]["explained_by"] = {"rank": initiators[0], "edge": "killed_by", "pg": None, "seq": None}
+                G.nodes[r]["explained_by"] = {
+                    "rank": initiators[0],
+                    "edge": "killed_by",
+                    "pg": None,
+                    "seq": None,
+                }
                 G.add_edge(r, initiators[0], edge="killed_by", pg=None, seq=None, evidence=[ev_id])
 
     if missing and initiators and not set(initiators) & set(missing):
@@ -138,20 +189,41 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     if not launcher_present and failure_kind not in ("none",):
         reasons.append("no launcher output to confirm exit statuses")
     weak = t.filter(pl.col("rank").is_in(initiators) & pl.col("rank_source").is_in(["pid_order", "message"]))
-    if weak.height and t.filter(pl.col("rank").is_in(initiators) & ~pl.col("rank_source").is_in(["pid_order", "message"])).height == 0:
+    if (
+        weak.height
+        and t.filter(
+            pl.col("rank").is_in(initiators) & ~pl.col("rank_source").is_in(["pid_order", "message"])
+        ).height
+        == 0
+    ):
         reasons.append("the initiating rank's identity is inferred (pid order / message text), not stated")
     uncertain = [c for c in clocks.values() if c.uncertainty_s > 5]
     if uncertain and len(initiators) > 0 and basis == "first fault":
         reasons.append("host clocks could not be aligned; ordering across hosts is uncertain")
 
-    G.graph.update(world_size=world, ranks_seen=seen, missing=missing, initiators=initiators,
-                   initiator_basis=basis, failure_kind=failure_kind, reasons=reasons, focus=focus,
-                   signalled=sorted(signalled), launcher_present=launcher_present)
+    G.graph.update(
+        world_size=world,
+        ranks_seen=seen,
+        missing=missing,
+        initiators=initiators,
+        initiator_basis=basis,
+        failure_kind=failure_kind,
+        reasons=reasons,
+        focus=focus,
+        signalled=sorted(signalled),
+        launcher_present=launcher_present,
+    )
     return G
 
 
-def _add_edges(G: nx.DiGraph, fr: pl.DataFrame, initiators: list[int], failure_kind: str,
-               signalled: set[int], cause_event: dict[int, int]) -> None:
+def _add_edges(
+    G: nx.DiGraph,
+    fr: pl.DataFrame,
+    initiators: list[int],
+    failure_kind: str,
+    signalled: set[int],
+    cause_event: dict[int, int],
+) -> None:
     """Give every faulty non-initiating rank the edge that explains it."""
     if not initiators:
         return
@@ -160,8 +232,12 @@ def _add_edges(G: nx.DiGraph, fr: pl.DataFrame, initiators: list[int], failure_k
         r = int(rank[0])
         if r in initiators:
             continue
-        rows = rows.sort(pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8), "tc", "event_id",
-                         nulls_last=True)
+        rows = rows.sort(
+            pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8),
+            "tc",
+            "event_id",
+            nulls_last=True,
+        )
         firstrow = rows.row(0, named=True)
         named = [p for p in rows["peer_rank"].drop_nulls().to_list() if p in initiators]
         target = named[0] if named else target_default
@@ -173,7 +249,13 @@ def _add_edges(G: nx.DiGraph, fr: pl.DataFrame, initiators: list[int], failure_k
             edge = "mismatch"
         elif failure_kind == "early_exit":
             edge = "exited_before"
-        elif kinds & {"watchdog_timeout", "watchdog_status", "gloo_timeout", "monitored_barrier_failed", "heartbeat_timeout"}:
+        elif kinds & {
+            "watchdog_timeout",
+            "watchdog_status",
+            "gloo_timeout",
+            "monitored_barrier_failed",
+            "heartbeat_timeout",
+        }:
             edge = "waits_for"
         elif kinds & set(PEER_KINDS):
             edge = "peer_error"
@@ -182,6 +264,10 @@ def _add_edges(G: nx.DiGraph, fr: pl.DataFrame, initiators: list[int], failure_k
         else:
             edge = "waits_for"
         G.nodes[r]["status"] = "collateral"
-        G.nodes[r]["explained_by"] = {"rank": target, "edge": edge, "pg": (pg or "0") if seq is not None else None,
-                                      "seq": seq}
+        G.nodes[r]["explained_by"] = {
+            "rank": target,
+            "edge": edge,
+            "pg": (pg or "0") if seq is not None else None,
+            "seq": seq,
+        }
         G.add_edge(r, target, edge=edge, pg=pg, seq=seq, evidence=[firstrow["event_id"]])

@@ -33,8 +33,13 @@ def _mode_int(values: list[int]) -> int | None:
 
 def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
     """Give launcher/combined files the node key of the torchrun log tree they mention (run-dir name)."""
-    trees = (df.lazy().filter(pl.col("layout").is_in(["torchrun_rank", "error_json"]) & pl.col("node_key").is_not_null())
-             .select(pl.col("node_key").unique()).collect()["node_key"].to_list())
+    trees = (
+        df.lazy()
+        .filter(pl.col("layout").is_in(["torchrun_rank", "error_json"]) & pl.col("node_key").is_not_null())
+        .select(pl.col("node_key").unique())
+        .collect()["node_key"]
+        .to_list()
+    )
     if not trees:
         return df
     stream_rows = df.lazy().filter(pl.col("layout") == "stream").select("path", "raw").collect()
@@ -42,7 +47,9 @@ def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
     mentions: dict[str, list[str]] = {}
     for tree in trees:  # one scan per log tree (a node), not per file
         name = tree.rsplit("/", 1)[-1]
-        for path in stream_rows.filter(pl.col("raw").str.contains(name, literal=True))["path"].unique().to_list():
+        for path in (
+            stream_rows.filter(pl.col("raw").str.contains(name, literal=True))["path"].unique().to_list()
+        ):
             mentions.setdefault(path, []).append(tree)
     assign: dict[str, str] = {p: hits[0] for p, hits in mentions.items() if len(hits) == 1}
     if len(trees) == 1:
@@ -58,14 +65,28 @@ def _pair_launchers(df: pl.DataFrame) -> pl.DataFrame:
 def _demote_multi_rank_files(df: pl.DataFrame) -> pl.DataFrame:
     """A file named like a rank's (``worker-0.log``) that holds several ranks' prefixed lines is a node's
     or pod's combined stream, not one rank's file: its name's number is not a rank."""
-    named = df.lazy().filter(pl.col("layout") == "rank_file").select("path", "c10_rank", "tee_local_rank").collect()
+    named = (
+        df.lazy()
+        .filter(pl.col("layout") == "rank_file")
+        .select("path", "c10_rank", "tee_local_rank")
+        .collect()
+    )
     if named.height == 0:
         return df
-    multi = (named.group_by("path")
-             .agg(pl.col("c10_rank").n_unique().alias("g"), pl.col("tee_local_rank").n_unique().alias("l"),
-                  pl.col("c10_rank").null_count().alias("gn"), pl.col("tee_local_rank").null_count().alias("ln"),
-                  pl.len().alias("n"))
-             .filter((pl.col("g") - (pl.col("gn") > 0).cast(pl.UInt32) > 1) | (pl.col("l") - (pl.col("ln") > 0).cast(pl.UInt32) > 1)))
+    multi = (
+        named.group_by("path")
+        .agg(
+            pl.col("c10_rank").n_unique().alias("g"),
+            pl.col("tee_local_rank").n_unique().alias("l"),
+            pl.col("c10_rank").null_count().alias("gn"),
+            pl.col("tee_local_rank").null_count().alias("ln"),
+            pl.len().alias("n"),
+        )
+        .filter(
+            (pl.col("g") - (pl.col("gn") > 0).cast(pl.UInt32) > 1)
+            | (pl.col("l") - (pl.col("ln") > 0).cast(pl.UInt32) > 1)
+        )
+    )
     paths = multi["path"].to_list()
     if not paths:
         return df
@@ -85,11 +106,17 @@ def _weighted_mode(frame: pl.DataFrame, key: str, value: str, smallest_on_tie: b
     """``{key: most frequent value}`` counting :data:`WEIGHT` (1 per row without it). Ties: the value seen
     first, or with ``smallest_on_tie`` the smallest."""
     w = pl.col(WEIGHT).fill_null(1) if WEIGHT in frame.columns else pl.lit(1)
-    counts = (frame.with_row_index("__o").group_by(key, value)
-              .agg(w.sum().alias("__n"), pl.col("__o").min().alias("__first")))
+    counts = (
+        frame.with_row_index("__o")
+        .group_by(key, value)
+        .agg(w.sum().alias("__n"), pl.col("__o").min().alias("__first"))
+    )
     tie = pl.col(value) if smallest_on_tie else pl.col("__first")
-    best = counts.sort([key, "__n", tie], descending=[False, True, False], nulls_last=True).group_by(
-        key, maintain_order=True).first()
+    best = (
+        counts.sort([key, "__n", tie], descending=[False, True, False], nulls_last=True)
+        .group_by(key, maintain_order=True)
+        .first()
+    )
     return dict(best.select(key, value).iter_rows())
 
 
@@ -104,71 +131,133 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     df = _demote_multi_rank_files(df)
     df = _pair_launchers(df)
     # srun labels: a node index when the labelled lines are tee'd by torchrun, otherwise a rank.
-    labelled_tee = bool(df.select((pl.col("srun_label").is_not_null() & pl.col("tee_local_rank").is_not_null()).any()).item())
+    labelled_tee = bool(
+        df.select((pl.col("srun_label").is_not_null() & pl.col("tee_local_rank").is_not_null()).any()).item()
+    )
     if labelled_tee:
         df = df.with_columns(
             pl.when(pl.col("srun_label").is_not_null())
-            .then(pl.col("node_key") + "#" + pl.col("srun_label")).otherwise(pl.col("node_key")).alias("node_key")
+            .then(pl.col("node_key") + "#" + pl.col("srun_label"))
+            .otherwise(pl.col("node_key"))
+            .alias("node_key")
         )
     else:
-        df = df.with_columns(pl.coalesce(pl.col("xport_rank"), pl.col("srun_label").cast(pl.Int32, strict=False)).alias("xport_rank"))
+        df = df.with_columns(
+            pl.coalesce(pl.col("xport_rank"), pl.col("srun_label").cast(pl.Int32, strict=False)).alias(
+                "xport_rank"
+            )
+        )
     df = df.with_columns(
-        pl.when(pl.col("xport_host").is_not_null()).then(pl.col("node_key") + "#" + pl.col("xport_host"))
-        .otherwise(pl.col("node_key")).alias("node_key")
+        pl.when(pl.col("xport_host").is_not_null())
+        .then(pl.col("node_key") + "#" + pl.col("xport_host"))
+        .otherwise(pl.col("node_key"))
+        .alias("node_key")
     )
 
     direct = pl.coalesce(pl.col("c10_rank"), pl.col("xport_rank"), pl.col("src_rank"))
     direct_src = (
-        pl.when(pl.col("c10_rank").is_not_null()).then(pl.lit("c10d_prefix"))
-        .when(pl.col("xport_rank").is_not_null()).then(pl.lit("transport_prefix"))
-        .when(pl.col("src_rank").is_not_null()).then(pl.lit("path"))
+        pl.when(pl.col("c10_rank").is_not_null())
+        .then(pl.lit("c10d_prefix"))
+        .when(pl.col("xport_rank").is_not_null())
+        .then(pl.lit("transport_prefix"))
+        .when(pl.col("src_rank").is_not_null())
+        .then(pl.lit("path"))
     )
     local = pl.coalesce(pl.col("src_local_rank"), pl.col("tee_local_rank"))
-    df = df.with_columns(direct.alias("__direct"), direct_src.alias("__direct_src"), local.alias("local_rank"))
+    df = df.with_columns(
+        direct.alias("__direct"), direct_src.alias("__direct_src"), local.alias("local_rank")
+    )
 
     # A per-rank file belongs to one rank: the mode of the ranks its lines state.
-    per_file = df.lazy().filter(pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
-                                & pl.col("__direct").is_not_null()).select("path", "__direct", *([WEIGHT] * weighted)).collect()
-    file_rank = (_weighted_mode(per_file, "path", "__direct") if weighted
-                 else dict(per_file.group_by("path").agg(pl.col("__direct").mode().first()).iter_rows()))
+    per_file = (
+        df.lazy()
+        .filter(
+            pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
+            & pl.col("__direct").is_not_null()
+        )
+        .select("path", "__direct", *([WEIGHT] * weighted))
+        .collect()
+    )
+    file_rank = (
+        _weighted_mode(per_file, "path", "__direct")
+        if weighted
+        else dict(per_file.group_by("path").agg(pl.col("__direct").mode().first()).iter_rows())
+    )
     # Small aggregates go back onto the (possibly millions of rows) frame as maps, not joins.
-    df = df.with_columns(pl.col("path").replace_strict(file_rank, default=None, return_dtype=pl.Int32).alias("__file_rank"))
+    df = df.with_columns(
+        pl.col("path").replace_strict(file_rank, default=None, return_dtype=pl.Int32).alias("__file_rank")
+    )
     is_rank_file = pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
     df = df.with_columns(
-        pl.when(is_rank_file & pl.col("__file_rank").is_not_null()).then(pl.col("__file_rank"))
-        .otherwise(pl.col("__direct")).alias("__direct"),
+        pl.when(is_rank_file & pl.col("__file_rank").is_not_null())
+        .then(pl.col("__file_rank"))
+        .otherwise(pl.col("__direct"))
+        .alias("__direct"),
         pl.when(is_rank_file & pl.col("__file_rank").is_not_null() & pl.col("__direct_src").is_null())
-        .then(pl.lit("file")).otherwise(pl.col("__direct_src")).alias("__direct_src"),
+        .then(pl.lit("file"))
+        .otherwise(pl.col("__direct_src"))
+        .alias("__direct_src"),
     )
 
     # Node offsets (global - local), learned wherever a row carries both, or stated by a launcher's rank map.
-    both = (df.lazy().filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
-            .select("node_key", "__direct", "local_rank", *([WEIGHT] * weighted)).collect())
+    both = (
+        df.lazy()
+        .filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
+        .select("node_key", "__direct", "local_rank", *([WEIGHT] * weighted))
+        .collect()
+    )
     if weighted:
-        offsets = _weighted_mode(both.with_columns((pl.col("__direct") - pl.col("local_rank")).alias("o")), "node_key", "o")
+        offsets = _weighted_mode(
+            both.with_columns((pl.col("__direct") - pl.col("local_rank")).alias("o")), "node_key", "o"
+        )
     else:
-        offsets = {k: _mode_int(v) for k, v in both.group_by("node_key").agg(
-            (pl.col("__direct") - pl.col("local_rank")).alias("o")).iter_rows()}
+        offsets = {
+            k: _mode_int(v)
+            for k, v in both.group_by("node_key")
+            .agg((pl.col("__direct") - pl.col("local_rank")).alias("o"))
+            .iter_rows()
+        }
     offsets.update({k: v for k, v in _stated_offsets(df).items() if offsets.get(k) is None})
-    nodes_with_local = set(df.lazy().filter(pl.col("local_rank").is_not_null() | (pl.col("local_rank_stated").is_not_null()
-                                            & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])))
-                           .select(pl.col("node_key").drop_nulls().unique()).collect()["node_key"].to_list())
+    nodes_with_local = set(
+        df.lazy()
+        .filter(
+            pl.col("local_rank").is_not_null()
+            | (
+                pl.col("local_rank_stated").is_not_null()
+                & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])
+            )
+        )
+        .select(pl.col("node_key").drop_nulls().unique())
+        .collect()["node_key"]
+        .to_list()
+    )
     if len(nodes_with_local) == 1:
         # One node holds every local rank seen: a single-node job (offset 0) — unless some line states a
         # global rank beyond that node's local ranks (then other nodes exist whose logs are missing).
         (only,) = nodes_with_local
-        node_locals = df.lazy().filter(pl.col("node_key") == only).select(
-            pl.max_horizontal(pl.col("local_rank").max(), pl.col("local_rank_stated").max())).collect().item()
+        node_locals = (
+            df.lazy()
+            .filter(pl.col("node_key") == only)
+            .select(pl.max_horizontal(pl.col("local_rank").max(), pl.col("local_rank_stated").max()))
+            .collect()
+            .item()
+        )
         top = df.select(pl.max_horizontal(pl.col("__direct").max(), pl.col("rank_stated").max())).item()
         if top is None or node_locals is None or top <= node_locals:
             offsets.setdefault(only, 0)
-    df = df.with_columns(pl.col("node_key").replace_strict(offsets, default=None, return_dtype=pl.Int32).alias("__offset"))
+    df = df.with_columns(
+        pl.col("node_key").replace_strict(offsets, default=None, return_dtype=pl.Int32).alias("__offset")
+    )
     via_local = pl.col("local_rank") + pl.col("__offset")
     df = df.with_columns(
         pl.coalesce(pl.col("__direct"), via_local).alias("rank"),
-        pl.when(pl.col("__direct_src").is_not_null()).then(pl.col("__direct_src"))
-        .when(via_local.is_not_null() & pl.col("src_local_rank").is_not_null()).then(pl.lit("folder+offset"))
-        .when(via_local.is_not_null()).then(pl.lit("tee+offset")).alias("rank_source"),
+        pl.when(pl.col("__direct_src").is_not_null())
+        .then(pl.col("__direct_src"))
+        .when(via_local.is_not_null() & pl.col("src_local_rank").is_not_null())
+        .then(pl.lit("folder+offset"))
+        .when(via_local.is_not_null())
+        .then(pl.lit("tee+offset"))
+        .alias("rank_source"),
     )
 
     df = _attempts(df)
@@ -178,16 +267,24 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     global_pgs = _global_pgs(df)
     pg_default = pl.col("pg").is_null() | pl.col("pg").is_in(global_pgs)
     df = df.with_columns(
-        pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default).then(pl.lit("pg_prefix"))
-        .otherwise(pl.col("rank_source")).alias("rank_source"),
-        pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default).then(pl.col("pg_rank"))
-        .otherwise(pl.col("rank")).alias("rank"),
+        pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default)
+        .then(pl.lit("pg_prefix"))
+        .otherwise(pl.col("rank_source"))
+        .alias("rank_source"),
+        pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default)
+        .then(pl.col("pg_rank"))
+        .otherwise(pl.col("rank"))
+        .alias("rank"),
     )
     df = df.with_columns(
         pl.when(pl.col("rank").is_null() & pl.col("rank_stated").is_not_null() & (pl.col("layer") == "app"))
-        .then(pl.lit("message")).otherwise(pl.col("rank_source")).alias("rank_source"),
-        pl.when(pl.col("rank").is_null() & (pl.col("layer") == "app")).then(pl.col("rank_stated"))
-        .otherwise(pl.col("rank")).alias("rank"),
+        .then(pl.lit("message"))
+        .otherwise(pl.col("rank_source"))
+        .alias("rank_source"),
+        pl.when(pl.col("rank").is_null() & (pl.col("layer") == "app"))
+        .then(pl.col("rank_stated"))
+        .otherwise(pl.col("rank"))
+        .alias("rank"),
     )
     df = _message_ranks(df, global_pgs)
     df = _hosts(df)
@@ -197,8 +294,12 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
 def _global_pgs(df: pl.DataFrame) -> list[str]:
     """Process groups whose PG rank is the global rank: the default PG ``0``, and every PG whose lines that carry
     both a global ``[rankN]:`` and a ``[PG n Rank r]`` always show r == N (torch 2.2 – 2.4 number the default PG 1)."""
-    both = df.filter(pl.col("pg").is_not_null() & pl.col("pg_rank").is_not_null() & pl.col("rank").is_not_null())
-    same = both.group_by("pg").agg((pl.col("rank") == pl.col("pg_rank")).all().alias("same"), pl.len().alias("n"))
+    both = df.filter(
+        pl.col("pg").is_not_null() & pl.col("pg_rank").is_not_null() & pl.col("rank").is_not_null()
+    )
+    same = both.group_by("pg").agg(
+        (pl.col("rank") == pl.col("pg_rank")).all().alias("same"), pl.len().alias("n")
+    )
     return sorted({"0", *same.filter(pl.col("same") & (pl.col("n") >= 2))["pg"].to_list()})
 
 
@@ -208,8 +309,11 @@ def _message_ranks(df: pl.DataFrame, global_pgs: list[str]) -> pl.DataFrame:
     single node with one process per GPU, the CUDA device index a CUDA error names (``gpu_index``, weak)."""
     if "msg_rank" not in df.columns:
         return df
-    by_msg = pl.col("rank").is_null() & pl.col("msg_rank").is_not_null() & (
-        pl.col("msg_pg").is_null() | pl.col("msg_pg").is_in(global_pgs))
+    by_msg = (
+        pl.col("rank").is_null()
+        & pl.col("msg_rank").is_not_null()
+        & (pl.col("msg_pg").is_null() | pl.col("msg_pg").is_in(global_pgs))
+    )
     df = df.with_columns(
         pl.when(by_msg).then(pl.lit("message")).otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.when(by_msg).then(pl.col("msg_rank")).otherwise(pl.col("rank")).alias("rank"),
@@ -218,12 +322,23 @@ def _message_ranks(df: pl.DataFrame, global_pgs: list[str]) -> pl.DataFrame:
     nccl_dev = pl.when((pl.col("layer") == "nccl") & pl.col("rank").is_null()).then(pl.col("cuda_dev"))
     df = df.with_columns(pl.coalesce(pl.col("gpu_index"), nccl_dev).alias("gpu_index"))
     if df.select(pl.col("gpu_index").is_not_null().any()).item():
-        hosts = df.select(pl.coalesce(pl.col("host"), pl.col("xport_host"), pl.col("src_host"))).to_series().drop_nulls()
+        hosts = (
+            df.select(pl.coalesce(pl.col("host"), pl.col("xport_host"), pl.col("src_host")))
+            .to_series()
+            .drop_nulls()
+        )
         top = df.select(pl.max_horizontal(pl.col("rank").max(), pl.col("world_size").max())).item()
-        if hosts.n_unique() <= 1 and df["node_key"].drop_nulls().n_unique() <= 1 and (top is None or top <= 16):
+        if (
+            hosts.n_unique() <= 1
+            and df["node_key"].drop_nulls().n_unique() <= 1
+            and (top is None or top <= 16)
+        ):
             by_gpu = pl.col("rank").is_null() & pl.col("gpu_index").is_not_null()
             df = df.with_columns(
-                pl.when(by_gpu).then(pl.lit("gpu_index")).otherwise(pl.col("rank_source")).alias("rank_source"),
+                pl.when(by_gpu)
+                .then(pl.lit("gpu_index"))
+                .otherwise(pl.col("rank_source"))
+                .alias("rank_source"),
                 pl.when(by_gpu).then(pl.col("gpu_index")).otherwise(pl.col("rank")).alias("rank"),
             )
     return df
@@ -233,7 +348,12 @@ def _stated_offsets(df: pl.DataFrame) -> dict[str, int]:
     """Node offsets from a launcher's host -> global ranks map (DeepSpeed ``global_rank_mapping``)."""
     from parsers.deepspeed import rank_mapping
 
-    rows = df.lazy().filter(pl.col("message").str.contains("global_rank_mapping=", literal=True)).select("message").collect()
+    rows = (
+        df.lazy()
+        .filter(pl.col("message").str.contains("global_rank_mapping=", literal=True))
+        .select("message")
+        .collect()
+    )
     by_host: dict[str, int] = {}
     for msg in rows["message"].to_list():
         for host, ranks in rank_mapping(msg).items():
@@ -241,51 +361,90 @@ def _stated_offsets(df: pl.DataFrame) -> dict[str, int]:
                 by_host[host.split(".")[0]] = min(ranks)
     if not by_host:
         return {}
-    nodes = df.select("node_key", pl.coalesce(pl.col("xport_host"), pl.col("host"), pl.col("src_host")).alias("h")).drop_nulls().unique()
+    nodes = (
+        df.select(
+            "node_key", pl.coalesce(pl.col("xport_host"), pl.col("host"), pl.col("src_host")).alias("h")
+        )
+        .drop_nulls()
+        .unique()
+    )
     return {k: by_host[h] for k, h in nodes.iter_rows() if h in by_host}
 
 
 def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
     """Ranks of agent lines: failure entries state them; ``failed … local_rank`` and pids map to them."""
     entries = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]) | (
-        (pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_not_null())
-    spawned = (pl.col("kind") == "log") & (pl.col("layer") == "elastic") & pl.col("local_rank_stated").is_not_null() & pl.col("pid").is_not_null()
+        (pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_not_null()
+    )
+    spawned = (
+        (pl.col("kind") == "log")
+        & (pl.col("layer") == "elastic")
+        & pl.col("local_rank_stated").is_not_null()
+        & pl.col("pid").is_not_null()
+    )
     failed = ((pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_null()) | spawned
     offset = pl.col("__offset")
     # The ChildFailedError summary states (global rank, pid): prefer it to local rank + a guessed offset.
-    stated = (df.lazy().filter(entries & pl.col("pid").is_not_null() & pl.col("rank_stated").is_not_null())
-              .select("pid", "rank_stated").collect()
-              .group_by("pid").agg(pl.col("rank_stated").n_unique().alias("n"), pl.col("rank_stated").first()))
+    stated = (
+        df.lazy()
+        .filter(entries & pl.col("pid").is_not_null() & pl.col("rank_stated").is_not_null())
+        .select("pid", "rank_stated")
+        .collect()
+        .group_by("pid")
+        .agg(pl.col("rank_stated").n_unique().alias("n"), pl.col("rank_stated").first())
+    )
     entry_pid = {p: r for p, n, r in stated.iter_rows() if n == 1}
     by_pid = pl.col("pid").replace_strict(entry_pid, default=None, return_dtype=pl.Int32)
     df = df.with_columns(
-        pl.when(entries).then(pl.col("rank_stated"))
-        .when(failed & pl.col("rank").is_null() & by_pid.is_not_null()).then(by_pid)
-        .when(failed & pl.col("rank").is_null()).then(pl.col("local_rank_stated") + offset)
-        .otherwise(pl.col("rank")).alias("rank"),
+        pl.when(entries)
+        .then(pl.col("rank_stated"))
+        .when(failed & pl.col("rank").is_null() & by_pid.is_not_null())
+        .then(by_pid)
+        .when(failed & pl.col("rank").is_null())
+        .then(pl.col("local_rank_stated") + offset)
+        .otherwise(pl.col("rank"))
+        .alias("rank"),
         pl.when(entries | (failed & pl.col("rank").is_null() & (offset.is_not_null() | by_pid.is_not_null())))
         .then(pl.lit("launcher"))
-        .otherwise(pl.col("rank_source")).alias("rank_source"),
-        pl.when(entries | failed).then(pl.coalesce(pl.col("local_rank_stated"), pl.col("local_rank")))
-        .otherwise(pl.col("local_rank")).alias("local_rank"),
+        .otherwise(pl.col("rank_source"))
+        .alias("rank_source"),
+        pl.when(entries | failed)
+        .then(pl.coalesce(pl.col("local_rank_stated"), pl.col("local_rank")))
+        .otherwise(pl.col("local_rank"))
+        .alias("local_rank"),
     )
     # pid -> rank from every row that knows both (entries, failed lines, NCCL lines in rank files).
-    known = df.lazy().filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique().collect()
+    known = (
+        df.lazy()
+        .filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null())
+        .select("pid", "rank")
+        .unique()
+        .collect()
+    )
     counts = known.group_by("pid").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").first())
     pid_rank = {p: r for p, n, r in counts.iter_rows() if n == 1}
     signalled = pl.col("kind") == "worker_signalled"
-    df = df.with_columns(
-        pl.when(signalled & pl.col("rank").is_null())
-        .then(pl.col("pid").replace_strict(pid_rank, default=None, return_dtype=pl.Int32))
-        .otherwise(pl.col("rank")).alias("__r")
-    ).with_columns(
-        pl.when(pl.col("rank").is_null() & pl.col("__r").is_not_null()).then(pl.lit("launcher"))
-        .otherwise(pl.col("rank_source")).alias("rank_source"),
-        pl.col("__r").alias("rank"),
-    ).drop("__r")
+    df = (
+        df.with_columns(
+            pl.when(signalled & pl.col("rank").is_null())
+            .then(pl.col("pid").replace_strict(pid_rank, default=None, return_dtype=pl.Int32))
+            .otherwise(pl.col("rank"))
+            .alias("__r")
+        )
+        .with_columns(
+            pl.when(pl.col("rank").is_null() & pl.col("__r").is_not_null())
+            .then(pl.lit("launcher"))
+            .otherwise(pl.col("rank_source"))
+            .alias("rank_source"),
+            pl.col("__r").alias("rank"),
+        )
+        .drop("__r")
+    )
     df = _pid_order(df, offsets)
     # Any other line that states a pid a rank is known by (Open MPI's backtrace handler ``[host:pid] Signal: …``).
-    known = df.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique()
+    known = (
+        df.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique()
+    )
     counts = known.group_by("pid").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").first())
     pid_rank = {p: r for p, n, r in counts.iter_rows() if n == 1}
     if not pid_rank:
@@ -293,7 +452,10 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
     by_pid = pl.col("pid").replace_strict(pid_rank, default=None, return_dtype=pl.Int32)
     todo = pl.col("rank").is_null() & pl.col("pid").is_not_null() & (pl.col("layer") != "nccl")
     return df.with_columns(
-        pl.when(todo & by_pid.is_not_null()).then(pl.lit("launcher")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(todo & by_pid.is_not_null())
+        .then(pl.lit("launcher"))
+        .otherwise(pl.col("rank_source"))
+        .alias("rank_source"),
         pl.when(todo).then(by_pid).otherwise(pl.col("rank")).alias("rank"),
     )
 
@@ -304,9 +466,15 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
     Used only for worker lines still without a rank, and only when the ordering agrees with every pid
     whose local rank is known (``failed … local_rank: L (pid: P)``).
     """
-    workers = (df.lazy().filter(pl.col("kind").is_in(["worker_failed", "worker_signalled", "failure_entry", "root_cause_entry"])
-                                & pl.col("pid").is_not_null())
-               .select("node_key", "attempt", "pid", "local_rank", "rank").collect())
+    workers = (
+        df.lazy()
+        .filter(
+            pl.col("kind").is_in(["worker_failed", "worker_signalled", "failure_entry", "root_cause_entry"])
+            & pl.col("pid").is_not_null()
+        )
+        .select("node_key", "attempt", "pid", "local_rank", "rank")
+        .collect()
+    )
     if workers.filter(pl.col("rank").is_null()).height == 0:
         return df
     assign: dict[int, int] = {}
@@ -327,18 +495,34 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
     guess = pl.col("pid").replace_strict(assign, default=None, return_dtype=pl.Int32)
     todo = pl.col("kind").is_in(["worker_signalled", "worker_failed"]) & pl.col("rank").is_null()
     return df.with_columns(
-        pl.when(todo & guess.is_not_null()).then(pl.lit("pid_order")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(todo & guess.is_not_null())
+        .then(pl.lit("pid_order"))
+        .otherwise(pl.col("rank_source"))
+        .alias("rank_source"),
         pl.when(todo).then(guess).otherwise(pl.col("rank")).alias("rank"),
     )
 
 
 def _nccl_ranks(df: pl.DataFrame) -> pl.DataFrame:
     """(host, pid) -> global rank from NCCL init/abort lines of the largest communicator of each process."""
-    stated = (df.lazy().filter(pl.col("kind").is_in(["nccl_init", "nccl_abort", "log"]) & (pl.col("layer") == "nccl")
-                              & pl.col("rank_stated").is_not_null() & pl.col("pid").is_not_null())
-              .select("host", "pid", "world_size", "rank_stated").collect())
-    known_rank = (df.lazy().filter((pl.col("layer") == "nccl") & pl.col("rank").is_not_null() & pl.col("pid").is_not_null())
-                  .select("host", "pid", "rank").unique().collect())
+    stated = (
+        df.lazy()
+        .filter(
+            pl.col("kind").is_in(["nccl_init", "nccl_abort", "log"])
+            & (pl.col("layer") == "nccl")
+            & pl.col("rank_stated").is_not_null()
+            & pl.col("pid").is_not_null()
+        )
+        .select("host", "pid", "world_size", "rank_stated")
+        .collect()
+    )
+    known_rank = (
+        df.lazy()
+        .filter((pl.col("layer") == "nccl") & pl.col("rank").is_not_null() & pl.col("pid").is_not_null())
+        .select("host", "pid", "rank")
+        .unique()
+        .collect()
+    )
     pairs: dict[tuple[str | None, int], int] = {}
     for host, pid, grp in ((h, p, g) for (h, p), g in stated.group_by(["host", "pid"])):
         best = grp.sort("world_size", descending=True, nulls_last=True).row(0, named=True)
@@ -349,13 +533,22 @@ def _nccl_ranks(df: pl.DataFrame) -> pl.DataFrame:
         return df
     key = pl.concat_str([pl.col("host").fill_null("\0"), pl.col("pid").cast(pl.String)], separator="\t")
     mapping = {f"{h if h is not None else chr(0)}\t{p}": r for (h, p), r in pairs.items()}
-    df = df.with_columns(pl.when(pl.col("pid").is_not_null()).then(key.replace_strict(mapping, default=None, return_dtype=pl.Int32))
-                         .otherwise(None).alias("__nr"))
+    df = df.with_columns(
+        pl.when(pl.col("pid").is_not_null())
+        .then(key.replace_strict(mapping, default=None, return_dtype=pl.Int32))
+        .otherwise(None)
+        .alias("__nr")
+    )
     nccl_line = pl.col("layer") == "nccl"
     return df.with_columns(
-        pl.when(pl.col("rank").is_null() & nccl_line & pl.col("__nr").is_not_null()).then(pl.lit("nccl_pid"))
-        .otherwise(pl.col("rank_source")).alias("rank_source"),
-        pl.when(pl.col("rank").is_null() & nccl_line).then(pl.col("__nr")).otherwise(pl.col("rank")).alias("rank"),
+        pl.when(pl.col("rank").is_null() & nccl_line & pl.col("__nr").is_not_null())
+        .then(pl.lit("nccl_pid"))
+        .otherwise(pl.col("rank_source"))
+        .alias("rank_source"),
+        pl.when(pl.col("rank").is_null() & nccl_line)
+        .then(pl.col("__nr"))
+        .otherwise(pl.col("rank"))
+        .alias("rank"),
     ).drop("__nr")
 
 
@@ -368,23 +561,53 @@ def _hosts(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("host").is_in(list(_HOSTLESS))).then(None).otherwise(pl.col("host")).alias("host")
     )
     w = [WEIGHT] if WEIGHT in df.columns else []
-    ranked = df.lazy().filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null()).select("rank", "host", *w).collect()
-    noded = df.lazy().filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null()).select("node_key", "host", *w).collect()
+    ranked = (
+        df.lazy()
+        .filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
+        .select("rank", "host", *w)
+        .collect()
+    )
+    noded = (
+        df.lazy()
+        .filter(pl.col("node_key").is_not_null() & pl.col("host").is_not_null())
+        .select("node_key", "host", *w)
+        .collect()
+    )
     if w:
         by_rank = _weighted_mode(ranked, "rank", "host", smallest_on_tie=True)
-        single = noded.group_by("node_key").agg(pl.col("host").n_unique().alias("n")).filter(pl.col("n") == 1)["node_key"]
-        by_node = {k: v for k, v in _weighted_mode(noded, "node_key", "host", smallest_on_tie=True).items()
-                   if k in set(single.to_list())}
+        single = (
+            noded.group_by("node_key")
+            .agg(pl.col("host").n_unique().alias("n"))
+            .filter(pl.col("n") == 1)["node_key"]
+        )
+        by_node = {
+            k: v
+            for k, v in _weighted_mode(noded, "node_key", "host", smallest_on_tie=True).items()
+            if k in set(single.to_list())
+        }
     else:
         by_rank = dict(ranked.group_by("rank").agg(pl.col("host").mode().sort().first()).iter_rows())
-        by_node = dict(noded.group_by("node_key").agg(pl.col("host").mode().sort().first(), pl.col("host").n_unique().alias("n"))
-                       .filter(pl.col("n") == 1).select("node_key", "host").iter_rows())
-    return df.with_columns(pl.coalesce(
-        pl.col("host"), pl.col("rank").replace_strict(by_rank, default=None, return_dtype=pl.String),
-        pl.col("node_key").replace_strict(by_node, default=None, return_dtype=pl.String)).alias("host"))
+        by_node = dict(
+            noded.group_by("node_key")
+            .agg(pl.col("host").mode().sort().first(), pl.col("host").n_unique().alias("n"))
+            .filter(pl.col("n") == 1)
+            .select("node_key", "host")
+            .iter_rows()
+        )
+    return df.with_columns(
+        pl.coalesce(
+            pl.col("host"),
+            pl.col("rank").replace_strict(by_rank, default=None, return_dtype=pl.String),
+            pl.col("node_key").replace_strict(by_node, default=None, return_dtype=pl.String),
+        ).alias("host")
+    )
 
 
 def _attempts(df: pl.DataFrame) -> pl.DataFrame:
     """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts seen so far."""
-    restarts = (pl.col("kind") == "restart").cast(pl.Int32).cum_sum().over("path") - (pl.col("kind") == "restart").cast(pl.Int32)
-    return df.with_columns(pl.coalesce(pl.col("src_attempt"), restarts, pl.lit(0)).cast(pl.Int32).alias("attempt"))
+    restarts = (pl.col("kind") == "restart").cast(pl.Int32).cum_sum().over("path") - (
+        pl.col("kind") == "restart"
+    ).cast(pl.Int32)
+    return df.with_columns(
+        pl.coalesce(pl.col("src_attempt"), restarts, pl.lit(0)).cast(pl.Int32).alias("attempt")
+    )

@@ -34,15 +34,43 @@ from parsers import elastic, timestamps
 #: de-duplication: ``record``). Every other parser column is dropped right after parsing.
 INTERMEDIATE_COLUMNS: tuple[str, ...] = (
     # source (correlator.discover.Source)
-    "layout", "src_rank", "src_local_rank", "src_host", "src_attempt", "node_key",
+    "layout",
+    "src_rank",
+    "src_local_rank",
+    "src_host",
+    "src_attempt",
+    "node_key",
     # identity evidence (correlator.identity)
-    "c10_rank", "tee_local_rank", "xport_rank", "xport_host", "srun_label", "hook_rank", "local_rank_stated",
-    "rank_stated", "pg_rank", "msg_rank", "msg_pg", "gpu_index", "cuda_dev",
+    "c10_rank",
+    "tee_local_rank",
+    "xport_rank",
+    "xport_host",
+    "srun_label",
+    "hook_rank",
+    "local_rank_stated",
+    "rank_stated",
+    "pg_rank",
+    "msg_rank",
+    "msg_pg",
+    "gpu_index",
+    "cuda_dev",
     # stamp parts (parsers.timestamps.build_ts)
-    "xport_ts", "mpi_ctime", "nccl_ts", "pyts", "cf_time", "usts", "mmdd", "hms", "yyyy", "mm", "dd", "usec",
+    "xport_ts",
+    "mpi_ctime",
+    "nccl_ts",
+    "pyts",
+    "cf_time",
+    "usts",
+    "mmdd",
+    "hms",
+    "yyyy",
+    "mm",
+    "dd",
+    "usec",
     "epoch_s",
     # records (tee de-duplication) and error.json exit codes
-    "record", "exit_code_json",
+    "record",
+    "exit_code_json",
 )
 #: What ``parsers.parse_lines`` hands on: the event-table columns plus the intermediate ones.
 PARSE_KEEP: tuple[str, ...] = tuple(dict.fromkeys([*POLARS_SCHEMA, *INTERMEDIATE_COLUMNS]))
@@ -106,21 +134,53 @@ def _plain_lines(parts: list[tuple[int, Source, pl.Series]]) -> pl.DataFrame:
             "src_attempt": [s.attempt for _, s, _ in parts],
             "node_key": [s.node_key for _, s, _ in parts],
         },
-        schema_overrides={"__src": pl.Int64, "n": pl.Int64, "layout": pl.String, "stream": pl.String,
-                          "src_rank": pl.Int32, "src_local_rank": pl.Int32, "src_host": pl.String,
-                          "pid": pl.Int64, "src_attempt": pl.Int32, "node_key": pl.String},
+        schema_overrides={
+            "__src": pl.Int64,
+            "n": pl.Int64,
+            "layout": pl.String,
+            "stream": pl.String,
+            "src_rank": pl.Int32,
+            "src_local_rank": pl.Int32,
+            "src_host": pl.String,
+            "pid": pl.Int64,
+            "src_attempt": pl.Int32,
+            "node_key": pl.String,
+        },
     )
     # No rechunk: the frame refers to the files' text buffers instead of a second copy of all of it.
     raw = pl.concat([lines for _, _, lines in parts], rechunk=False).alias("raw")
-    rows = (meta.with_columns(pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64).alias("line"))
-            .explode("line").drop("n"))
+    rows = (
+        meta.with_columns(pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64).alias("line"))
+        .explode("line")
+        .drop("n")
+    )
     return rows.with_columns(
-        raw, pl.lit(1, dtype=pl.Int32).alias("line_count"), raw.alias("body"), pl.lit(None, dtype=pl.String).alias("layer"),
-    ).select("__src", "raw", "path", "line", "line_count", "body", "layout", "stream", "src_rank", "src_local_rank",
-             "src_host", "pid", "src_attempt", "node_key", "layer")
+        raw,
+        pl.lit(1, dtype=pl.Int32).alias("line_count"),
+        raw.alias("body"),
+        pl.lit(None, dtype=pl.String).alias("layer"),
+    ).select(
+        "__src",
+        "raw",
+        "path",
+        "line",
+        "line_count",
+        "body",
+        "layout",
+        "stream",
+        "src_rank",
+        "src_local_rank",
+        "src_host",
+        "pid",
+        "src_attempt",
+        "node_key",
+        "layer",
+    )
 
 
-def _source_frame(src: Source, progress: Callable[[Source], None] | None) -> tuple[pl.DataFrame | None, ReadResult]:
+def _source_frame(
+    src: Source, progress: Callable[[Source], None] | None
+) -> tuple[pl.DataFrame | None, ReadResult]:
     """Read one source. Returns a frame for an error.json record, or None for plain lines (in ``res.lines``)."""
     res = read_lines(src.path, src.rel)
     if progress:
@@ -140,11 +200,23 @@ def _source_frame(src: Source, progress: Callable[[Source], None] | None) -> tup
                 epoch = None
             if not (isinstance(code, int) and -(2**31) <= code < 2**31):
                 code = None
-            frame = pl.DataFrame({
-                "path": [src.rel], "line": [1], "line_count": [n], "raw": [text],
-                "body": [str(parsed["message"]).split("\n")[0]],
-                "epoch_s": [epoch], "exit_code_json": [code],
-            }, schema_overrides={"epoch_s": pl.Int64, "exit_code_json": pl.Int32, "line": pl.Int64, "line_count": pl.Int32})
+            frame = pl.DataFrame(
+                {
+                    "path": [src.rel],
+                    "line": [1],
+                    "line_count": [n],
+                    "raw": [text],
+                    "body": [str(parsed["message"]).split("\n")[0]],
+                    "epoch_s": [epoch],
+                    "exit_code_json": [code],
+                },
+                schema_overrides={
+                    "epoch_s": pl.Int64,
+                    "exit_code_json": pl.Int32,
+                    "line": pl.Int64,
+                    "line_count": pl.Int32,
+                },
+            )
             return _with_source(frame, src), res
         res.warnings.append(f"{src.rel}: not a torchelastic error.json; read as plain lines")
     return None, res
@@ -153,10 +225,14 @@ def _source_frame(src: Source, progress: Callable[[Source], None] | None) -> tup
 def _with_source(frame: pl.DataFrame, src: Source) -> pl.DataFrame:
     layout = "stream" if src.layout == "error_json" and "epoch_s" not in frame.columns else src.layout
     return frame.with_columns(
-        pl.lit(layout).alias("layout"), pl.lit(src.stream).alias("stream"),
-        pl.lit(src.rank, dtype=pl.Int32).alias("src_rank"), pl.lit(src.local_rank, dtype=pl.Int32).alias("src_local_rank"),
-        pl.lit(src.host, dtype=pl.String).alias("src_host"), pl.lit(src.pid, dtype=pl.Int64).alias("pid"),
-        pl.lit(src.attempt, dtype=pl.Int32).alias("src_attempt"), pl.lit(src.node_key, dtype=pl.String).alias("node_key"),
+        pl.lit(layout).alias("layout"),
+        pl.lit(src.stream).alias("stream"),
+        pl.lit(src.rank, dtype=pl.Int32).alias("src_rank"),
+        pl.lit(src.local_rank, dtype=pl.Int32).alias("src_local_rank"),
+        pl.lit(src.host, dtype=pl.String).alias("src_host"),
+        pl.lit(src.pid, dtype=pl.Int64).alias("pid"),
+        pl.lit(src.attempt, dtype=pl.Int32).alias("src_attempt"),
+        pl.lit(src.node_key, dtype=pl.String).alias("node_key"),
         pl.lit("elastic" if layout == "error_json" else None, dtype=pl.String).alias("layer"),
     )
 
@@ -167,14 +243,30 @@ def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
     tee_copy = pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream")
     if not df.select(tee_copy.any()).item():
         return df.with_columns(pl.lit(False).alias("duplicate"))
-    per_rank = (df.lazy().filter(pl.col("layout") == "torchrun_rank")
-                .select("node_key", "local_rank", "record").unique().collect())
+    per_rank = (
+        df.lazy()
+        .filter(pl.col("layout") == "torchrun_rank")
+        .select("node_key", "local_rank", "record")
+        .unique()
+        .collect()
+    )
     if per_rank.height == 0:
         return df.with_columns(pl.lit(False).alias("duplicate"))
     # Only the tee copies are looked up (a small frame), never a join of the whole table.
-    hits = (df.lazy().with_row_index("__i").filter(tee_copy).select("__i", "node_key", "local_rank", "record")
-            .join(per_rank.lazy(), on=["node_key", "local_rank", "record"], how="semi").select("__i").collect()["__i"])
-    dup = pl.Series("duplicate", [False]).extend_constant(False, df.height - 1) if df.height else pl.Series("duplicate", [], pl.Boolean)
+    hits = (
+        df.lazy()
+        .with_row_index("__i")
+        .filter(tee_copy)
+        .select("__i", "node_key", "local_rank", "record")
+        .join(per_rank.lazy(), on=["node_key", "local_rank", "record"], how="semi")
+        .select("__i")
+        .collect()["__i"]
+    )
+    dup = (
+        pl.Series("duplicate", [False]).extend_constant(False, df.height - 1)
+        if df.height
+        else pl.Series("duplicate", [], pl.Boolean)
+    )
     return df.with_columns(dup.scatter(hits, True) if hits.len() else dup)
 
 
@@ -185,13 +277,19 @@ def _sorted_by_path_line(df: pl.DataFrame) -> bool:
     if not df["path"].is_sorted():
         return False
     same_file = pl.col("path") == pl.col("path").shift(1)
-    return bool(df.select((~same_file | (pl.col("line") >= pl.col("line").shift(1))).fill_null(True).all()).item())
+    return bool(
+        df.select((~same_file | (pl.col("line") >= pl.col("line").shift(1))).fill_null(True).all()).item()
+    )
 
 
-def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
-           progress: Callable[[Source], None] | None = None,
-           on_sources: Callable[[list[Source]], None] | None = None,
-           fr: str | os.PathLike[str] | None = None) -> IngestResult:
+def ingest(
+    root: str | os.PathLike[str],
+    *,
+    tz: str | None = None,
+    progress: Callable[[Source], None] | None = None,
+    on_sources: Callable[[list[Source]], None] | None = None,
+    fr: str | os.PathLike[str] | None = None,
+) -> IngestResult:
     """Read every log under ``root`` (a directory or one file) into the event table.
 
     ``tz``: IANA zone for stamps that carry none (default UTC). ``progress`` is called once per file
@@ -230,10 +328,20 @@ def ingest(root: str | os.PathLike[str], *, tz: str | None = None,
         plain.sort(key=lambda part: part[0])
         frames.append(_plain_lines(plain))
     if not any(f.height for f in frames) and fr_rows.table.height:  # Flight Recorder dumps, no text log
-        return IngestResult(conform(flight_recorder.with_ids(fr_rows.table)), sources, warnings, lines_read, skipped,
-                            by_reason)
+        return IngestResult(
+            conform(flight_recorder.with_ids(fr_rows.table)),
+            sources,
+            warnings,
+            lines_read,
+            skipped,
+            by_reason,
+        )
     if not any(f.height for f in frames):
-        why = f": {warnings[0]}" + (f" (and {len(warnings) - 1} more problems)" if len(warnings) > 1 else "") if warnings else ""
+        why = (
+            f": {warnings[0]}" + (f" (and {len(warnings) - 1} more problems)" if len(warnings) > 1 else "")
+            if warnings
+            else ""
+        )
         raise DiscoveryError(f"{root}: no log lines to read in {len(sources)} file(s){why}")
     df = pl.concat([f for f in frames if f.height], how="diagonal_relaxed")
     if len(frames) > 1:
@@ -274,7 +382,9 @@ def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFra
 
     Fast rows stay whole where the summary would not be exact: files read as combined streams (launcher
     pairing reads their text) and files with restart lines (attempts count restarts line by line)."""
-    restart_paths = gen.lazy().filter(pl.col("kind") == "restart").select(pl.col("path").unique()).collect()["path"]
+    restart_paths = (
+        gen.lazy().filter(pl.col("kind") == "restart").select(pl.col("path").unique()).collect()["path"]
+    )
     whole = (pl.col("layout") == "stream") | pl.col("path").is_in(restart_paths.implode())
     keep_whole = fast.select(whole.any()).item()
     if keep_whole:
@@ -287,30 +397,46 @@ def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFra
     starts = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in key]).fill_null(True)
     fast = fast.with_columns((starts.cum_sum() - 1).cast(pl.Int64).alias("_gid"))
     groups = fast.filter(starts).with_columns(
-        fast.group_by("_gid", maintain_order=True).len()["len"].cast(pl.Int64).alias(identity.WEIGHT))
+        fast.group_by("_gid", maintain_order=True).len()["len"].cast(pl.Int64).alias(identity.WEIGHT)
+    )
     both = identity.resolve(pl.concat([gen, groups.drop("_pos")], how="diagonal_relaxed"))
     is_group = pl.col("_gid").is_not_null()
     resolved = both.filter(is_group).select("_gid", *_IDENTITY_OUT).sort("_gid")
     gen = timestamps.inherit(both.filter(~is_group).drop("_gid", identity.WEIGHT), parsers.STREAM_KEYS)
     idx = fast["_gid"]
     fast = fast.drop([c for c in (*_IDENTITY_OUT, "_gid") if c in fast.columns]).with_columns(
-        [resolved[c].gather(idx) for c in _IDENTITY_OUT])
+        [resolved[c].gather(idx) for c in _IDENTITY_OUT]
+    )
     # Stamps: the last stamped row of the same stream (the fast rows' stream: no tee/srun/transport key).
     no_key = pl.all_horizontal([pl.col(k).is_null() for k in parsers.STREAM_KEYS])
-    stamps = (gen.lazy().filter(no_key & pl.col("ts").is_not_null()).select("_pos", "path", "ts").sort("_pos")
-              .collect())
-    prev = fast.select("_pos", "path").join_asof(stamps, on="_pos", by="path", strategy="backward",
-                                                  check_sortedness=False)  # fast rows are in _pos order
-    fast = fast.with_columns(prev["ts"].alias("ts"), pl.when(prev["ts"].is_not_null()).then(pl.lit("inherited"))
-                             .otherwise(pl.lit("missing")).alias("ts_quality"))
+    stamps = (
+        gen.lazy()
+        .filter(no_key & pl.col("ts").is_not_null())
+        .select("_pos", "path", "ts")
+        .sort("_pos")
+        .collect()
+    )
+    prev = fast.select("_pos", "path").join_asof(
+        stamps, on="_pos", by="path", strategy="backward", check_sortedness=False
+    )  # fast rows are in _pos order
+    fast = fast.with_columns(
+        prev["ts"].alias("ts"),
+        pl.when(prev["ts"].is_not_null())
+        .then(pl.lit("inherited"))
+        .otherwise(pl.lit("missing"))
+        .alias("ts_quality"),
+    )
     # Only what the table and the tee de-duplication still read goes into the (one) merge of the two parts.
     final = [*POLARS_SCHEMA, "layout", "node_key", "tee_local_rank", "record", "_pos"]
-    return parsers.merge_parts(gen.select([c for c in final if c in gen.columns]),
-                               fast.select([c for c in final if c in fast.columns]))
+    return parsers.merge_parts(
+        gen.select([c for c in final if c in gen.columns]),
+        fast.select([c for c in final if c in fast.columns]),
+    )
 
 
-def load(root: str | os.PathLike[str], *, tz: str | None = None,
-         fr: str | os.PathLike[str] | None = None) -> pl.DataFrame:
+def load(
+    root: str | os.PathLike[str], *, tz: str | None = None, fr: str | os.PathLike[str] | None = None
+) -> pl.DataFrame:
     """Return the event table for ``root`` (plus the Flight Recorder dumps under ``fr``). Raises
     :class:`DiscoveryError` on a missing/empty path."""
     return ingest(root, tz=tz, fr=fr).table

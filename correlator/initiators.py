@@ -57,7 +57,9 @@ class Evidence:
 
     def own_error_ranks(self) -> set[int]:
         """Ranks with an error of their own (being SIGTERMed by the agent is not one)."""
-        terminated = (pl.col("exit_code") == -15).fill_null(False) | (pl.col("signal") == "SIGTERM").fill_null(False)
+        terminated = (pl.col("exit_code") == -15).fill_null(False) | (
+            pl.col("signal") == "SIGTERM"
+        ).fill_null(False)
         own = self.effects.filter((pl.col("kind") != "worker_signalled") & ~terminated)
         return set(own["rank"].to_list())
 
@@ -82,18 +84,26 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
     Claims come from DETAIL fingerprints, watchdog timeouts (op + NumelIn) and mismatch errors, which also
     state what the peer ran.
     """
-    rows = t.filter(pl.col("kind").is_in(_SIG_KINDS) & pl.col("seq").is_not_null() & pl.col("rank").is_not_null())
+    rows = t.filter(
+        pl.col("kind").is_in(_SIG_KINDS) & pl.col("seq").is_not_null() & pl.col("rank").is_not_null()
+    )
     if rows.height == 0:
         # Old watchdog lines name no SeqNum (torch <= 1.12: ``WorkNCCL(OpType=BROADCAST, Timeout(ms)=…)``): when each
         # rank timed out in one op only, those ops are compared as one collective (seq -1).
-        old = t.filter((pl.col("kind") == "watchdog_timeout") & pl.col("op").is_not_null() & pl.col("rank").is_not_null())
+        old = t.filter(
+            (pl.col("kind") == "watchdog_timeout") & pl.col("op").is_not_null() & pl.col("rank").is_not_null()
+        )
         if old.height and (old.group_by("rank").agg(pl.col("op").n_unique().alias("n"))["n"] == 1).all():
-            rows = old.with_columns(pl.lit(-1, dtype=pl.Int64).alias("seq"), pl.lit(None, dtype=pl.Int64).alias("numel"),
-                                    pl.lit(None, dtype=pl.String).alias("shape"))
+            rows = old.with_columns(
+                pl.lit(-1, dtype=pl.Int64).alias("seq"),
+                pl.lit(None, dtype=pl.Int64).alias("numel"),
+                pl.lit(None, dtype=pl.String).alias("shape"),
+            )
     claims: list[tuple[str, int, int, str, int]] = []  # pg, seq, rank, signature, event_id
     own_line: dict[tuple[str, int, int], int] = {}  # (pg, seq, rank) -> the rank's own line about it
-    for r in rows.select("kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "message",
-                         "event_id").iter_rows(named=True):
+    for r in rows.select(
+        "kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "message", "event_id"
+    ).iter_rows(named=True):
         pg = r["pg"] or "0"
         size = r["shape"] if r["shape"] is not None else (str(r["numel"]) if r["numel"] is not None else "")
         sig = f"{r['op']}|{size}"
@@ -128,8 +138,17 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
             minority = {r for r, s in sigs.items() if s != top}
             majority = {r for r, s in sigs.items() if s == top}
         own = {r: own_line[(key[0], key[1], r)] for r in minority if (key[0], key[1], r) in own_line}
-        return minority, majority, {"pg": key[0], "seq": key[1], "majority": top.replace("|", " "),
-                                    "evidence": ev[key][:8], "own": own}
+        return (
+            minority,
+            majority,
+            {
+                "pg": key[0],
+                "seq": key[1],
+                "majority": top.replace("|", " "),
+                "evidence": ev[key][:8],
+                "own": own,
+            },
+        )
     return set(), set(), {}
 
 
@@ -139,8 +158,13 @@ def odd_one_out(e: Evidence) -> Finding | None:
     if not minority or not (majority or e.causes.height == 0):
         return None
     inits = sorted(minority)
-    found = Finding(inits, "odd one out", "collective_mismatch", focus=div,
-                    cause_event={r: div["own"].get(r, div["evidence"][0]) for r in inits})
+    found = Finding(
+        inits,
+        "odd one out",
+        "collective_mismatch",
+        focus=div,
+        cause_event={r: div["own"].get(r, div["evidence"][0]) for r in inits},
+    )
     if not majority:
         found.reasons.append("the ranks disagree evenly on the collective; no single odd one out")
     return found
@@ -154,8 +178,14 @@ def config_odd_one_out(e: Evidence) -> Finding | None:
     odd, ev_ids = config_outlier(e.t)
     if odd is None:
         return None
-    return Finding([odd], "odd one out", "collective_mismatch", {odd: ev_ids[0]}, {"evidence": ev_ids},
-                   ["the odd rank was found from its own configuration line, not from the collective itself"])
+    return Finding(
+        [odd],
+        "odd one out",
+        "collective_mismatch",
+        {odd: ev_ids[0]},
+        {"evidence": ev_ids},
+        ["the odd rank was found from its own configuration line, not from the collective itself"],
+    )
 
 
 def first_causes(e: Evidence) -> Finding | None:
@@ -167,20 +197,26 @@ def first_causes(e: Evidence) -> Finding | None:
     reactions = [x for x in (e.effects["tc"].min(), e.first_signal) if x is not None]
     # Independent failures happen before anyone reacted (the first timeout, error or SIGTERM on another rank).
     horizon = max(t0, min(reactions)) if t0 is not None and reactions else t0
-    agent_failed = set(causes.filter(pl.col("kind").is_in(["worker_failed", *_SUMMARY])
-                                     & (pl.col("stream") != "error_json"))["rank"].to_list())
+    agent_failed = set(
+        causes.filter(
+            pl.col("kind").is_in(["worker_failed", *_SUMMARY]) & (pl.col("stream") != "error_json")
+        )["rank"].to_list()
+    )
     first_cause = causes.group_by("rank", maintain_order=True).first()
     in_time = (pl.col("tc") <= horizon) if horizon is not None else pl.lit(True)
     # An unstamped cause can only be placed when nothing is stamped at all.
     unplaced = pl.col("tc").is_null() & pl.lit(horizon is None)
-    chosen = first_cause.filter(in_time.fill_null(False) | unplaced | pl.col("rank").is_in(list(agent_failed)))
+    chosen = first_cause.filter(
+        in_time.fill_null(False) | unplaced | pl.col("rank").is_in(list(agent_failed))
+    )
     inits = sorted(chosen["rank"].to_list())
     cause_event: dict[int, int] = {}
     pref = {"worker_failed": 1, "process_exit": 1, "failure_entry": 2, "root_cause_entry": 3}
     for r in inits:
         # Prefer the rank's most specific cause (an exception over a bare exit status).
         own = causes.filter(pl.col("rank") == r).with_columns(
-            pl.col("kind").replace_strict(pref, default=0, return_dtype=pl.Int8).alias("__p"))
+            pl.col("kind").replace_strict(pref, default=0, return_dtype=pl.Int8).alias("__p")
+        )
         cause_event[r] = own.sort("__p", "tc", nulls_last=True, maintain_order=True)["event_id"][0]
     kinds = [_cause_kind(causes.filter(pl.col("rank") == r)) for r in inits]
     found = Finding(inits, "first fault", Counter(kinds).most_common(1)[0][0], cause_event)
@@ -188,7 +224,9 @@ def first_causes(e: Evidence) -> Finding | None:
         excs = {causes.filter(pl.col("rank") == r)["exc_type"].drop_nulls().first() for r in inits}
         if len(inits) >= max(2, len(e.seen) // 2) and len(excs) <= 1:
             found.basis = "common mode"
-            found.reasons.append(f"{len(inits)} ranks failed the same way at about the same time (common mode)")
+            found.reasons.append(
+                f"{len(inits)} ranks failed the same way at about the same time (common mode)"
+            )
         else:
             found.reasons.append(f"{len(inits)} ranks failed independently before any other rank reacted")
     return found
@@ -196,14 +234,22 @@ def first_causes(e: Evidence) -> Finding | None:
 
 def bare_exit(e: Evidence) -> Finding | None:
     """A rank that just died (exit 1, -6 …) and said nothing else."""
-    explained = set(e.fr.filter(pl.col("role").is_in(["cause", "effect"]) & (pl.col("kind") != "worker_signalled"))
-                    ["rank"].to_list())
+    explained = set(
+        e.fr.filter(pl.col("role").is_in(["cause", "effect"]) & (pl.col("kind") != "worker_signalled"))[
+            "rank"
+        ].to_list()
+    )
     exits = e.fr.filter((pl.col("role") == "exit") & ~pl.col("rank").is_in(list(explained)))
     if not exits.height:
         return None
     r = exits["rank"][0]
-    return Finding([r], "exit status", "rank_crash", {r: exits["event_id"][0]},
-                   reasons=["the initiating rank logged no error text, only an exit status"])
+    return Finding(
+        [r],
+        "exit status",
+        "rank_crash",
+        {r: exits["event_id"][0]},
+        reasons=["the initiating rank logged no error text, only an exit status"],
+    )
 
 
 def network(e: Evidence) -> Finding | None:
@@ -211,20 +257,38 @@ def network(e: Evidence) -> Finding | None:
     net = e.fr.filter(pl.col("kind") == "nccl_net_error").sort("tc", "event_id", nulls_last=True)
     dead_host = unreachable_peer_host(e.t, net)
     if dead_host is not None:
-        on_host = sorted(int(r) for r in e.t.filter(pl.col("host") == dead_host)["rank"].drop_nulls().unique().to_list())
+        on_host = sorted(
+            int(r) for r in e.t.filter(pl.col("host") == dead_host)["rank"].drop_nulls().unique().to_list()
+        )
         own = set(e.effects.filter(pl.col("kind") != "worker_signalled")["rank"].to_list())
         inits = [r for r in on_host if r not in own] or on_host
-        return Finding(inits, f"peer host {dead_host} unreachable", "network_error",
-                       {r: net["event_id"][0] for r in inits},
-                       reasons=[(f"the ranks of {dead_host} stopped logging; they are named because the others lost "
-                                 "their connection to it")])
+        return Finding(
+            inits,
+            f"peer host {dead_host} unreachable",
+            "network_error",
+            {r: net["event_id"][0] for r in inits},
+            reasons=[
+                (
+                    f"the ranks of {dead_host} stopped logging; they are named because the others lost "
+                    "their connection to it"
+                )
+            ],
+        )
     if not net.height:
         return None
     firsts = net.group_by("rank", maintain_order=True).first()
     t_first = firsts["tc"][0]
-    tied = firsts.filter(pl.col("tc") < t_first + dt.timedelta(seconds=1)) if t_first is not None else firsts.head(1)
-    found = Finding(sorted(tied["rank"].to_list()), "first network error", "network_error",
-                    dict(tied.select("rank", "event_id").iter_rows()))
+    tied = (
+        firsts.filter(pl.col("tc") < t_first + dt.timedelta(seconds=1))
+        if t_first is not None
+        else firsts.head(1)
+    )
+    found = Finding(
+        sorted(tied["rank"].to_list()),
+        "first network error",
+        "network_error",
+        dict(tied.select("rank", "event_id").iter_rows()),
+    )
     if len(found.initiators) > 1:
         found.reasons.append("several ranks saw network errors within the clock uncertainty")
     return found
@@ -235,15 +299,23 @@ def barrier_named(e: Evidence) -> Finding | None:
     reporter whose PG rank differs from its global rank reports sub-group ranks, mapped by offset)."""
     named: set[int] = set()
     for row in e.f.filter(pl.col("kind") == "monitored_barrier_failed").iter_rows(named=True):
-        shift = (row["rank"] - row["pg_rank"]) if row["rank"] is not None and row["pg_rank"] is not None else 0
+        shift = (
+            (row["rank"] - row["pg_rank"]) if row["rank"] is not None and row["pg_rank"] is not None else 0
+        )
         named.update(r + shift for r in barrier_ranks(row["message"] or ""))
     if not named:
         return None
     quiet = named - e.own_error_ranks()
     # A named rank that is stuck says nothing; one that went on and failed elsewhere ran another collective.
-    found = Finding(sorted(quiet or named), "named by monitoredBarrier", "straggler_hang" if quiet else "collective_mismatch")
+    found = Finding(
+        sorted(quiet or named),
+        "named by monitoredBarrier",
+        "straggler_hang" if quiet else "collective_mismatch",
+    )
     if not quiet:
-        found.reasons.append("the rank named by monitoredBarrier did not wait in the barrier: it ran a different collective")
+        found.reasons.append(
+            "the rank named by monitoredBarrier did not wait in the barrier: it ran a different collective"
+        )
     return found
 
 
@@ -252,15 +324,24 @@ _ROOTED_OPS = {"BROADCAST", "REDUCE", "SCATTER", "GATHER", "_BROADCAST_OOP", "_R
 #: Effect kinds whose ``peer_rank`` names the rank the reporter waited for (a vote for the initiator).
 _WAITING_FOR = ["store_error", "monitored_barrier_peer", "nccl_error"]
 #: Effects that mean the peer process went away (not that it is slow).
-_PEER_LOSS = ["gloo_connection_closed", "nccl_net_error", "nccl_peer_closed", "async_error", "nccl_error",
-              "peer_shutdown"]
+_PEER_LOSS = [
+    "gloo_connection_closed",
+    "nccl_net_error",
+    "nccl_peer_closed",
+    "async_error",
+    "nccl_error",
+    "peer_shutdown",
+]
 
 
 def votes(e: Evidence) -> Counter[int]:
     """Ranks named by waiting ranks as the one they wait for ("ncclUniqueId from [0]", "errors … from rank 0",
     "remote error detected from rank: 2"), counted once per voter; the voters' own ranks are never candidates."""
-    rows = e.effects.filter(pl.col("kind").is_in(_WAITING_FOR) & pl.col("peer_rank").is_not_null()
-                            & (pl.col("peer_rank") != pl.col("rank")))
+    rows = e.effects.filter(
+        pl.col("kind").is_in(_WAITING_FOR)
+        & pl.col("peer_rank").is_not_null()
+        & (pl.col("peer_rank") != pl.col("rank"))
+    )
     pairs = set(rows.select("rank", "peer_rank").iter_rows())
     return Counter(p for _, p in pairs)
 
@@ -281,12 +362,25 @@ def minority_progress(e: Evidence) -> Finding | None:
         return None
     minority = timed if len(timed) < len(ahead) else ahead
     op = waits.filter(pl.col("seq") == seq)["op"].drop_nulls().first()
-    side = "timed out in a collective the others went past" if minority is timed else "went past the collective the others wait in"
+    side = (
+        "timed out in a collective the others went past"
+        if minority is timed
+        else "went past the collective the others wait in"
+    )
     ev = waits.filter(pl.col("rank").is_in(list(minority))).sort("tc", "event_id")
-    cause = {r: int(ev.filter(pl.col("rank") == r)["event_id"][0]) for r in minority if ev.filter(pl.col("rank") == r).height}
-    return Finding(sorted(minority), "odd one out", "collective_mismatch", cause,
-                   focus={"pg": pg, "seq": seq, "op": op},
-                   reasons=[f"the minority {side} (SeqNum {seq}); it ran a different sequence of collectives"])
+    cause = {
+        r: int(ev.filter(pl.col("rank") == r)["event_id"][0])
+        for r in minority
+        if ev.filter(pl.col("rank") == r).height
+    }
+    return Finding(
+        sorted(minority),
+        "odd one out",
+        "collective_mismatch",
+        cause,
+        focus={"pg": pg, "seq": seq, "op": op},
+        reasons=[f"the minority {side} (SeqNum {seq}); it ran a different sequence of collectives"],
+    )
 
 
 def stall_report(e: Evidence) -> Finding | None:
@@ -296,12 +390,16 @@ def stall_report(e: Evidence) -> Finding | None:
     (``stall_ready``; the world from evidence, else the highest rank named + 1). When the missing ranks are
     ready on a different collective, they ran another op: the odd one out (a mismatch), else a straggler.
     ``focus["waiting"]`` lists the ranks that wait for them (collateral)."""
-    rows = e.t.filter(pl.col("kind").is_in(["stall_ready", "stall_missing"]) & pl.col("peer_rank").is_not_null())
+    rows = e.t.filter(
+        pl.col("kind").is_in(["stall_ready", "stall_missing"]) & pl.col("peer_rank").is_not_null()
+    )
     if not rows.height:
         return None
     missing = set(rows.filter(pl.col("kind") == "stall_missing")["peer_rank"].to_list())
-    ready = {pg: set(g["peer_rank"].to_list())
-             for (pg,), g in rows.filter(pl.col("kind") == "stall_ready").group_by("pg", maintain_order=True)}
+    ready = {
+        pg: set(g["peer_rank"].to_list())
+        for (pg,), g in rows.filter(pl.col("kind") == "stall_ready").group_by("pg", maintain_order=True)
+    }
     kind, waiting = "straggler_hang", set()
     if ready:
         # The collective most ranks are ready in (ties: the first reported); its absentees are the suspects.
@@ -318,12 +416,21 @@ def stall_report(e: Evidence) -> Finding | None:
     missing -= waiting
     if not missing:
         return None
-    ev = rows.filter(pl.col("kind") == "stall_missing") if rows.filter(pl.col("kind") == "stall_missing").height else rows
+    ev = (
+        rows.filter(pl.col("kind") == "stall_missing")
+        if rows.filter(pl.col("kind") == "stall_missing").height
+        else rows
+    )
     first = int(ev.sort("tc", "event_id", nulls_last=True)["event_id"][0])
     op = rows["op"].drop_nulls().first()
-    found = Finding(sorted(missing), "named by the stall report", kind, {r: first for r in missing},
-                    focus={"op": op, "waiting": sorted(waiting - missing), "evidence": [first]},
-                    reasons=["named by Horovod's stall report (the ranks that had not submitted the collective)"])
+    found = Finding(
+        sorted(missing),
+        "named by the stall report",
+        kind,
+        {r: first for r in missing},
+        focus={"op": op, "waiting": sorted(waiting - missing), "evidence": [first]},
+        reasons=["named by Horovod's stall report (the ranks that had not submitted the collective)"],
+    )
     if kind == "collective_mismatch":
         found.reasons.append("the missing ranks were ready in a different collective")
     return found
@@ -338,10 +445,21 @@ def named_by_waiters(e: Evidence) -> Finding | None:
     (top, n), *rest = v.most_common()
     if top in own or (rest and rest[0][1] == n):
         return None
-    voters = sorted({r for r, p in e.effects.filter(pl.col("peer_rank") == top).select("rank", "peer_rank").iter_rows()})
-    ev = e.effects.filter((pl.col("peer_rank") == top) & pl.col("kind").is_in(_WAITING_FOR)).sort("tc", "event_id")
-    return Finding([top], "named by the ranks waiting for it", "straggler_hang", {top: int(ev["event_id"][0])},
-                   reasons=[f"named by {len(voters)} waiting rank(s) ({', '.join(map(str, voters))}); it logged no error"])
+    voters = sorted(
+        {r for r, p in e.effects.filter(pl.col("peer_rank") == top).select("rank", "peer_rank").iter_rows()}
+    )
+    ev = e.effects.filter((pl.col("peer_rank") == top) & pl.col("kind").is_in(_WAITING_FOR)).sort(
+        "tc", "event_id"
+    )
+    return Finding(
+        [top],
+        "named by the ranks waiting for it",
+        "straggler_hang",
+        {top: int(ev["event_id"][0])},
+        reasons=[
+            f"named by {len(voters)} waiting rank(s) ({', '.join(map(str, voters))}); it logged no error"
+        ],
+    )
 
 
 def _prefer_rank0(e: Evidence, cand: list[int], focus: dict[str, Any]) -> tuple[list[int], str | None]:
@@ -394,30 +512,51 @@ def silence(e: Evidence) -> Finding | None:
             if entered:
                 low = min(entered.get(r, -1) for r in silent)
                 cand = [r for r in silent if entered.get(r, -1) == low]
-        found = Finding(sorted(cand), "silent while the others failed", "straggler_hang", focus=focus,
-                        reasons=["the initiating rank logged no error; it was found by its silence"])
+        found = Finding(
+            sorted(cand),
+            "silent while the others failed",
+            "straggler_hang",
+            focus=focus,
+            reasons=["the initiating rank logged no error; it was found by its silence"],
+        )
         # Early exit needs the launcher's word on EVERY worker: torchrun's summary lists all that did not exit 0
         # and its agent signals all live ones; this rank was neither. A launcher that names only the first
         # failure (mpirun, mp.spawn, DeepSpeed's return-code line) says nothing about the others.
         reported = e.f.filter(pl.col("kind").is_in(["worker_signalled", *_SUMMARY]))
         failed = set(e.f.filter(pl.col("kind") == "worker_failed")["rank"].drop_nulls().to_list())
-        if reported.height and not (set(found.initiators) & (e.signalled | failed
-                                                             | set(reported["rank"].drop_nulls().to_list()))):
+        if reported.height and not (
+            set(found.initiators) & (e.signalled | failed | set(reported["rank"].drop_nulls().to_list()))
+        ):
             found.failure_kind = "early_exit"
         # A launcher reported a worker killed (SIGKILL) without naming it: the one silent rank is that worker.
-        unnamed_kill = e.f.filter(pl.col("rank").is_null() & pl.col("kind").is_in(["worker_failed", "process_exit"])
-                                  & ((pl.col("exit_code") == -9) | (pl.col("exit_code") == 137)))
+        unnamed_kill = e.f.filter(
+            pl.col("rank").is_null()
+            & pl.col("kind").is_in(["worker_failed", "process_exit"])
+            & ((pl.col("exit_code") == -9) | (pl.col("exit_code") == 137))
+        )
         if unnamed_kill.height and len(found.initiators) == 1:
             found.failure_kind = "oom_kill"
             found.cause_event = {found.initiators[0]: int(unnamed_kill["event_id"][0])}
-            found.reasons.append("the launcher reports a worker killed by SIGKILL without naming it; the one silent "
-                                 "rank is taken to be that worker")
+            found.reasons.append(
+                "the launcher reports a worker killed by SIGKILL without naming it; the one silent "
+                "rank is taken to be that worker"
+            )
     elif behind_ranks:
-        found = Finding(behind_ranks, "behind on the collective sequence", "straggler_hang", focus=focus,
-                        reasons=["found by its lagging sequence number, not by an error"])
+        found = Finding(
+            behind_ranks,
+            "behind on the collective sequence",
+            "straggler_hang",
+            focus=focus,
+            reasons=["found by its lagging sequence number, not by an error"],
+        )
     elif e.missing:
-        found = Finding(e.missing, "left no log", "straggler_hang", focus=focus,
-                        reasons=["the initiating rank left no log at all; it is named because it is missing"])
+        found = Finding(
+            e.missing,
+            "left no log",
+            "straggler_hang",
+            focus=focus,
+            reasons=["the initiating rank left no log at all; it is named because it is missing"],
+        )
     elif e.absent:
         # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
         # rank 0 has a stated reason; many absent ranks were most likely just cut from the paste.
@@ -426,9 +565,18 @@ def silence(e: Evidence) -> Finding | None:
         lost_peer = len(e.absent) == 1 and effects.filter(pl.col("kind").is_in(_PEER_LOSS)).height > 0
         if not why and not lost_peer and len(e.absent) * 3 > len(e.seen):
             return None
-        found = Finding(e.absent, "absent from the excerpt", "straggler_hang", focus=focus,
-                        reasons=[("the initiating rank is absent from the excerpt while the others report waiting; "
-                                 "the excerpt may lack ranks")])
+        found = Finding(
+            e.absent,
+            "absent from the excerpt",
+            "straggler_hang",
+            focus=focus,
+            reasons=[
+                (
+                    "the initiating rank is absent from the excerpt while the others report waiting; "
+                    "the excerpt may lack ranks"
+                )
+            ],
+        )
         if why and len(e.absent) == 1:
             found.reasons.append(f"rank 0 is the likely one: {why}")
     else:
@@ -439,8 +587,10 @@ def silence(e: Evidence) -> Finding | None:
         found.reasons.append(f"rank 0 preferred among the candidates: {why}")
     if e.fr.filter(pl.col("kind") == "collective_mismatch").height:
         found.failure_kind = "collective_mismatch"
-        found.reasons.append("a collective mismatch was detected but the odd rank could not be determined; "
-                             "the silent ranks are only suspects")
+        found.reasons.append(
+            "a collective mismatch was detected but the odd rank could not be determined; "
+            "the silent ranks are only suspects"
+        )
     return found
 
 
@@ -458,7 +608,9 @@ def flight_recorder(e: Evidence) -> Finding | None:
         own = e.causes.filter(pl.col("rank").is_in(v.initiators))
         if own.height:  # it stopped because it failed: its own error is the cause, FR the evidence
             kind = _cause_kind(own)
-            cause_event.update(own.group_by("rank", maintain_order=True).first().select("rank", "event_id").iter_rows())
+            cause_event.update(
+                own.group_by("rank", maintain_order=True).first().select("rank", "event_id").iter_rows()
+            )
     focus = {"pg": v.pg, "seq": v.seq, "op": v.op, "claim": v.claim, "fr": v.kind, "evidence": v.evidence}
     return Finding(sorted(v.initiators), "Flight Recorder", kind, cause_event, focus, list(v.reasons))
 
@@ -466,8 +618,16 @@ def flight_recorder(e: Evidence) -> Finding | None:
 #: The rules in order of precedence; the first that names someone decides.
 RULES: list[Callable[[Evidence], Finding | None]] = [
     flight_recorder,
-    odd_one_out, config_odd_one_out, first_causes, bare_exit, network, stall_report, barrier_named, named_by_waiters,
-    minority_progress, silence,
+    odd_one_out,
+    config_odd_one_out,
+    first_causes,
+    bare_exit,
+    network,
+    stall_report,
+    barrier_named,
+    named_by_waiters,
+    minority_progress,
+    silence,
 ]
 
 
@@ -482,7 +642,9 @@ def find(e: Evidence) -> Finding:
         return Finding([], "launcher", "launcher_error")
     if e.fr.height:
         found = Finding([], "", "unknown", reasons=["ranks report faults but none explains the others"])
-        waited = e.effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort("tc", "event_id")
+        waited = e.effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort(
+            "tc", "event_id"
+        )
         if waited.height:
             w = waited.row(0, named=True)
             found.focus = {"pg": w["pg"] or "0", "seq": w["seq"], "op": w["op"]}
@@ -497,14 +659,21 @@ def unattributed(e: Evidence) -> Finding | None:
 
     The first cause (exception, CUDA error, kill) decides the failure kind; timeouts alone give ``unknown``.
     ``focus["evidence"]`` holds the fault rows, so the verdict can quote them."""
-    rows = e.f.filter(pl.col("role").is_in(["cause", "effect", "exit"])).sort("tc", "event_id", nulls_last=True)
+    rows = e.f.filter(pl.col("role").is_in(["cause", "effect", "exit"])).sort(
+        "tc", "event_id", nulls_last=True
+    )
     if not rows.height:
         return None
     causes = rows.filter(pl.col("role") == "cause")
     first = causes if causes.height else rows
     kind = _cause_kind(causes.head(1)) if causes.height else "unknown"
-    return Finding([], "fault without a rank", kind, focus={"evidence": first["event_id"].head(3).to_list()},
-                   reasons=["the fault is on lines that name no rank; the initiating rank is unknown"])
+    return Finding(
+        [],
+        "fault without a rank",
+        kind,
+        focus={"evidence": first["event_id"].head(3).to_list()},
+        reasons=["the fault is on lines that name no rank; the initiating rank is unknown"],
+    )
 
 
 def unreachable_peer_host(t: pl.DataFrame, net: pl.DataFrame) -> str | None:
@@ -514,8 +683,12 @@ def unreachable_peer_host(t: pl.DataFrame, net: pl.DataFrame) -> str | None:
     named = net.filter(pl.col("peer_addr").is_not_null())
     if named.height == 0:
         return None
-    ip_host = dict(t.filter(pl.col("local_addr").is_not_null() & pl.col("host").is_not_null())
-                   .select("local_addr", "host").unique(subset="local_addr").iter_rows())
+    ip_host = dict(
+        t.filter(pl.col("local_addr").is_not_null() & pl.col("host").is_not_null())
+        .select("local_addr", "host")
+        .unique(subset="local_addr")
+        .iter_rows()
+    )
     hosts = set(t["host"].drop_nulls().unique().to_list())
     addr = named["peer_addr"][0]
     host = ip_host.get(addr) or (addr.split(".")[0] if addr.split(".")[0] in hosts else None)
@@ -536,9 +709,14 @@ def config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
     num = r"\d+(?:\.\d+)?"
     own = r"\b(?:\w*rank\w*|pid|port|master)[=:]\s*[\w.]*(?::\d+)?"
     app = app.with_columns(pl.col("message").str.replace_all(own, "").alias("message"))
-    rows = (app.with_columns(pl.col("message").str.replace_all(num, "#").alias("tpl"),
-                             pl.col("message").str.extract_all(num).list.join(",").alias("vals"))
-            .group_by("tpl", "rank", maintain_order=True).agg(pl.col("vals").first(), pl.col("event_id").first()))
+    rows = (
+        app.with_columns(
+            pl.col("message").str.replace_all(num, "#").alias("tpl"),
+            pl.col("message").str.extract_all(num).list.join(",").alias("vals"),
+        )
+        .group_by("tpl", "rank", maintain_order=True)
+        .agg(pl.col("vals").first(), pl.col("event_id").first())
+    )
     for _tpl, grp in rows.group_by("tpl", maintain_order=True):
         if grp.height < 3:
             continue

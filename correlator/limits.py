@@ -55,7 +55,8 @@ class Limits:
             max_line_bytes=_env_int("RANKSCOPE_MAX_LINE_KB", 1024) * 1024,
             max_lines=_env_int("RANKSCOPE_MAX_LINES", 5_000_000),
             max_world=_env_int("RANKSCOPE_MAX_WORLD", 1 << 18),
-            follow_symlinks=os.environ.get("RANKSCOPE_FOLLOW_SYMLINKS", "").strip().lower() in ("1", "true", "yes", "on"),
+            follow_symlinks=os.environ.get("RANKSCOPE_FOLLOW_SYMLINKS", "").strip().lower()
+            in ("1", "true", "yes", "on"),
         )
 
 
@@ -86,8 +87,10 @@ def cap_values(df, warnings: list[str]):  # type: ignore[no-untyped-def]
         bad = (pl.col("world_size") <= 0) | (pl.col("world_size") > lim.max_world)
         n = df.select(bad.sum()).item() or 0
         if n:
-            warnings.append(f"{n} line(s) state a world size of 0 or above {lim.max_world}; ignored as implausible "
-                            "(raise RANKSCOPE_MAX_WORLD)")
+            warnings.append(
+                f"{n} line(s) state a world size of 0 or above {lim.max_world}; ignored as implausible "
+                "(raise RANKSCOPE_MAX_WORLD)"
+            )
             fixes.append(pl.when(bad).then(None).otherwise(pl.col("world_size")).alias("world_size"))
             df = df.with_columns(fixes.pop())
         stated = df["world_size"].drop_nulls()
@@ -102,8 +105,14 @@ def cap_values(df, warnings: list[str]):  # type: ignore[no-untyped-def]
         n = df.select(bad.sum()).item() or 0
         if n:
             example = df.filter(bad)[c].head(1).item()
-            why = f"past 4x the stated world size {top}" if top is not None and limit < lim.max_world else f"above {lim.max_world}"
-            warnings.append(f"{n} line(s) name {c.replace('_', ' ')} {example} ({why}); taken as unknown "
-                            "(raise RANKSCOPE_MAX_WORLD)")
+            why = (
+                f"past 4x the stated world size {top}"
+                if top is not None and limit < lim.max_world
+                else f"above {lim.max_world}"
+            )
+            warnings.append(
+                f"{n} line(s) name {c.replace('_', ' ')} {example} ({why}); taken as unknown "
+                "(raise RANKSCOPE_MAX_WORLD)"
+            )
             df = df.with_columns(pl.when(bad).then(None).otherwise(pl.col(c)).alias(c))
     return df

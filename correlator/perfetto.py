@@ -32,16 +32,40 @@ PROGRESS_KINDS = frozenset({"collective_fingerprint", "nccl_coll", "step_progres
 #: Kinds that carry no information worth a mark.
 SKIP_KINDS = frozenset({"blank"})
 NO_RANK_TID = 0
-_CAUSE_KINDS = ["python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error", "collective_mismatch"]
+_CAUSE_KINDS = [
+    "python_exception",
+    "cuda_oom",
+    "cuda_error",
+    "process_killed",
+    "ddp_error",
+    "collective_mismatch",
+]
 UNKNOWN_HOST = "unknown host"
 
 
 def category(kind: str) -> str:
     """Coarse category of an event kind: cause | effect | launcher | progress | log."""
-    if kind in ("python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error", "collective_mismatch"):
+    if kind in (
+        "python_exception",
+        "cuda_oom",
+        "cuda_error",
+        "process_killed",
+        "ddp_error",
+        "collective_mismatch",
+    ):
         return "cause"
-    if kind in ("worker_failed", "worker_signalled", "failure_entry", "root_cause_entry", "error_file",
-                "launcher_error", "process_exit", "job_cancelled", "restart", "rendezvous"):
+    if kind in (
+        "worker_failed",
+        "worker_signalled",
+        "failure_entry",
+        "root_cause_entry",
+        "error_file",
+        "launcher_error",
+        "process_exit",
+        "job_cancelled",
+        "restart",
+        "rendezvous",
+    ):
         return "launcher"
     if kind in EFFECT_KINDS or kind in FAULT_KINDS or kind in ("nccl_peer_closed", "nccl_abort"):
         return "effect"
@@ -72,11 +96,16 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
     for r in diagnosis.initiating_ranks:
         if r in have:
             continue
-        rows = t.filter((pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt)
-                        & pl.col("kind").is_in(list(FAULT_KINDS)))
+        rows = t.filter(
+            (pl.col("rank") == r)
+            & (pl.col("attempt") == diagnosis.attempt)
+            & pl.col("kind").is_in(list(FAULT_KINDS))
+        )
         s = status.get(r)
         causes = rows.filter(pl.col("kind").is_in(_CAUSE_KINDS))
-        own = t.filter((pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt) & (pl.col("kind") != "blank"))
+        own = t.filter(
+            (pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt) & (pl.col("kind") != "blank")
+        )
         alive = own.filter(pl.col("kind").is_in(list(PROGRESS_KINDS)))
         if alive.height == 0:
             alive = own.filter(~pl.col("kind").is_in(list(FAULT_KINDS)) & (pl.col("layer") != "elastic"))
@@ -86,7 +115,9 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
             # Found by its silence: its last sign of life is the event to look at.
             ids.append(int(alive.sort("ts", "event_id", nulls_last=True)["event_id"][-1]))
             continue
-        elif s is not None and s.first_fault_kind and rows.filter(pl.col("kind") == s.first_fault_kind).height:
+        elif (
+            s is not None and s.first_fault_kind and rows.filter(pl.col("kind") == s.first_fault_kind).height
+        ):
             rows = rows.filter(pl.col("kind") == s.first_fault_kind)
         if rows.height:
             ids.append(int(rows.sort("ts", "event_id", nulls_last=True)["event_id"][0]))
@@ -98,22 +129,27 @@ def prepare(table: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     and ``ts_inferred``, and the name of the time base (``time`` or ``event order``)."""
     t = table.filter(~pl.col("duplicate") & ~pl.col("kind").is_in(list(SKIP_KINDS)))
     t = t.with_columns(
-        pl.when(pl.col("host").is_null() | (pl.col("host") == "")).then(pl.lit(UNKNOWN_HOST))
-        .otherwise(pl.col("host")).alias("host_label")
+        pl.when(pl.col("host").is_null() | (pl.col("host") == ""))
+        .then(pl.lit(UNKNOWN_HOST))
+        .otherwise(pl.col("host"))
+        .alias("host_label")
     )
     parts = []
     for (_att,), part in t.group_by("attempt", maintain_order=True):
         clocks = clock.estimate(part)
         parts.append(part.with_columns(clock.corrected(part, clocks).alias("tcd")))
     t = pl.concat(parts) if parts else t.with_columns(pl.col("ts").alias("tcd"))
-    t = t.with_columns(pl.col("tcd").dt.epoch("us").alias("tc"), pl.col("tcd").is_null().alias("ts_inferred")).drop("tcd")
+    t = t.with_columns(
+        pl.col("tcd").dt.epoch("us").alias("tc"), pl.col("tcd").is_null().alias("ts_inferred")
+    ).drop("tcd")
     if t.height and t["tc"].null_count() * 2 > t.height:
         # Mostly unstamped: stamps copied from a few lines would put every event at the same moment.
         t = t.sort("event_id").with_columns((pl.int_range(pl.len()) * 1000).cast(pl.Int64).alias("tc"))
         return t, "event order"
     if t["tc"].null_count():
-        t = (t.sort("path", "line", "event_id")
-             .with_columns(pl.col("tc").forward_fill().backward_fill().over("path").alias("tc")))
+        t = t.sort("path", "line", "event_id").with_columns(
+            pl.col("tc").forward_fill().backward_fill().over("path").alias("tc")
+        )
         t = t.with_columns(pl.col("tc").fill_null(t["tc"].min()))
     return t.sort("tc", "event_id"), "time"
 
@@ -132,8 +168,11 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
     focus = diagnosis.focus or {}
 
     # pids: one per (attempt, host), hosts in order of their lowest rank; tids: rank + 1 (0 = no rank).
-    keys = (t.group_by("attempt", "host_label").agg(pl.col("rank").min().alias("r0"))
-            .sort("attempt", pl.col("host_label") == UNKNOWN_HOST, "r0", "host_label", nulls_last=True))
+    keys = (
+        t.group_by("attempt", "host_label")
+        .agg(pl.col("rank").min().alias("r0"))
+        .sort("attempt", pl.col("host_label") == UNKNOWN_HOST, "r0", "host_label", nulls_last=True)
+    )
     pid_of: dict[tuple[int, str], int] = {}
     events: list[dict[str, Any]] = []
     for i, (att, host, _r0) in enumerate(keys.iter_rows()):
@@ -141,21 +180,59 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
         pid_of[(att, host)] = pid
         name = f"{host} (attempt {att})" if multi else host
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": i}})
-    threads = (t.group_by("attempt", "host_label", "rank")
-               .agg(pl.col("local_rank").drop_nulls().mode().first().alias("lr")))
+        events.append(
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": i}}
+        )
+    threads = t.group_by("attempt", "host_label", "rank").agg(
+        pl.col("local_rank").drop_nulls().mode().first().alias("lr")
+    )
     for att, host, rank, lr in threads.iter_rows():
         pid = pid_of[(att, host)]
         tid = NO_RANK_TID if rank is None else int(rank) + 1
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": _thread_name(rank, lr)}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                       "args": {"sort_index": -1 if rank is None else int(rank)}})
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pid,
+                "tid": tid,
+                "args": {"name": _thread_name(rank, lr)},
+            }
+        )
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_sort_index",
+                "pid": pid,
+                "tid": tid,
+                "args": {"sort_index": -1 if rank is None else int(rank)},
+            }
+        )
 
     t, coll_events = _aggregate_coll(t, base, init_ids, pid_of)
     events.extend(e for e in coll_events if e["ph"] == "C")
 
-    cols = ["event_id", "attempt", "host_label", "rank", "kind", "tc", "ts_inferred", "path", "line", "pg", "seq",
-            "op", "elapsed_ms", "timeout_ms", "exc_type", "exit_code", "signal", "peer_rank", "message", "severity"]
+    cols = [
+        "event_id",
+        "attempt",
+        "host_label",
+        "rank",
+        "kind",
+        "tc",
+        "ts_inferred",
+        "path",
+        "line",
+        "pg",
+        "seq",
+        "op",
+        "elapsed_ms",
+        "timeout_ms",
+        "exc_type",
+        "exit_code",
+        "signal",
+        "peer_rank",
+        "message",
+        "severity",
+    ]
     slices: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for e in coll_events:
         if e["ph"] == "X":
@@ -173,60 +250,143 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
             label = f"{kind}: {r['op']} #{r['seq']}"
         elif r["exit_code"] is not None:
             label = f"{kind}: exit {r['exit_code']}" + (f" ({r['signal']})" if r["signal"] else "")
-        args: dict[str, Any] = {"kind": kind, "where": f"{r['path']}:{r['line']}", "message": (r["message"] or "")[:500]}
+        args: dict[str, Any] = {
+            "kind": kind,
+            "where": f"{r['path']}:{r['line']}",
+            "message": (r["message"] or "")[:500],
+        }
         for k in ("pg", "seq", "op", "peer_rank", "exit_code", "signal", "elapsed_ms", "timeout_ms"):
             if r[k] is not None:
                 args[k] = r[k]
         if r["ts_inferred"]:
             args["ts_inferred"] = True
-        in_focus = (focus.get("seq") is not None and r["seq"] == focus.get("seq")
-                    and (r["pg"] or "0") == str(focus.get("pg") or "0"))
+        in_focus = (
+            focus.get("seq") is not None
+            and r["seq"] == focus.get("seq")
+            and (r["pg"] or "0") == str(focus.get("pg") or "0")
+        )
         if in_focus:
             args["focus"] = True
         if initiating:
             args["initiating"] = True
             label = f"INITIATING {label}"
             cat = f"initiating,{cat}"
-        events.append({"ph": "i", "s": "t", "name": label, "cat": cat, "ts": int(r["tc"]), "pid": pid, "tid": tid,
-                       "args": args})
+        events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": label,
+                "cat": cat,
+                "ts": int(r["tc"]),
+                "pid": pid,
+                "tid": tid,
+                "args": args,
+            }
+        )
         # Slices for collectives with a known start and end.
-        dur_ms = r["elapsed_ms"] if kind == "watchdog_timeout" else (r["timeout_ms"] if kind == "gloo_timeout" else None)
+        dur_ms = (
+            r["elapsed_ms"]
+            if kind == "watchdog_timeout"
+            else (r["timeout_ms"] if kind == "gloo_timeout" else None)
+        )
         if dur_ms is not None and dur_ms > 0 and r["rank"] is not None and base == "time":
-            name = f"{r['op'] or 'collective'}" + (f" #{r['seq']}" if r["seq"] is not None else "") + " (timed out)"
+            name = (
+                f"{r['op'] or 'collective'}"
+                + (f" #{r['seq']}" if r["seq"] is not None else "")
+                + " (timed out)"
+            )
             slices.setdefault((pid, tid), []).append(
-                {"ph": "X", "name": name, "cat": "collective,timeout" + (",focus" if in_focus else ""),
-                 "ts": int(r["tc"]) - int(dur_ms) * 1000, "dur": int(dur_ms) * 1000, "pid": pid, "tid": tid,
-                 "args": {"pg": r["pg"] or "0", "seq": r["seq"], "op": r["op"], "elapsed_ms": int(dur_ms),
-                          "where": f"{r['path']}:{r['line']}", "strong": True}})
+                {
+                    "ph": "X",
+                    "name": name,
+                    "cat": "collective,timeout" + (",focus" if in_focus else ""),
+                    "ts": int(r["tc"]) - int(dur_ms) * 1000,
+                    "dur": int(dur_ms) * 1000,
+                    "pid": pid,
+                    "tid": tid,
+                    "args": {
+                        "pg": r["pg"] or "0",
+                        "seq": r["seq"],
+                        "op": r["op"],
+                        "elapsed_ms": int(dur_ms),
+                        "where": f"{r['path']}:{r['line']}",
+                        "strong": True,
+                    },
+                }
+            )
 
     # Consecutive collective entries of one rank on one process group: entered N .. entered N+1.
-    ent = t.filter(pl.lit(base == "time") & pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"]) & pl.col("seq").is_not_null()
-                   & pl.col("rank").is_not_null() & ~pl.col("ts_inferred"))
+    ent = t.filter(
+        pl.lit(base == "time")
+        & pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"])
+        & pl.col("seq").is_not_null()
+        & pl.col("rank").is_not_null()
+        & ~pl.col("ts_inferred")
+    )
     if ent.height:
-        ent = ent.with_columns(pl.when(pl.col("kind") == "nccl_coll").then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?")))
-                               .otherwise(pl.coalesce("pg", pl.lit("0"))).alias("pgk"))
+        ent = ent.with_columns(
+            pl.when(pl.col("kind") == "nccl_coll")
+            .then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?")))
+            .otherwise(pl.coalesce("pg", pl.lit("0")))
+            .alias("pgk")
+        )
         ent = ent.sort("tc", "event_id").with_columns(
             pl.col("tc").shift(-1).over("attempt", "rank", "pgk").alias("tc_next"),
-            pl.col("seq").shift(-1).over("attempt", "rank", "pgk").alias("seq_next"))
-        for r in ent.filter(pl.col("tc_next").is_not_null() & (pl.col("seq_next") > pl.col("seq"))).iter_rows(named=True):
+            pl.col("seq").shift(-1).over("attempt", "rank", "pgk").alias("seq_next"),
+        )
+        for r in ent.filter(pl.col("tc_next").is_not_null() & (pl.col("seq_next") > pl.col("seq"))).iter_rows(
+            named=True
+        ):
             pid = pid_of[(r["attempt"], r["host_label"])]
             tid = int(r["rank"]) + 1
             slices.setdefault((pid, tid), []).append(
-                {"ph": "X", "name": f"{r['op'] or 'collective'} #{r['seq']}", "cat": "collective",
-                 "ts": int(r["tc"]), "dur": int(r["tc_next"] - r["tc"]), "pid": pid, "tid": tid,
-                 "args": {"pg": r["pgk"], "seq": r["seq"], "op": r["op"], "where": f"{r['path']}:{r['line']}",
-                          "note": "from entering this collective to entering the next on the same group"}})
+                {
+                    "ph": "X",
+                    "name": f"{r['op'] or 'collective'} #{r['seq']}",
+                    "cat": "collective",
+                    "ts": int(r["tc"]),
+                    "dur": int(r["tc_next"] - r["tc"]),
+                    "pid": pid,
+                    "tid": tid,
+                    "args": {
+                        "pg": r["pgk"],
+                        "seq": r["seq"],
+                        "op": r["op"],
+                        "where": f"{r['path']}:{r['line']}",
+                        "note": "from entering this collective to entering the next on the same group",
+                    },
+                }
+            )
     # Flight Recorder entries whose end is known (NCCL: time_discovered_completed_ns): created .. completed.
-    fre = t.filter(pl.lit(base == "time") & (pl.col("kind") == "fr_collective") & pl.col("ts_end").is_not_null()
-                   & pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
+    fre = t.filter(
+        pl.lit(base == "time")
+        & (pl.col("kind") == "fr_collective")
+        & pl.col("ts_end").is_not_null()
+        & pl.col("rank").is_not_null()
+        & pl.col("ts").is_not_null()
+    )
     fre = fre.with_columns((pl.col("ts_end") - pl.col("ts")).dt.total_microseconds().alias("__dur"))
     for r in fre.filter(pl.col("__dur") >= 0).iter_rows(named=True):
         pid, tid = pid_of[(r["attempt"], r["host_label"])], int(r["rank"]) + 1
         slices.setdefault((pid, tid), []).append(
-            {"ph": "X", "name": f"FR {r['op'] or 'collective'} #{r['seq']}", "cat": "collective,flight_recorder",
-             "ts": int(r["tc"]), "dur": int(r["__dur"]), "pid": pid, "tid": tid,
-             "args": {"pg": r["pg"] or "0", "seq": r["seq"], "op": r["op"], "state": r["state"],
-                      "where": f"{r['path']}:{r['line']}", "record_id": r["record_id"]}})
+            {
+                "ph": "X",
+                "name": f"FR {r['op'] or 'collective'} #{r['seq']}",
+                "cat": "collective,flight_recorder",
+                "ts": int(r["tc"]),
+                "dur": int(r["__dur"]),
+                "pid": pid,
+                "tid": tid,
+                "args": {
+                    "pg": r["pg"] or "0",
+                    "seq": r["seq"],
+                    "op": r["op"],
+                    "state": r["state"],
+                    "where": f"{r['path']}:{r['line']}",
+                    "record_id": r["record_id"],
+                },
+            }
+        )
     for lst in slices.values():
         events.extend(_no_partial_overlap(lst))
 
@@ -242,25 +402,53 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
         key = (diagnosis.attempt, host)
         if key not in pid_of:
             pid_of[key] = len(pid_of) + 1
-            events.append({"ph": "M", "name": "process_name", "pid": pid_of[key], "tid": 0,
-                           "args": {"name": f"{host} (attempt {diagnosis.attempt})" if multi else host}})
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": pid_of[key],
+                    "tid": 0,
+                    "args": {"name": f"{host} (attempt {diagnosis.attempt})" if multi else host},
+                }
+            )
         pid = pid_of[key]
         if not mine.height:
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": rk + 1,
-                           "args": {"name": f"rank {rk} (no log)"}})
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": pid,
+                    "tid": rk + 1,
+                    "args": {"name": f"rank {rk} (no log)"},
+                }
+            )
         faults = att_rows.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
         when = int((faults if faults.height else att_rows)["tc"].min())  # type: ignore[arg-type]
-        events.append({"ph": "i", "s": "t", "name": f"INITIATING rank {rk}: {diagnosis.initiator_basis or 'initiating'}",
-                       "cat": "initiating,cause", "ts": when, "pid": pid, "tid": rk + 1,
-                       "args": {"initiating": True, "synthetic": True, "rank": rk,
-                                "note": "this rank wrote no line that shows the fault; placed at the first fault of the others"}})
+        events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": f"INITIATING rank {rk}: {diagnosis.initiator_basis or 'initiating'}",
+                "cat": "initiating,cause",
+                "ts": when,
+                "pid": pid,
+                "tid": rk + 1,
+                "args": {
+                    "initiating": True,
+                    "synthetic": True,
+                    "rank": rk,
+                    "note": "this rank wrote no line that shows the fault; placed at the first fault of the others",
+                },
+            }
+        )
 
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
         "otherData": {
             "generator": "rankscope",
-            "time_base": "corrected wall time, µs since the Unix epoch" if base == "time"
+            "time_base": "corrected wall time, µs since the Unix epoch"
+            if base == "time"
             else "event order (the logs carry no timestamps): 1 ms per event",
             "summary": diagnosis.summary,
             "failure_kind": diagnosis.failure_kind,
@@ -278,8 +466,9 @@ COLL_DETAIL = 32
 COLL_CHUNK = 500
 
 
-def _aggregate_coll(t: pl.DataFrame, base: str, init_ids: set[int],
-                    pid_of: dict[tuple[int, str], int]) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+def _aggregate_coll(
+    t: pl.DataFrame, base: str, init_ids: set[int], pid_of: dict[tuple[int, str], int]
+) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
     """NCCL COLL lines are 90 %+ of an ``NCCL_DEBUG=INFO`` log: all but the last :data:`COLL_DETAIL` per
     (attempt, rank, communicator) become one ``X`` slice per :data:`COLL_CHUNK` lines ("500 collectives
     #a-#b", from entering the first to entering the next chunk's first) plus an opCount counter sample
@@ -288,34 +477,72 @@ def _aggregate_coll(t: pl.DataFrame, base: str, init_ids: set[int],
     if base != "time" or t.height == 0:
         return t, []
     keys = ["attempt", "rank", "pgk"]
-    is_c = ((pl.col("kind") == "nccl_coll") & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
-            & ~pl.col("ts_inferred"))
+    is_c = (
+        (pl.col("kind") == "nccl_coll")
+        & pl.col("rank").is_not_null()
+        & pl.col("seq").is_not_null()
+        & ~pl.col("ts_inferred")
+    )
     if not t.select(is_c.any()).item():
         return t, []
     t = t.with_columns(pl.when(is_c).then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?"))).alias("pgk"))
     idx = pl.int_range(pl.len()).over(keys)
-    bulk = (is_c & (pl.len().over(keys) - idx > COLL_DETAIL) & ~pl.col("event_id").is_in(list(init_ids))
-            ).fill_null(False)
+    bulk = (
+        is_c & (pl.len().over(keys) - idx > COLL_DETAIL) & ~pl.col("event_id").is_in(list(init_ids))
+    ).fill_null(False)
     t = t.with_columns(bulk.alias("__bulk"), idx.alias("__i"))
-    agg = (t.filter(pl.col("__bulk")).with_columns((pl.col("__i") // COLL_CHUNK).alias("__chunk"))
-           .group_by([*keys, "host_label", "__chunk"], maintain_order=True)
-           .agg(pl.col("tc").first().alias("t0"), pl.col("tc").last().alias("t1"), pl.len().alias("n"),
-                pl.col("seq").first().alias("s0"), pl.col("seq").last().alias("s1"),
-                pl.col("op").unique().sort().alias("ops"), pl.col("path").first(), pl.col("line").first())
-           .sort([*keys, "__chunk"])
-           .with_columns(pl.col("t0").shift(-1).over(keys).fill_null(pl.col("t1")).alias("t_next")))
+    agg = (
+        t.filter(pl.col("__bulk"))
+        .with_columns((pl.col("__i") // COLL_CHUNK).alias("__chunk"))
+        .group_by([*keys, "host_label", "__chunk"], maintain_order=True)
+        .agg(
+            pl.col("tc").first().alias("t0"),
+            pl.col("tc").last().alias("t1"),
+            pl.len().alias("n"),
+            pl.col("seq").first().alias("s0"),
+            pl.col("seq").last().alias("s1"),
+            pl.col("op").unique().sort().alias("ops"),
+            pl.col("path").first(),
+            pl.col("line").first(),
+        )
+        .sort([*keys, "__chunk"])
+        .with_columns(pl.col("t0").shift(-1).over(keys).fill_null(pl.col("t1")).alias("t_next"))
+    )
     events: list[dict[str, Any]] = []
     for r in agg.iter_rows(named=True):
         pid = pid_of[(r["attempt"], r["host_label"])]
         tid = int(r["rank"]) + 1
         ops = ", ".join(o for o in r["ops"] if o)
-        events.append({"ph": "X", "name": f"{r['n']} collectives #{r['s0']}-#{r['s1']}", "cat": "collective,aggregated",
-                       "ts": int(r["t0"]), "dur": max(0, int(r["t_next"] - r["t0"])), "pid": pid, "tid": tid,
-                       "args": {"pg": r["pgk"], "count": r["n"], "first_seq": r["s0"], "last_seq": r["s1"], "ops": ops,
-                                "where": f"{r['path']}:{r['line']}",
-                                "note": f"NCCL COLL lines aggregated by {COLL_CHUNK}; the last {COLL_DETAIL} are shown one by one"}})
-        events.append({"ph": "C", "name": f"rank {r['rank']} opCount", "ts": int(r["t0"]), "pid": pid, "tid": tid,
-                       "args": {r["pgk"]: r["s1"]}})
+        events.append(
+            {
+                "ph": "X",
+                "name": f"{r['n']} collectives #{r['s0']}-#{r['s1']}",
+                "cat": "collective,aggregated",
+                "ts": int(r["t0"]),
+                "dur": max(0, int(r["t_next"] - r["t0"])),
+                "pid": pid,
+                "tid": tid,
+                "args": {
+                    "pg": r["pgk"],
+                    "count": r["n"],
+                    "first_seq": r["s0"],
+                    "last_seq": r["s1"],
+                    "ops": ops,
+                    "where": f"{r['path']}:{r['line']}",
+                    "note": f"NCCL COLL lines aggregated by {COLL_CHUNK}; the last {COLL_DETAIL} are shown one by one",
+                },
+            }
+        )
+        events.append(
+            {
+                "ph": "C",
+                "name": f"rank {r['rank']} opCount",
+                "ts": int(r["t0"]),
+                "pid": pid,
+                "tid": tid,
+                "args": {r["pgk"]: r["s1"]},
+            }
+        )
     return t.filter(~pl.col("__bulk")).drop("__bulk", "__i", "pgk"), events
 
 

@@ -36,25 +36,56 @@ if TYPE_CHECKING:
 #: Colour per fault kind (others of the same category fall back to the category colour).
 KIND_COLORS: dict[str, str] = {
     # causes: reds
-    "cuda_oom": "#d62728", "cuda_error": "#b3001b", "python_exception": "#e8464a", "process_killed": "#8b0000",
-    "ddp_error": "#ff6f61", "collective_mismatch": "#c2185b",
+    "cuda_oom": "#d62728",
+    "cuda_error": "#b3001b",
+    "python_exception": "#e8464a",
+    "process_killed": "#8b0000",
+    "ddp_error": "#ff6f61",
+    "collective_mismatch": "#c2185b",
     # waiting / timeouts: oranges
-    "watchdog_timeout": "#ff7f0e", "watchdog_status": "#f5a623", "heartbeat_timeout": "#e6550d",
-    "gloo_timeout": "#fd8d3c", "monitored_barrier_failed": "#d95f02", "monitored_barrier_peer": "#fdae6b",
+    "watchdog_timeout": "#ff7f0e",
+    "watchdog_status": "#f5a623",
+    "heartbeat_timeout": "#e6550d",
+    "gloo_timeout": "#fd8d3c",
+    "monitored_barrier_failed": "#d95f02",
+    "monitored_barrier_peer": "#fdae6b",
     # network / teardown: purples and browns
-    "watchdog_teardown": "#8c6d31", "async_error": "#9467bd", "nccl_error": "#7b4173", "nccl_net_error": "#6a3d9a",
-    "nccl_warn": "#a55194", "gloo_connection_closed": "#756bb1", "store_error": "#636363",
-    "nccl_peer_closed": "#bcbddc", "nccl_abort": "#9e9ac8",
+    "watchdog_teardown": "#8c6d31",
+    "async_error": "#9467bd",
+    "nccl_error": "#7b4173",
+    "nccl_net_error": "#6a3d9a",
+    "nccl_warn": "#a55194",
+    "gloo_connection_closed": "#756bb1",
+    "store_error": "#636363",
+    "nccl_peer_closed": "#bcbddc",
+    "nccl_abort": "#9e9ac8",
     # launcher: blues
-    "worker_failed": "#1f77b4", "worker_signalled": "#6baed6", "failure_entry": "#3182bd",
-    "root_cause_entry": "#08519c", "error_file": "#4292c6", "launcher_error": "#2171b5", "process_exit": "#17becf",
-    "job_cancelled": "#084594", "restart": "#9ecae1",
+    "worker_failed": "#1f77b4",
+    "worker_signalled": "#6baed6",
+    "failure_entry": "#3182bd",
+    "root_cause_entry": "#08519c",
+    "error_file": "#4292c6",
+    "launcher_error": "#2171b5",
+    "process_exit": "#17becf",
+    "job_cancelled": "#084594",
+    "restart": "#9ecae1",
 }
-_CAT_COLORS = {"cause": "#d62728", "effect": "#ff7f0e", "launcher": "#1f77b4", "progress": "#9ecae1", "log": "#bdbdbd"}
+_CAT_COLORS = {
+    "cause": "#d62728",
+    "effect": "#ff7f0e",
+    "launcher": "#1f77b4",
+    "progress": "#9ecae1",
+    "log": "#bdbdbd",
+}
 _CAT_MARKERS = {"cause": "X", "effect": "o", "launcher": "s", "progress": "|", "log": "|"}
 STATUS_COLORS = {"initiating": "#d62728", "collateral": "#ff7f0e", "clean": "#2ca02c", "missing": "#9e9e9e"}
-EDGE_COLORS = {"waits_for": "#ff7f0e", "peer_error": "#9467bd", "mismatch": "#c2185b", "killed_by": "#1f77b4",
-               "exited_before": "#8c564b"}
+EDGE_COLORS = {
+    "waits_for": "#ff7f0e",
+    "peer_error": "#9467bd",
+    "mismatch": "#c2185b",
+    "killed_by": "#1f77b4",
+    "exited_before": "#8c564b",
+}
 #: Above this many rows routine lines are not drawn and y labels are thinned.
 MANY_ROWS = 64
 FORMATS = (".html", ".htm", ".png", ".svg")
@@ -83,12 +114,18 @@ def _unit(span_s: float) -> tuple[float, str]:
     return 0.001, "ms"
 
 
-def _rows(t: pl.DataFrame, diagnosis: Diagnosis | None) -> tuple[list[tuple[str, int | None]], dict[tuple[str, int | None], int]]:
+def _rows(
+    t: pl.DataFrame, diagnosis: Diagnosis | None
+) -> tuple[list[tuple[str, int | None]], dict[tuple[str, int | None], int]]:
     """Row order: hosts by their lowest rank, within a host the no-rank (launcher) row first, then ranks.
     Ranks that left no log get their own rows (under ``no log``) when there are few rows."""
     hr = t.select("host_label", "rank").unique()
-    rank_host = dict(hr.filter(pl.col("rank").is_not_null()).group_by("rank")
-                     .agg(pl.col("host_label").sort().first()).iter_rows())
+    rank_host = dict(
+        hr.filter(pl.col("rank").is_not_null())
+        .group_by("rank")
+        .agg(pl.col("host_label").sort().first())
+        .iter_rows()
+    )
     hosts_min: dict[str, int] = {}
     for h, r in hr.iter_rows():
         key = r if r is not None else 10**9
@@ -101,7 +138,9 @@ def _rows(t: pl.DataFrame, diagnosis: Diagnosis | None) -> tuple[list[tuple[str,
         rows.extend((h, r) for r in sorted(r for r, hh in rank_host.items() if hh == h))
     if diagnosis is not None:
         seen = set(rank_host)
-        missing = [r for r in diagnosis.missing_ranks if r not in seen and r not in diagnosis.initiating_ranks]
+        missing = [
+            r for r in diagnosis.missing_ranks if r not in seen and r not in diagnosis.initiating_ranks
+        ]
         rows.extend(("no log", r) for r in diagnosis.initiating_ranks if r not in seen)
         if missing:
             rows.append(("no log", -1))  # one row for all of them
@@ -117,13 +156,20 @@ def _focus_mask(t: pl.DataFrame, focus: dict[str, Any]) -> pl.Series:
 
 def _waited_in(t: pl.DataFrame) -> dict[str, Any]:
     """The (pg, seq, op) most ranks timed out in, when the diagnosis names no focus."""
-    w = t.filter(pl.col("kind").is_in(["watchdog_timeout", "watchdog_status", "gloo_timeout", "heartbeat_timeout"])
-                 & pl.col("seq").is_not_null() & pl.col("rank").is_not_null())
+    w = t.filter(
+        pl.col("kind").is_in(["watchdog_timeout", "watchdog_status", "gloo_timeout", "heartbeat_timeout"])
+        & pl.col("seq").is_not_null()
+        & pl.col("rank").is_not_null()
+    )
     if w.height == 0:
         return {}
-    top = (w.with_columns(pg_key().alias("pgk")).group_by("pgk", "seq")
-           .agg(pl.col("rank").n_unique().alias("n"), pl.col("op").drop_nulls().first().alias("op"))
-           .sort("n", "seq", descending=[True, False]).row(0, named=True))
+    top = (
+        w.with_columns(pg_key().alias("pgk"))
+        .group_by("pgk", "seq")
+        .agg(pl.col("rank").n_unique().alias("n"), pl.col("op").drop_nulls().first().alias("op"))
+        .sort("n", "seq", descending=[True, False])
+        .row(0, named=True)
+    )
     return {"pg": top["pgk"], "seq": top["seq"], "op": top["op"]} if top["n"] >= 2 else {}
 
 
@@ -144,10 +190,17 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     rows, row_of = _rows(t, diagnosis)
     n = max(1, len(rows))
     many = n > MANY_ROWS
-    t = t.with_columns(pl.Series("y", [row_of.get((h, r), -1) for h, r in t.select("host_label", "rank").iter_rows()],
-                                 dtype=pl.Int32))
+    t = t.with_columns(
+        pl.Series(
+            "y",
+            [row_of.get((h, r), -1) for h, r in t.select("host_label", "rank").iter_rows()],
+            dtype=pl.Int32,
+        )
+    )
     cats = {k: category(k) for k in t["kind"].unique().to_list()}
-    t = t.with_columns(pl.col("kind").replace_strict(cats, default="log", return_dtype=pl.String).alias("cat"))
+    t = t.with_columns(
+        pl.col("kind").replace_strict(cats, default="log", return_dtype=pl.String).alias("cat")
+    )
     focus = dict(diagnosis.focus or {})
     focus_label = "focus"
     if focus.get("seq") is None:
@@ -158,14 +211,26 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     inits = t.filter(pl.col("event_id").is_in(init_ids)).sort("tc")
     t0 = int(inits["tc"][0]) if inits.height else (int(t["tc"].min()) if t.height else 0)  # type: ignore[arg-type]
     t = t.with_columns(((pl.col("tc") - t0) / 1e6).alias("x"))
-    slices = t.filter(pl.col("kind").is_in(["watchdog_timeout", "gloo_timeout"]) & (pl.col("y") >= 0)).with_columns(
-        (pl.when(pl.col("kind") == "watchdog_timeout").then(pl.col("elapsed_ms")).otherwise(pl.col("timeout_ms"))
-         / 1000.0).alias("dur"))
-    slices = slices.filter(pl.col("dur").is_not_null() & (pl.col("dur") > 0)) if base == "time" else slices.head(0)
+    slices = t.filter(
+        pl.col("kind").is_in(["watchdog_timeout", "gloo_timeout"]) & (pl.col("y") >= 0)
+    ).with_columns(
+        (
+            pl.when(pl.col("kind") == "watchdog_timeout")
+            .then(pl.col("elapsed_ms"))
+            .otherwise(pl.col("timeout_ms"))
+            / 1000.0
+        ).alias("dur")
+    )
+    slices = (
+        slices.filter(pl.col("dur").is_not_null() & (pl.col("dur") > 0)) if base == "time" else slices.head(0)
+    )
     # Flight Recorder entries with a known end (NCCL's time_discovered_completed_ns): created .. completed.
-    fr_sl = t.filter((pl.col("kind") == "fr_collective") & pl.col("ts_end").is_not_null() & (pl.col("y") >= 0)
-                     & pl.lit(base == "time")).with_columns(
-        ((pl.col("ts_end") - pl.col("ts")).dt.total_microseconds() / 1e6).alias("dur"))
+    fr_sl = t.filter(
+        (pl.col("kind") == "fr_collective")
+        & pl.col("ts_end").is_not_null()
+        & (pl.col("y") >= 0)
+        & pl.lit(base == "time")
+    ).with_columns(((pl.col("ts_end") - pl.col("ts")).dt.total_microseconds() / 1e6).alias("dur"))
     slices = pl.concat([slices, fr_sl.with_columns(pl.col("x") + pl.col("dur")).filter(pl.col("dur") > 0)])
     xs = t["x"].to_list() + (slices["x"] - slices["dur"]).to_list()
     lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
@@ -201,17 +266,37 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
             if j > 0:
                 ax.axhline(a - 0.5, color="#cccccc", lw=0.6, zorder=0.5)
             if h != "no log":
-                ax.text(1.003, 1 - (a + b + 1) / 2 / n, h, transform=ax.transAxes, fontsize=8 if not many else 6,
-                        va="center", ha="left", color="#555555")
+                ax.text(
+                    1.003,
+                    1 - (a + b + 1) / 2 / n,
+                    h,
+                    transform=ax.transAxes,
+                    fontsize=8 if not many else 6,
+                    va="center",
+                    ha="left",
+                    color="#555555",
+                )
         if h == "no log":
-            ax.axhspan(a - 0.5, b + 0.5, facecolor="none", hatch="////", edgecolor="#dddddd", lw=0, zorder=0.2)
+            ax.axhspan(
+                a - 0.5, b + 0.5, facecolor="none", hatch="////", edgecolor="#dddddd", lw=0, zorder=0.2
+            )
             from correlator.report import ranges
 
-            miss = sorted(r for r in diagnosis.missing_ranks if r not in set(t["rank"].drop_nulls().to_list())
-                          and r not in diagnosis.initiating_ranks)
+            miss = sorted(
+                r
+                for r in diagnosis.missing_ranks
+                if r not in set(t["rank"].drop_nulls().to_list()) and r not in diagnosis.initiating_ranks
+            )
             if miss:
-                ax.text(0.01, b, f"no log at all from rank{'s' if len(miss) > 1 else ''} {ranges(miss)}",
-                        transform=ax.get_yaxis_transform(), va="center", fontsize=8, color="#757575")
+                ax.text(
+                    0.01,
+                    b,
+                    f"no log at all from rank{'s' if len(miss) > 1 else ''} {ranges(miss)}",
+                    transform=ax.get_yaxis_transform(),
+                    va="center",
+                    fontsize=8,
+                    color="#757575",
+                )
 
     for h, r in rows:
         if r is not None and status.get(r) == "initiating":
@@ -219,17 +304,37 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
             ax.axhspan(y - 0.5, y + 0.5, color="#fcbba1", alpha=0.45 if not many else 0.8, zorder=0.4, lw=0)
 
     # Each rank's span of activity: from its first to its last line (silence shows as a short line).
-    spans = t.filter(pl.col("y") >= 0).group_by("y").agg(pl.col("x").min().alias("a"), pl.col("x").max().alias("b"))
+    spans = (
+        t.filter(pl.col("y") >= 0)
+        .group_by("y")
+        .agg(pl.col("x").min().alias("a"), pl.col("x").max().alias("b"))
+    )
     ax.hlines(spans["y"], spans["a"], spans["b"], color="#9e9e9e", lw=0.8 if not many else 0.4, zorder=1)
 
     # Timed-out collectives as bars.
     if slices.height:
         fs = slices.filter(pl.col("focus"))
-        ax.barh(slices["y"], slices["dur"], left=slices["x"] - slices["dur"], height=0.55 if not many else 0.9,
-                color="#ffbb78", alpha=0.55, lw=0, zorder=1.5)
+        ax.barh(
+            slices["y"],
+            slices["dur"],
+            left=slices["x"] - slices["dur"],
+            height=0.55 if not many else 0.9,
+            color="#ffbb78",
+            alpha=0.55,
+            lw=0,
+            zorder=1.5,
+        )
         if fs.height:
-            ax.barh(fs["y"], fs["dur"], left=fs["x"] - fs["dur"], height=0.55 if not many else 0.9,
-                    color="#ffbb78", edgecolor="#e6550d", lw=0.6 if not many else 0.2, zorder=1.6)
+            ax.barh(
+                fs["y"],
+                fs["dur"],
+                left=fs["x"] - fs["dur"],
+                height=0.55 if not many else 0.9,
+                color="#ffbb78",
+                edgecolor="#e6550d",
+                lw=0.6 if not many else 0.2,
+                zorder=1.6,
+            )
 
     # Routine lines and progress, faint; omitted when there are many ranks.
     pts = t.filter(pl.col("y") >= 0)
@@ -245,10 +350,17 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     kinds_present: dict[str, int] = {}
     for (cat,), part in faults.group_by("cat", maintain_order=True):
         size = {"cause": 110, "effect": 42, "launcher": 36}[cat] * (0.45 if many else 1)
-        ax.scatter(part["x"], part["y"], marker=_CAT_MARKERS[cat], s=size,
-                   c=[_kind_color(k) for k in part["kind"].to_list()],
-                   edgecolors=["black" if f else "none" for f in part["focus"].to_list()],
-                   linewidths=0.5, zorder=3 if cat != "cause" else 4, alpha=0.95)
+        ax.scatter(
+            part["x"],
+            part["y"],
+            marker=_CAT_MARKERS[cat],
+            s=size,
+            c=[_kind_color(k) for k in part["kind"].to_list()],
+            edgecolors=["black" if f else "none" for f in part["focus"].to_list()],
+            linewidths=0.5,
+            zorder=3 if cat != "cause" else 4,
+            alpha=0.95,
+        )
         for k in part["kind"].to_list():
             kinds_present[k] = kinds_present.get(k, 0) + 1
 
@@ -264,21 +376,42 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         what = f"{focus.get('op') or 'collective'} SeqNum {focus['seq']} (pg {focus.get('pg') or '0'})"
         if focus.get("majority"):
             what += f"; the majority ran {focus['majority']}"
-        ax.text((fa + fb) / 2, n - 0.5, f"{focus_label}: {what}", ha="center", va="bottom", fontsize=8, color="#a63603",
-                zorder=8, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
+        ax.text(
+            (fa + fb) / 2,
+            n - 0.5,
+            f"{focus_label}: {what}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="#a63603",
+            zorder=8,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
+        )
 
     # The initiating event(s), starred and annotated.
     starred = t.filter(pl.col("event_id").is_in(init_ids) & (pl.col("y") >= 0)).sort("x", "y")
-    ax.scatter(starred["x"], starred["y"], marker="*", s=420 if not many else 260, c="#ffdd00",
-               edgecolors="#b30000", linewidths=1.4, zorder=6)
+    ax.scatter(
+        starred["x"],
+        starred["y"],
+        marker="*",
+        s=420 if not many else 260,
+        c="#ffdd00",
+        edgecolors="#b30000",
+        linewidths=1.4,
+        zorder=6,
+    )
     star_ranks = sorted(set(starred["rank"].drop_nulls().to_list()))
     for i, row in enumerate(starred.head(2 if starred.height <= 2 else 1).iter_rows(named=True)):
-        what = row["exc_type"] or (f"exit {row['exit_code']}" if row["exit_code"] is not None else row["kind"])
+        what = row["exc_type"] or (
+            f"exit {row['exit_code']}" if row["exit_code"] is not None else row["kind"]
+        )
         if category(row["kind"]) in ("progress", "log"):
             what = f"last ordinary line: {row['kind'].replace('_', ' ')}"
         stamp = ""
         if base == "time" and not row["ts_inferred"]:
-            stamp = "\n" + dt.datetime.fromtimestamp(row["tc"] / 1e6, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            stamp = "\n" + dt.datetime.fromtimestamp(row["tc"] / 1e6, dt.UTC).strftime(
+                "%Y-%m-%d %H:%M:%S UTC"
+            )
         basis = diagnosis.initiator_basis
         if basis and basis not in ("first fault", "common mode", "exit status"):
             what = f"{basis}\n{what}"
@@ -289,11 +422,19 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
             label = f"{len(star_ranks)} initiating ranks ({ranges(star_ranks)}), first: {label}"
         xl = ax.get_xlim()
         left = row["x"] > xl[0] + 0.55 * (xl[1] - xl[0])
-        ax.annotate(label, (row["x"], row["y"]), xytext=(-16 if left else 16, 16 + 34 * i), ha="right" if left else "left",
-                    textcoords="offset points", fontsize=8.5,
-                    color="#8b0000", fontweight="bold", zorder=7,
-                    bbox={"boxstyle": "round,pad=0.3", "fc": "#fffbe6", "ec": "#b30000", "lw": 0.8, "alpha": 0.95},
-                    arrowprops={"arrowstyle": "-", "color": "#b30000", "lw": 0.8})
+        ax.annotate(
+            label,
+            (row["x"], row["y"]),
+            xytext=(-16 if left else 16, 16 + 34 * i),
+            ha="right" if left else "left",
+            textcoords="offset points",
+            fontsize=8.5,
+            color="#8b0000",
+            fontweight="bold",
+            zorder=7,
+            bbox={"boxstyle": "round,pad=0.3", "fc": "#fffbe6", "ec": "#b30000", "lw": 0.8, "alpha": 0.95},
+            arrowprops={"arrowstyle": "-", "color": "#b30000", "lw": 0.8},
+        )
 
     # y labels: ranks coloured by their status; thinned when there are many.
     labels = []
@@ -301,8 +442,11 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         if r is None:
             labels.append("launcher")
         else:
-            labels.append(f"rank {r}" if h != "no log" else (f"rank {r} (no log)" if r >= 0 else
-                                                               f"no log ({len(diagnosis.missing_ranks)})"))
+            labels.append(
+                f"rank {r}"
+                if h != "no log"
+                else (f"rank {r} (no log)" if r >= 0 else f"no log ({len(diagnosis.missing_ranks)})")
+            )
     if not many and n <= max_label_rows * 2:
         ticks = list(range(n))
     else:
@@ -310,8 +454,10 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         for i, (h, r) in enumerate(rows):
             if r is not None and r >= 0:
                 first_rank.setdefault(h, i)
-        ticks = sorted(set(first_rank.values()) | {row_of[(h, r)] for h, r in rows
-                                                   if r is not None and status.get(r) == "initiating"})
+        ticks = sorted(
+            set(first_rank.values())
+            | {row_of[(h, r)] for h, r in rows if r is not None and status.get(r) == "initiating"}
+        )
         must = {row_of[(h, r)] for h, r in rows if r is not None and status.get(r) == "initiating"}
         if len(ticks) > max_label_rows:
             step = -(-len(ticks) // max_label_rows)
@@ -342,29 +488,68 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
 
     # Legend: the fault kinds present, then the marks.
     handles: list[Any] = []
-    for k, c in sorted(kinds_present.items(), key=lambda kc: (["cause", "effect", "launcher"].index(category(kc[0])), kc[0])):
+    for k, c in sorted(
+        kinds_present.items(), key=lambda kc: (["cause", "effect", "launcher"].index(category(kc[0])), kc[0])
+    ):
         cat = category(k)
-        handles.append(Line2D([], [], ls="", marker=_CAT_MARKERS[cat], ms=7 if cat == "cause" else 5,
-                              mfc=_kind_color(k), mec="none", label=f"{k} ({c})"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker=_CAT_MARKERS[cat],
+                ms=7 if cat == "cause" else 5,
+                mfc=_kind_color(k),
+                mec="none",
+                label=f"{k} ({c})",
+            )
+        )
     if inits.height:
-        handles.append(Line2D([], [], ls="", marker="*", ms=12, mfc="#ffdd00", mec="#b30000", label="initiating event"))
+        handles.append(
+            Line2D([], [], ls="", marker="*", ms=12, mfc="#ffdd00", mec="#b30000", label="initiating event")
+        )
     if slices.height:
         timed = slices.filter(pl.col("kind") != "fr_collective").height
-        handles.append(Patch(fc="#ffbb78", alpha=0.7, label="collective until it timed out" if timed == slices.height
-                             else "collective (Flight Recorder start .. end)" if not timed
-                             else "collective (timed out / Flight Recorder)"))
+        handles.append(
+            Patch(
+                fc="#ffbb78",
+                alpha=0.7,
+                label="collective until it timed out"
+                if timed == slices.height
+                else "collective (Flight Recorder start .. end)"
+                if not timed
+                else "collective (timed out / Flight Recorder)",
+            )
+        )
     if not many:
-        handles.append(Line2D([], [], ls="", marker="|", ms=7, mec="#6baed6", label="progress (step, collective)"))
+        handles.append(
+            Line2D([], [], ls="", marker="|", ms=7, mec="#6baed6", label="progress (step, collective)")
+        )
         handles.append(Line2D([], [], ls="", marker="|", ms=7, mec="#c8c8c8", label="other log line"))
     handles.append(Line2D([], [], color="#9e9e9e", lw=1, label="first to last line"))
-    host_w = max((len(h) for h, _, _ in bands if h != "no log"), default=0) if len(bands) > 1 or rows[0][0] != UNKNOWN_HOST else 0
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.015 + 0.0062 * host_w, 1.0),
-              fontsize=7.5, frameon=False, title="events", title_fontsize=8, alignment="left")
+    host_w = (
+        max((len(h) for h, _, _ in bands if h != "no log"), default=0)
+        if len(bands) > 1 or rows[0][0] != UNKNOWN_HOST
+        else 0
+    )
+    ax.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.015 + 0.0062 * host_w, 1.0),
+        fontsize=7.5,
+        frameon=False,
+        title="events",
+        title_fontsize=8,
+        alignment="left",
+    )
 
     summary = "\n".join(textwrap.wrap(diagnosis.summary or "", 120)[:3])
     fig.suptitle(summary, fontsize=10.5, fontweight="bold", ha="left", x=0.01)
-    sub = (f"failure kind {diagnosis.failure_kind} · confidence {diagnosis.confidence:.2f} · attempt {diagnosis.attempt}"
-           f" · {len(diagnosis.ranks_seen)} ranks seen" + (f" of {diagnosis.world_size}" if diagnosis.world_size else ""))
+    sub = (
+        f"failure kind {diagnosis.failure_kind} · confidence {diagnosis.confidence:.2f} · attempt {diagnosis.attempt}"
+        f" · {len(diagnosis.ranks_seen)} ranks seen"
+        + (f" of {diagnosis.world_size}" if diagnosis.world_size else "")
+    )
     if many:
         sub += " · routine lines omitted"
     ax.set_title(sub, fontsize=8.5, loc="left", color="#555555")
@@ -390,7 +575,9 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
     pgs = pgs.sort(pl.col("pg") == "step", pl.col("n"), pl.col("pg"), descending=[False, True, False])
     pg_list = pgs["pg"].to_list()[:24]
     seen = table.filter(~pl.col("duplicate"))["rank"].drop_nulls().unique().to_list()
-    ranks = sorted(set(prog["rank"].unique().to_list()) | set(seen))  # a rank with no sequence line stays, grey
+    ranks = sorted(
+        set(prog["rank"].unique().to_list()) | set(seen)
+    )  # a rank with no sequence line stays, grey
     ri = {r: i for i, r in enumerate(ranks)}
     pj = {p: j for j, p in enumerate(pg_list)}
     lag = np.full((len(ranks), len(pg_list)), np.nan)
@@ -410,23 +597,46 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
         fig_w = min(max(5.0, 2.2 + 1.3 * len(pg_list)), 16)
     fig, ax = _subplots(fig_w, fig_h)
     worst = float(np.nanmin(lag)) if np.isfinite(lag).any() else 0.0
-    cmap = LinearSegmentedColormap.from_list("lag", ["#b30000", "#fc8d59", "#fee8c8", "#ffffff"]).with_extremes(bad="#eeeeee")
+    cmap = LinearSegmentedColormap.from_list(
+        "lag", ["#b30000", "#fc8d59", "#fee8c8", "#ffffff"]
+    ).with_extremes(bad="#eeeeee")
     vmin = min(worst, -1.0)
-    im = ax.imshow(np.ma.masked_invalid(lag.T if wide else lag), aspect="auto", cmap=cmap, vmin=vmin, vmax=0, interpolation="nearest")
+    im = ax.imshow(
+        np.ma.masked_invalid(lag.T if wide else lag),
+        aspect="auto",
+        cmap=cmap,
+        vmin=vmin,
+        vmax=0,
+        interpolation="nearest",
+    )
     if not wide and n <= 40 and len(pg_list) <= 12:
         for i in range(n):
             for j in range(len(pg_list)):
                 if text[i][j]:
                     behind = np.isfinite(lag[i, j]) and lag[i, j] < 0
-                    ax.text(j, i, text[i][j].split("\n")[0], ha="center", va="center", fontsize=7.5,
-                            color="white" if behind and lag[i, j] < vmin / 2 else "black",
-                            fontweight="bold" if behind else "normal")
+                    ax.text(
+                        j,
+                        i,
+                        text[i][j].split("\n")[0],
+                        ha="center",
+                        va="center",
+                        fontsize=7.5,
+                        color="white" if behind and lag[i, j] < vmin / 2 else "black",
+                        fontweight="bold" if behind else "normal",
+                    )
+
     def short(p: str) -> str:
         return p if len(p) <= 18 else p[:8] + "…" + p[-6:]
-    pg_labels = [("training step (app log)" if p == "step" else f"pg {short(p)}") + f"{' · ' if wide else chr(10)}max {mx[p]}"
-                 for p in pg_list]
+
+    pg_labels = [
+        ("training step (app log)" if p == "step" else f"pg {short(p)}")
+        + f"{' · ' if wide else chr(10)}max {mx[p]}"
+        for p in pg_list
+    ]
     coll = [j for j, p in enumerate(pg_list) if p != "step"]
-    behind_ranks = sorted({ranks[i] for i in range(n) for j in coll if np.isfinite(lag[i, j]) and lag[i, j] < 0})
+    behind_ranks = sorted(
+        {ranks[i] for i in range(n) for j in coll if np.isfinite(lag[i, j]) and lag[i, j] < 0}
+    )
     silent = [r for r in ranks if not np.isfinite(lag[ri[r]]).any()]
     if wide:
         ax.set_yticks(range(len(pg_list)), pg_labels, fontsize=8)
@@ -458,8 +668,11 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
     from correlator.report import ranges
 
     title = "Where each rank stopped: highest collective entered, per process group"
-    sub = (f"behind on a collective: rank{'s' if len(behind_ranks) > 1 else ''} {ranges(behind_ranks)}" if behind_ranks
-           else "no rank is behind on a collective sequence")
+    sub = (
+        f"behind on a collective: rank{'s' if len(behind_ranks) > 1 else ''} {ranges(behind_ranks)}"
+        if behind_ranks
+        else "no rank is behind on a collective sequence"
+    )
     if silent:
         sub += f" · grey: no sequence number logged (rank{'s' if len(silent) > 1 else ''} {ranges(silent)})"
     ax.set_title(f"{title}\n{sub}", fontsize=9.5, loc="left")
@@ -481,7 +694,9 @@ def graph_figure(G: nx.DiGraph) -> Figure:
         ax.text(0.5, 0.5, "no ranks", ha="center", va="center")
         return fig
     inits = [r for r in nodes if G.nodes[r].get("status") == "initiating"]
-    others = sorted((r for r in nodes if r not in inits), key=lambda r: (str(G.nodes[r].get("host") or "~"), r))
+    others = sorted(
+        (r for r in nodes if r not in inits), key=lambda r: (str(G.nodes[r].get("host") or "~"), r)
+    )
     shells = [inits, others] if inits and others else [nodes]
     pos = nx.shell_layout(G, nlist=shells) if len(shells) > 1 else nx.circular_layout(sorted(nodes))
     if len(inits) == 1 and others:
@@ -490,24 +705,47 @@ def graph_figure(G: nx.DiGraph) -> Figure:
     etypes = sorted({d.get("edge", "?") for _, _, d in G.edges(data=True)})
     for et in etypes:
         el = [(a, b) for a, b, d in G.edges(data=True) if d.get("edge") == et]
-        nx.draw_networkx_edges(G, pos, edgelist=el, ax=ax, edge_color=EDGE_COLORS.get(et, "#777777"),
-                               width=1.3 if not many else 0.4, alpha=0.8 if not many else 0.35,
-                               arrows=True, arrowsize=12 if not many else 5, node_size=600 if not many else 60,
-                               connectionstyle="arc3,rad=0.06")
+        nx.draw_networkx_edges(
+            G,
+            pos,
+            edgelist=el,
+            ax=ax,
+            edge_color=EDGE_COLORS.get(et, "#777777"),
+            width=1.3 if not many else 0.4,
+            alpha=0.8 if not many else 0.35,
+            arrows=True,
+            arrowsize=12 if not many else 5,
+            node_size=600 if not many else 60,
+            connectionstyle="arc3,rad=0.06",
+        )
     size = 600 if n <= 32 else (260 if not many else 60)
     for st in ("clean", "collateral", "missing", "initiating"):
         nl = [r for r in nodes if status[r] == st]
         if not nl:
             continue
-        nx.draw_networkx_nodes(G, pos, nodelist=nl, ax=ax, node_size=size * (1.8 if st == "initiating" else 1),
-                               node_color="white" if st == "missing" else STATUS_COLORS[st],
-                               edgecolors=STATUS_COLORS[st] if st == "missing" else "#333333",
-                               linewidths=1.2 if st != "initiating" else 2.0)
+        nx.draw_networkx_nodes(
+            G,
+            pos,
+            nodelist=nl,
+            ax=ax,
+            node_size=size * (1.8 if st == "initiating" else 1),
+            node_color="white" if st == "missing" else STATUS_COLORS[st],
+            edgecolors=STATUS_COLORS[st] if st == "missing" else "#333333",
+            linewidths=1.2 if st != "initiating" else 2.0,
+        )
     if not many:
-        nx.draw_networkx_labels(G, pos, labels={r: str(r) for r in nodes}, ax=ax, font_size=8 if n <= 32 else 6,
-                                font_color="black")
+        nx.draw_networkx_labels(
+            G,
+            pos,
+            labels={r: str(r) for r in nodes},
+            ax=ax,
+            font_size=8 if n <= 32 else 6,
+            font_color="black",
+        )
     else:
-        nx.draw_networkx_labels(G, pos, labels={r: str(r) for r in inits}, ax=ax, font_size=9, font_weight="bold")
+        nx.draw_networkx_labels(
+            G, pos, labels={r: str(r) for r in inits}, ax=ax, font_size=9, font_weight="bold"
+        )
     # Host names next to the first rank of each host on the outer shell.
     hosts_seen: set[str] = set()
     if len(shells) > 1 and len({G.nodes[r].get("host") for r in others}) > 1:
@@ -517,15 +755,33 @@ def graph_figure(G: nx.DiGraph) -> Figure:
                 hosts_seen.add(h)
                 x, y = pos[r]
                 ax.text(x * 1.16, y * 1.16, h, fontsize=7.5, color="#555555", ha="center", va="center")
-    handles = [Line2D([], [], ls="", marker="o", ms=9, mfc="white" if st == "missing" else STATUS_COLORS[st],
-                      mec=STATUS_COLORS[st] if st == "missing" else "#333333", label=f"{st} ({sum(1 for r in nodes if status[r] == st)})")
-               for st in ("initiating", "collateral", "clean", "missing") if any(status[r] == st for r in nodes)]
-    handles += [Line2D([], [], color=EDGE_COLORS.get(et, "#777777"), lw=2, label=et.replace("_", " ")) for et in etypes]
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="o",
+            ms=9,
+            mfc="white" if st == "missing" else STATUS_COLORS[st],
+            mec=STATUS_COLORS[st] if st == "missing" else "#333333",
+            label=f"{st} ({sum(1 for r in nodes if status[r] == st)})",
+        )
+        for st in ("initiating", "collateral", "clean", "missing")
+        if any(status[r] == st for r in nodes)
+    ]
+    handles += [
+        Line2D([], [], color=EDGE_COLORS.get(et, "#777777"), lw=2, label=et.replace("_", " "))
+        for et in etypes
+    ]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     basis = G.graph.get("initiator_basis") or ""
     kind = G.graph.get("failure_kind") or ""
-    ax.set_title(f"Causal graph: an arrow A → B reads \"A's trouble is explained by B\"\n"
-                 f"failure kind {kind}" + (f" · initiator found by: {basis}" if basis else ""), fontsize=9.5, loc="left")
+    ax.set_title(
+        f'Causal graph: an arrow A → B reads "A\'s trouble is explained by B"\n'
+        f"failure kind {kind}" + (f" · initiator found by: {basis}" if basis else ""),
+        fontsize=9.5,
+        loc="left",
+    )
     ax.margins(0.12)
     return fig
 
@@ -533,22 +789,26 @@ def graph_figure(G: nx.DiGraph) -> Figure:
 def figure_bytes(fig: Figure, fmt: str, dpi: int = 110) -> bytes:
     """Render ``fig`` as ``png`` or ``svg`` bytes and close it."""
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata={"Software": None} if fmt == "png" else None)
+    fig.savefig(
+        buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata={"Software": None} if fmt == "png" else None
+    )
     return buf.getvalue()
 
 
 def report_html(table: pl.DataFrame, diagnosis: Diagnosis, G: nx.DiGraph, title: str = "rankscope") -> str:
     """A self-contained HTML page: the verdict, the evidence, and the three figures as inline SVG."""
+
     def svg(fig: Figure) -> str:
         s = figure_bytes(fig, "svg").decode("utf-8")
-        return s[s.index("<svg"):]
+        return s[s.index("<svg") :]
 
     from correlator.report import ranges
 
     ev = "".join(
         f"<tr><td>{html.escape(e.role)}</td><td>{'' if e.rank is None else e.rank}</td><td>{html.escape(e.kind)}</td>"
         f"<td><code>{html.escape(e.path)}:{e.line}</code></td><td><code>{html.escape(e.text)}</code></td></tr>"
-        for e in diagnosis.evidence)
+        for e in diagnosis.evidence
+    )
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in diagnosis.confidence_reasons)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -564,17 +824,22 @@ text-align: left; vertical-align: top; }} code {{ font-size: 0.95em; }} svg {{ m
 <p class="muted">failure kind <b>{html.escape(diagnosis.failure_kind)}</b> · confidence {diagnosis.confidence:.2f} ·
 attempt {diagnosis.attempt} · initiating {html.escape(ranges(diagnosis.initiating_ranks))} ·
 collateral {html.escape(ranges(diagnosis.collateral_ranks))} · missing {html.escape(ranges(diagnosis.missing_ranks))}</p>
-{f'<ul class="muted">{reasons}</ul>' if reasons else ''}
+{f'<ul class="muted">{reasons}</ul>' if reasons else ""}
 <h2>Evidence</h2><table><tr><th>role</th><th>rank</th><th>kind</th><th>where</th><th>line</th></tr>{ev}</table>
 <h2>Timeline</h2>{svg(timeline_figure(table, diagnosis))}
-<h2>Progress per process group</h2>{svg(progress_heatmap(table.filter(pl.col('attempt') == diagnosis.attempt)))}
+<h2>Progress per process group</h2>{svg(progress_heatmap(table.filter(pl.col("attempt") == diagnosis.attempt)))}
 <h2>Causal graph</h2>{svg(graph_figure(G))}
 </body></html>
 """
 
 
-def write_report(table: pl.DataFrame, diagnosis: Diagnosis, path: str | Path, figure: str = "timeline",
-                 G: nx.DiGraph | None = None) -> None:
+def write_report(
+    table: pl.DataFrame,
+    diagnosis: Diagnosis,
+    path: str | Path,
+    figure: str = "timeline",
+    G: nx.DiGraph | None = None,
+) -> None:
     """Write ``path``: ``.html`` (all figures and the verdict) or ``.png``/``.svg`` (one ``figure``:
     timeline | progress | graph)."""
     from correlator.graph import build_graph
@@ -607,17 +872,46 @@ class Figure_(str, Enum):
 
 def register(app: Any) -> None:
     """Add ``rankscope plot`` to the CLI."""
+
     @app.command()
     def plot(
-        directory: Annotated[Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)],
-        output: Annotated[Path, typer.Option("--output", "-o", help="timeline.html (verdict, evidence and every figure), "
-                                             "or timeline.png / .svg (one figure).")] = Path("timeline.html"),
-        figure: Annotated[Figure_, typer.Option("--figure", help="Figure for .png/.svg: timeline (per-rank events), "
-                                                "progress ((pg, seq) heatmap) or graph (causal graph).")] = Figure_.timeline,
-        attempt: Annotated[int | None, typer.Option("--attempt", help="Plot this torchelastic attempt instead of the first failed one.")] = None,
-        tz: Annotated[str | None, typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC.")] = None,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")] = False,
-        redact: Annotated[bool, typer.Option("--redact", help="Pseudonymize host names, IPs, user names and secrets.")] = False,
+        directory: Annotated[
+            Path,
+            typer.Argument(
+                help="Directory (or single file) of logs from the failed job.", show_default=False
+            ),
+        ],
+        output: Annotated[
+            Path,
+            typer.Option(
+                "--output",
+                "-o",
+                help="timeline.html (verdict, evidence and every figure), "
+                "or timeline.png / .svg (one figure).",
+            ),
+        ] = Path("timeline.html"),
+        figure: Annotated[
+            Figure_,
+            typer.Option(
+                "--figure",
+                help="Figure for .png/.svg: timeline (per-rank events), "
+                "progress ((pg, seq) heatmap) or graph (causal graph).",
+            ),
+        ] = Figure_.timeline,
+        attempt: Annotated[
+            int | None,
+            typer.Option("--attempt", help="Plot this torchelastic attempt instead of the first failed one."),
+        ] = None,
+        tz: Annotated[
+            str | None,
+            typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC."),
+        ] = None,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")
+        ] = False,
+        redact: Annotated[
+            bool, typer.Option("--redact", help="Pseudonymize host names, IPs, user names and secrets.")
+        ] = False,
     ) -> None:
         """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
         from correlator.cli import UsageError, _check_attempt, _load, err

@@ -86,11 +86,18 @@ def skip_entry(rel: str, nbytes: int | None, lines: int | None, reason: str) -> 
     return {"path": rel, "bytes": nbytes, "lines": lines, "reason": reason}
 
 
-def _skipped(rel: str, reason: str, nbytes: int | None, warnings: list[str], lines: int = 0,
-             detail: str = "") -> ReadResult:
+def _skipped(
+    rel: str, reason: str, nbytes: int | None, warnings: list[str], lines: int = 0, detail: str = ""
+) -> ReadResult:
     warnings.append(f"{rel}: skipped, {reason}{detail}")
-    return ReadResult(_empty(), lines, lines, warnings, skip_reason=reason.split(" (")[0],
-                      skipped=[skip_entry(rel, nbytes, lines, reason.split(" (")[0])])
+    return ReadResult(
+        _empty(),
+        lines,
+        lines,
+        warnings,
+        skip_reason=reason.split(" (")[0],
+        skipped=[skip_entry(rel, nbytes, lines, reason.split(" (")[0])],
+    )
 
 
 def file_kind(mode: int) -> str:
@@ -108,8 +115,15 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _raw_chunks(fd: int, size: int, plain: bool, rel: str, warnings: list[str], info: dict[str, int],
-                chunk_size: int = _CHUNK) -> Iterator[bytes]:
+def _raw_chunks(
+    fd: int,
+    size: int,
+    plain: bool,
+    rel: str,
+    warnings: list[str],
+    info: dict[str, int],
+    chunk_size: int = _CHUNK,
+) -> Iterator[bytes]:
     """The bytes of ``fd`` up to ``size`` (its size when opened) in chunks; sparse holes of plain files are
     skipped with SEEK_DATA (counted in ``info['holes']``)."""
     pos = 0
@@ -119,7 +133,9 @@ def _raw_chunks(fd: int, size: int, plain: bool, rel: str, warnings: list[str], 
         except BlockingIOError:
             chunk = b""
         if not chunk:
-            warnings.append(f"{rel}: file shrank while read (from {size} to {pos} bytes); read what was there")
+            warnings.append(
+                f"{rel}: file shrank while read (from {size} to {pos} bytes); read what was there"
+            )
             info["shrank"] = 1
             return
         pos += len(chunk)
@@ -153,8 +169,15 @@ def _decompressor(kind: str):  # type: ignore[no-untyped-def]
     return lzma.LZMADecompressor()
 
 
-def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limits, warnings: list[str],
-                skipped: list[dict[str, object]], size: int) -> bytes:
+def _decompress(
+    chunks: Iterator[bytes],
+    kind: str,
+    rel: str,
+    lim: _limits.Limits,
+    warnings: list[str],
+    skipped: list[dict[str, object]],
+    size: int,
+) -> bytes:
     """Decompress a stream of gzip/bzip2/xz members in bounded steps (at most 1 MiB of output per call).
     Damage keeps what came out before it; the size and ratio caps stop with a warning and a ``skipped``
     entry for the compressed bytes not read."""
@@ -179,14 +202,16 @@ def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limit
             if backup is not None:  # salvage what decompresses before the damage, 1 KiB of input at a time
                 for i in range(0, len(pending), 1024):
                     try:
-                        piece = backup.decompress(pending[i:i + 1024], lim.max_file_bytes - total + 1)
+                        piece = backup.decompress(pending[i : i + 1024], lim.max_file_bytes - total + 1)
                     except zlib.error:
                         break
                     out.append(piece)
                     total += len(piece)
                     if total > lim.max_file_bytes:
                         break
-            warnings.append(f"{rel}: damaged {kind} data ({e}); kept the {total} bytes that decompressed before the damage")
+            warnings.append(
+                f"{rel}: damaged {kind} data ({e}); kept the {total} bytes that decompressed before the damage"
+            )
             skipped.append(skip_entry(rel, max(size - consumed, 0) or None, None, f"damaged {kind} data"))
             return b"".join(out)
         before = len(pending)
@@ -215,7 +240,14 @@ def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limit
             if not tail.startswith(magic):
                 if tail.strip(b"\x00"):
                     warnings.append(f"{rel}: {len(tail)}+ bytes after the {kind} data ignored (not {kind})")
-                    skipped.append(skip_entry(rel, max(size - consumed, 0) + len(tail), None, f"not {kind} data after the archive"))
+                    skipped.append(
+                        skip_entry(
+                            rel,
+                            max(size - consumed, 0) + len(tail),
+                            None,
+                            f"not {kind} data after the archive",
+                        )
+                    )
                 return b"".join(out)
             d = _decompressor(kind)
             pending = tail
@@ -224,15 +256,23 @@ def _decompress(chunks: Iterator[bytes], kind: str, rel: str, lim: _limits.Limit
     return b"".join(out)
 
 
-def _decompress_zstd(path: Path, rel: str, lim: _limits.Limits, warnings: list[str],
-                     skipped: list[dict[str, object]], size: int) -> bytes:
+def _decompress_zstd(
+    path: Path,
+    rel: str,
+    lim: _limits.Limits,
+    warnings: list[str],
+    skipped: list[dict[str, object]],
+    size: int,
+) -> bytes:
     """zstd through pyarrow's codec (a dependency already); bounded like the others."""
     try:
         import pyarrow as pa
 
         stream = pa.CompressedInputStream(pa.OSFile(str(path)), "zstd")
     except Exception as e:  # noqa: BLE001 - no zstd codec in this pyarrow build
-        warnings.append(f"{rel}: skipped, zstd-compressed and no zstd decoder ({type(e).__name__}); decompress it first")
+        warnings.append(
+            f"{rel}: skipped, zstd-compressed and no zstd decoder ({type(e).__name__}); decompress it first"
+        )
         skipped.append(skip_entry(rel, size, None, "zstd not readable"))
         return b""
     out: list[bytes] = []
@@ -245,14 +285,24 @@ def _decompress_zstd(path: Path, rel: str, lim: _limits.Limits, warnings: list[s
                     break
                 out.append(bytes(piece))
                 total += len(piece)
-                if total > lim.max_file_bytes or (total > lim.ratio_floor_bytes and total > lim.max_ratio * max(size, 1)):
-                    why = "decompressed size cap reached" if total > lim.max_file_bytes else f"compression ratio above {lim.max_ratio}:1"
-                    warnings.append(f"{rel}: stopped reading, {why}; kept the first {total} decompressed bytes "
-                                    "(raise RANKSCOPE_MAX_FILE_MB / RANKSCOPE_MAX_RATIO)")
+                if total > lim.max_file_bytes or (
+                    total > lim.ratio_floor_bytes and total > lim.max_ratio * max(size, 1)
+                ):
+                    why = (
+                        "decompressed size cap reached"
+                        if total > lim.max_file_bytes
+                        else f"compression ratio above {lim.max_ratio}:1"
+                    )
+                    warnings.append(
+                        f"{rel}: stopped reading, {why}; kept the first {total} decompressed bytes "
+                        "(raise RANKSCOPE_MAX_FILE_MB / RANKSCOPE_MAX_RATIO)"
+                    )
                     skipped.append(skip_entry(rel, None, None, why))
                     break
     except Exception as e:  # noqa: BLE001 - pyarrow raises OSError/ArrowInvalid on damaged frames
-        warnings.append(f"{rel}: damaged zstd data ({type(e).__name__}); kept the {total} bytes that decompressed before the damage")
+        warnings.append(
+            f"{rel}: damaged zstd data ({type(e).__name__}); kept the {total} bytes that decompressed before the damage"
+        )
         skipped.append(skip_entry(rel, None, None, "damaged zstd data"))
     return b"".join(out)
 
@@ -327,7 +377,9 @@ def read_lines(path: Path, rel: str) -> ReadResult:
     lim = _limits.current()
     warnings: list[str] = []
     skipped: list[dict[str, object]] = []
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -351,10 +403,14 @@ def read_lines(path: Path, rel: str) -> ReadResult:
         suffix_kind = _SUFFIX.get(Path(path.name).suffix.lower())
         if suffix_kind and kind != suffix_kind and size:
             if kind is None:
-                warnings.append(f"{rel}: named {Path(path.name).suffix} but not {suffix_kind}-compressed; "
-                                "read as plain text")
+                warnings.append(
+                    f"{rel}: named {Path(path.name).suffix} but not {suffix_kind}-compressed; "
+                    "read as plain text"
+                )
             else:
-                warnings.append(f"{rel}: named {Path(path.name).suffix} but {kind}-compressed; decompressed as {kind}")
+                warnings.append(
+                    f"{rel}: named {Path(path.name).suffix} but {kind}-compressed; decompressed as {kind}"
+                )
         elif kind and not suffix_kind:
             warnings.append(f"{rel}: {kind}-compressed data without a {kind} suffix; decompressed")
         try:
@@ -375,8 +431,15 @@ def read_lines(path: Path, rel: str) -> ReadResult:
     return _lines_from_bytes(data, rel, path.name, lim, warnings, skipped)
 
 
-def _read_plain(fd: int, size: int, rel: str, lim: _limits.Limits, warnings: list[str],
-                skipped: list[dict[str, object]], info: dict[str, int]) -> bytes:
+def _read_plain(
+    fd: int,
+    size: int,
+    rel: str,
+    lim: _limits.Limits,
+    warnings: list[str],
+    skipped: list[dict[str, object]],
+    info: dict[str, int],
+) -> bytes:
     out: list[bytes] = []
     total = 0
     for chunk in _raw_chunks(fd, size, True, rel, warnings, info):
@@ -386,9 +449,11 @@ def _read_plain(fd: int, size: int, rel: str, lim: _limits.Limits, warnings: lis
             data = b"".join(out)
             cut = data.rfind(b"\n", 0, lim.max_file_bytes) + 1 or lim.max_file_bytes
             rest = size - info["holes"] - cut
-            warnings.append(f"{rel}: stopped reading at {cut} bytes, file size cap "
-                            f"({lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB); "
-                            f"{rest} bytes not read")
+            warnings.append(
+                f"{rel}: stopped reading at {cut} bytes, file size cap "
+                f"({lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB); "
+                f"{rest} bytes not read"
+            )
             skipped.append(skip_entry(rel, rest, None, "file size cap"))
             return data[:cut]
     return b"".join(out)
@@ -400,8 +465,14 @@ def _escape_controls(s: pl.Series, text: str) -> pl.Series:
     return s
 
 
-def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, warnings: list[str],
-                      skipped: list[dict[str, object]]) -> ReadResult:
+def _lines_from_bytes(
+    data: bytes,
+    rel: str,
+    name: str,
+    lim: _limits.Limits,
+    warnings: list[str],
+    skipped: list[dict[str, object]],
+) -> ReadResult:
     skipped_lines = 0
     reason: str | None = None
     enc = _utf16(data) if data else None
@@ -442,8 +513,10 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
             data = b"".join(parts)
             skipped_lines += n_bin
             reason = "binary content"
-            warnings.append(f"{rel}: skipped {len(bin_regions)} binary region(s) ({nbytes} bytes, {n_bin} lines); "
-                            "the text around them is kept (line numbers after them count kept lines)")
+            warnings.append(
+                f"{rel}: skipped {len(bin_regions)} binary region(s) ({nbytes} bytes, {n_bin} lines); "
+                "the text around them is kept (line numbers after them count kept lines)"
+            )
             skipped.append(skip_entry(rel, nbytes, n_bin, "binary content"))
         only_nul = bool(data) and not data.strip(b"\x00")
         if b"\x00" in data:
@@ -451,9 +524,15 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
             warnings.append(f"{rel}: {nul} NUL bytes dropped")
             data = data.replace(b"\x00", b"")
         text = data.decode("utf-8", errors="replace")
-        bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd") if "\ufffd" in text else 0
+        bad = (
+            text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+            if "\ufffd" in text
+            else 0
+        )
     if not text and not (not enc and only_nul):  # a file of only NULs is one (empty) line, still counted
-        return ReadResult(_empty(), skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
+        return ReadResult(
+            _empty(), skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped
+        )
     if bad:
         warnings.append(f"{rel}: {bad} invalid UTF-8 sequences replaced by U+FFFD")
     if "\n" not in text and _cr_only(text):
@@ -468,10 +547,12 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
     bin_lines = skipped_lines
     if n > lim.max_lines:
         extra = n - lim.max_lines
-        warnings.append(f"{rel}: {extra} lines past the line cap ({lim.max_lines} lines per file; raise "
-                        "RANKSCOPE_MAX_LINES) not read")
-        skipped.append(skip_entry(rel, sum(len(x) + 1 for x in split[lim.max_lines:]), extra, "line cap"))
-        del split[lim.max_lines:]
+        warnings.append(
+            f"{rel}: {extra} lines past the line cap ({lim.max_lines} lines per file; raise "
+            "RANKSCOPE_MAX_LINES) not read"
+        )
+        skipped.append(skip_entry(rel, sum(len(x) + 1 for x in split[lim.max_lines :]), extra, "line cap"))
+        del split[lim.max_lines :]
         skipped_lines += extra
         reason = reason or "line cap"
     s = pl.Series("text", split, dtype=pl.String)
@@ -490,12 +571,26 @@ def _lines_from_bytes(data: bytes, rel: str, name: str, lim: _limits.Limits, war
         if n_long:
             longest = int(s.str.len_bytes().max())  # type: ignore[arg-type]
             dropped = int((s.filter(long).str.len_bytes() - cap).sum())
-            s = pl.select(pl.when(long).then(pl.concat_str([s.str.slice(0, cap), pl.lit(" …[truncated: line of "),
-                                                              s.str.len_bytes().cast(pl.String), pl.lit(" bytes]")]))
-                          .otherwise(s).alias("text")).to_series()
+            s = pl.select(
+                pl.when(long)
+                .then(
+                    pl.concat_str(
+                        [
+                            s.str.slice(0, cap),
+                            pl.lit(" …[truncated: line of "),
+                            s.str.len_bytes().cast(pl.String),
+                            pl.lit(" bytes]"),
+                        ]
+                    )
+                )
+                .otherwise(s)
+                .alias("text")
+            ).to_series()
             # str.slice counts characters: bring multi-byte lines under the cap too.
-            warnings.append(f"{rel}: {n_long} line(s) longer than {cap} bytes kept truncated (longest {longest} "
-                            "bytes; raise RANKSCOPE_MAX_LINE_KB)")
+            warnings.append(
+                f"{rel}: {n_long} line(s) longer than {cap} bytes kept truncated (longest {longest} "
+                "bytes; raise RANKSCOPE_MAX_LINE_KB)"
+            )
             skipped.append(skip_entry(rel, dropped, 0, "line truncated"))
     return ReadResult(s, n + bin_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped)
 

@@ -59,99 +59,254 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: A secret value after a key (``--token X``, ``API_KEY=X``): bounded, so that no line costs more than linear time.
 _SECRET_TOKEN = r"[A-Za-z0-9_\-./+=~:@%$!*#&^]{4,512}"
-_KEYWORDS = (r"password|passwd|pwd|passphrase|token|secret|api[-_]?key|apikey|access[-_]?key|private[-_]?key"
-             r"|client[-_]?secret|auth|credentials?|sas")
+_KEYWORDS = (
+    r"password|passwd|pwd|passphrase|token|secret|api[-_]?key|apikey|access[-_]?key|private[-_]?key"
+    r"|client[-_]?secret|auth|credentials?|sas"
+)
 #: (pattern, group holding the secret: 0 = whole match). Every repetition is bounded (no quadratic backtracking
 #: on a long dotted or ``TOKENTOKEN…`` line); lines are also capped at read time (RANKSCOPE_MAX_LINE_KB).
 _SECRET_PATTERNS: list[tuple[re.Pattern[str], int]] = [
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,80}\b"), 0),                                     # Hugging Face
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,255}\b"), 0),               # GitHub
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,255}"), 0),                             # GitHub fine-grained
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,64}"), 0),                                  # GitLab
-    (re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16}\b"), 0),                       # AWS key id
-    (re.compile(r"\bsk-(?:proj-|ant-(?:api\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_-]{20,200}"), 0),  # OpenAI / Anthropic
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), 0),                     # Google API key
-    (re.compile(r"\bya29\.[0-9A-Za-z_-]{20,400}"), 0),                                 # Google OAuth token
-    (re.compile(r"\bxox[abprse]-[A-Za-z0-9-]{10,200}"), 0),                            # Slack token
-    (re.compile(r"(?i)\bhooks\.slack\.com/services/([A-Za-z0-9/_-]{10,200})"), 1),     # Slack webhook
-    (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),                                       # npm
-    (re.compile(r"\bpypi-[A-Za-z0-9_-]{40,300}"), 0),                                  # PyPI
-    (re.compile(r"\blocal-[0-9a-f]{40}\b"), 0),                                        # W&B local key
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,80}\b"), 0),  # Hugging Face
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,255}\b"), 0),  # GitHub
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,255}"), 0),  # GitHub fine-grained
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,64}"), 0),  # GitLab
+    (re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16}\b"), 0),  # AWS key id
+    (
+        re.compile(r"\bsk-(?:proj-|ant-(?:api\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_-]{20,200}"),
+        0,
+    ),  # OpenAI / Anthropic
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), 0),  # Google API key
+    (re.compile(r"\bya29\.[0-9A-Za-z_-]{20,400}"), 0),  # Google OAuth token
+    (re.compile(r"\bxox[abprse]-[A-Za-z0-9-]{10,200}"), 0),  # Slack token
+    (re.compile(r"(?i)\bhooks\.slack\.com/services/([A-Za-z0-9/_-]{10,200})"), 1),  # Slack webhook
+    (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),  # npm
+    (re.compile(r"\bpypi-[A-Za-z0-9_-]{40,300}"), 0),  # PyPI
+    (re.compile(r"\blocal-[0-9a-f]{40}\b"), 0),  # W&B local key
     (re.compile(r"\beyJ[A-Za-z0-9_-]{5,4000}\.eyJ[A-Za-z0-9_-]{5,4000}\.[A-Za-z0-9_-]{0,4000}"), 0),  # JWT
-    (re.compile(r"(?i)\b(?:wandb[_ -]?api[_ -]?key|wandb login(?: --relogin)?)[ \t]*[=: ][ \t]*[\"']?([0-9a-f]{40})\b"), 1),
-    (re.compile(r"(?i)\baws_secret_access_key\b[ \t]*[\"']?[ \t]*[=:][ \t]*[\"']?([A-Za-z0-9/+=]{30,100})"), 1),
-    (re.compile(r"(?i)\bauthorization[ \t]*[:=][ \t]*[\"']?(?:bearer|basic|token)[ \t]+([A-Za-z0-9_\-.~+/=]{1,4096})"), 1),
+    (
+        re.compile(
+            r"(?i)\b(?:wandb[_ -]?api[_ -]?key|wandb login(?: --relogin)?)[ \t]*[=: ][ \t]*[\"']?([0-9a-f]{40})\b"
+        ),
+        1,
+    ),
+    (
+        re.compile(
+            r"(?i)\baws_secret_access_key\b[ \t]*[\"']?[ \t]*[=:][ \t]*[\"']?([A-Za-z0-9/+=]{30,100})"
+        ),
+        1,
+    ),
+    (
+        re.compile(
+            r"(?i)\bauthorization[ \t]*[:=][ \t]*[\"']?(?:bearer|basic|token)[ \t]+([A-Za-z0-9_\-.~+/=]{1,4096})"
+        ),
+        1,
+    ),
     (re.compile(r"(?i)\bbearer[ \t]+([A-Za-z0-9_\-.~+/]{16,4096}=*)"), 1),
-    (re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,20}://([^\s:/@]{1,256}:[^\s/@]{1,256})@"), 1),  # URL credentials
-    (re.compile(r"(?i)[?&](?:sig|signature|x-amz-signature|x-goog-signature|sas_token|token)=([A-Za-z0-9%+/=_.-]{8,1024})"), 1),
-    (re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,200})"), 1),  # Azure connection string
-    (re.compile(r"(?i)(?<![\w-])--?[a-z0-9_-]{0,30}(?:" + _KEYWORDS + r")[a-z0-9_-]{0,20}(?:=|[ \t]+)\"([^\"\n]{1,256})\""), 1),
-    (re.compile(r"(?i)(?<![\w-])--?[a-z0-9_-]{0,30}(?:" + _KEYWORDS + r")[a-z0-9_-]{0,20}(?:=|[ \t]+)'([^'\n]{1,256})'"), 1),
-    (re.compile(r"(?i)(?<![\w-])--?[a-z0-9_-]{0,30}(?:" + _KEYWORDS + r")[a-z0-9_-]{0,20}(?:=|[ \t]+)(?![\"'-])("
-                + _SECRET_TOKEN + ")"), 1),
-    (re.compile(r"(?i)\b[A-Z0-9_]{0,40}(?:PASSWORD|PASSWD|TOKEN|SECRET|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS)"
-                r"[A-Z0-9_]{0,40}[ \t]*[\"']?[ \t]*[=:][ \t]*[\"']?(?![\"'])(" + _SECRET_TOKEN + ")"), 1),
+    (
+        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,20}://([^\s:/@]{1,256}:[^\s/@]{1,256})@"),
+        1,
+    ),  # URL credentials
+    (
+        re.compile(
+            r"(?i)[?&](?:sig|signature|x-amz-signature|x-goog-signature|sas_token|token)=([A-Za-z0-9%+/=_.-]{8,1024})"
+        ),
+        1,
+    ),
+    (
+        re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,200})"),
+        1,
+    ),  # Azure connection string
+    (
+        re.compile(
+            r"(?i)(?<![\w-])--?[a-z0-9_-]{0,30}(?:"
+            + _KEYWORDS
+            + r")[a-z0-9_-]{0,20}(?:=|[ \t]+)\"([^\"\n]{1,256})\""
+        ),
+        1,
+    ),
+    (
+        re.compile(
+            r"(?i)(?<![\w-])--?[a-z0-9_-]{0,30}(?:"
+            + _KEYWORDS
+            + r")[a-z0-9_-]{0,20}(?:=|[ \t]+)'([^'\n]{1,256})'"
+        ),
+        1,
+    ),
+    (
+        re.compile(
+            r"(?i)(?<![\w-])--?[a-z0-9_-]{0,30}(?:"
+            + _KEYWORDS
+            + r")[a-z0-9_-]{0,20}(?:=|[ \t]+)(?![\"'-])("
+            + _SECRET_TOKEN
+            + ")"
+        ),
+        1,
+    ),
+    (
+        re.compile(
+            r"(?i)\b[A-Z0-9_]{0,40}(?:PASSWORD|PASSWD|TOKEN|SECRET|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS)"
+            r"[A-Z0-9_]{0,40}[ \t]*[\"']?[ \t]*[=:][ \t]*[\"']?(?![\"'])(" + _SECRET_TOKEN + ")"
+        ),
+        1,
+    ),
     # A line that is only a long base64 run (the body of a PEM / OpenSSH private key block, a key dump).
-    (re.compile(r"(?m)^(?:\[[^\]\n]{1,40}\]:? ?)?((?=[A-Za-z0-9+/]{0,80}[a-z])(?=[A-Za-z0-9+/]{0,80}[A-Z])"
-                r"(?=[A-Za-z0-9+/]{0,80}\d)[A-Za-z0-9+/]{40,100}={0,2})[ \t]*$"), 1),
+    (
+        re.compile(
+            r"(?m)^(?:\[[^\]\n]{1,40}\]:? ?)?((?=[A-Za-z0-9+/]{0,80}[a-z])(?=[A-Za-z0-9+/]{0,80}[A-Z])"
+            r"(?=[A-Za-z0-9+/]{0,80}\d)[A-Za-z0-9+/]{40,100}={0,2})[ \t]*$"
+        ),
+        1,
+    ),
 ]
 #: A whole PEM / OpenSSH private key block (redact_dir sees whole files): the body becomes one pseudonym.
-_KEY_BLOCK_RE = re.compile(r"(-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)(.{1,20000}?)(-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----)",
-                           re.DOTALL)
+_KEY_BLOCK_RE = re.compile(
+    r"(-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)(.{1,20000}?)(-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----)",
+    re.DOTALL,
+)
 _MAC_RE = re.compile(r"(?<![\w:.-])(?:[0-9A-Fa-f]{2}([:-]))(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}(?![\w:-])")
 #: InfiniBand GUIDs (``Port GUID: 0x0c42a10300b4c5d6``, ``node_guid 0c42:a103:00b4:c5d6``).
-_GUID_RE = re.compile(r"(?i)\b(?:port|node|sys(?:tem)?[_ ]image|base)?[_ ]?guid\b[ \t:=]{0,4}"
-                      r"((?:0x)?[0-9a-f]{16}\b|(?:[0-9a-f]{4}:){3}[0-9a-f]{4}\b)")
+_GUID_RE = re.compile(
+    r"(?i)\b(?:port|node|sys(?:tem)?[_ ]image|base)?[_ ]?guid\b[ \t:=]{0,4}"
+    r"((?:0x)?[0-9a-f]{16}\b|(?:[0-9a-f]{4}:){3}[0-9a-f]{4}\b)"
+)
 #: Object-store buckets: s3://bucket, gs://bucket, https://bucket.s3.amazonaws.com, storage.googleapis.com/bucket.
 _BUCKET_RES = [
     re.compile(r"(?i)\b(?:s3|s3a|s3n|gs|gcs|az|abfss?|wasbs?|oss|cos|r2)://([a-z0-9][a-z0-9._-]{1,62})"),
-    re.compile(r"(?i)(?<![\w.-])([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\.s3[.-](?:[a-z0-9-]{1,30}\.)?amazonaws\.com"),
+    re.compile(
+        r"(?i)(?<![\w.-])([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\.s3[.-](?:[a-z0-9-]{1,30}\.)?amazonaws\.com"
+    ),
     re.compile(r"(?i)\bstorage\.(?:googleapis|cloud\.google)\.com/([a-z0-9][a-z0-9._-]{1,62})"),
 ]
 #: Variables that name the user: the value is a user name, replaced and learned (then replaced where it stands alone).
-_USER_VAR_RE = re.compile(r"\b(?:SLURM_JOB_USER|SLURM_USER|SBATCH_USER|USER|LOGNAME|USERNAME|SUDO_USER|PBS_O_LOGNAME"
-                          r"|LSB_USER|JOB_USER|user|username)[ \t]*[=:][ \t]*[\"']?(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})\b")
+_USER_VAR_RE = re.compile(
+    r"\b(?:SLURM_JOB_USER|SLURM_USER|SBATCH_USER|USER|LOGNAME|USERNAME|SUDO_USER|PBS_O_LOGNAME"
+    r"|LSB_USER|JOB_USER|user|username)[ \t]*[=:][ \t]*[\"']?(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})\b"
+)
 #: ``alice@login-3:~$``, ``[alice@gpu-login01 ~]$``: a shell prompt (user and host).
-_PROMPT_RE = re.compile(r"(?<![\w.+@-])(?P<user>[a-z_][a-z0-9_-]{0,31})@(?P<host>[A-Za-z][A-Za-z0-9-]{0,62})(?=[:\s\]]|$)")
+_PROMPT_RE = re.compile(
+    r"(?<![\w.+@-])(?P<user>[a-z_][a-z0-9_-]{0,31})@(?P<host>[A-Za-z][A-Za-z0-9-]{0,62})(?=[:\s\]]|$)"
+)
 #: Slurm node lists: ``SLURM_JOB_NODELIST=gpu-node-[001-004,007],login2``.
-_NODELIST_RE = re.compile(r"(?i)\b(?:SLURM_(?:JOB_|STEP_)?NODELIST|SLURM_NODENAME|SLURMD_NODENAME|NodeList|nodelist"
-                          r"|node_list|SLURM_SUBMIT_HOST|SLURM_LAUNCH_NODE_IPADDR)[ \t]*[=:][ \t]*[\"']?"
-                          r"(?P<list>[A-Za-z0-9][A-Za-z0-9._\-]{0,62}(?:\[[0-9,\-]{1,200}\])?(?:,[A-Za-z0-9][A-Za-z0-9._\-]{0,62}"
-                          r"(?:\[[0-9,\-]{1,200}\])?){0,100})")
+_NODELIST_RE = re.compile(
+    r"(?i)\b(?:SLURM_(?:JOB_|STEP_)?NODELIST|SLURM_NODENAME|SLURMD_NODENAME|NodeList|nodelist"
+    r"|node_list|SLURM_SUBMIT_HOST|SLURM_LAUNCH_NODE_IPADDR)[ \t]*[=:][ \t]*[\"']?"
+    r"(?P<list>[A-Za-z0-9][A-Za-z0-9._\-]{0,62}(?:\[[0-9,\-]{1,200}\])?(?:,[A-Za-z0-9][A-Za-z0-9._\-]{0,62}"
+    r"(?:\[[0-9,\-]{1,200}\])?){0,100})"
+)
 _NODELIST_ITEM_RE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]{0,62})(?P<rng>\[[0-9,\-]{1,200}\])?")
 #: Kubernetes pod names: ``pod/llm-train-7d9c8b7f6-x2k4q``, ``POD_NAME=llm-train-worker-0``.
-_POD_RE = re.compile(r"(?i)(?:\bpods?/|\bpod[ \t]+|\b(?:KUBERNETES_)?POD_NAME[ \t]*[=:][ \t]*)(?P<host>[a-z0-9][a-z0-9-]{1,62})")
+_POD_RE = re.compile(
+    r"(?i)(?:\bpods?/|\bpod[ \t]+|\b(?:KUBERNETES_)?POD_NAME[ \t]*[=:][ \t]*)(?P<host>[a-z0-9][a-z0-9-]{1,62})"
+)
 _POD_HASH_RE = re.compile(r"(?<![\w-])(?P<host>[a-z][a-z0-9-]{0,40}-[a-f0-9]{8,10}-[a-z0-9]{5})(?![\w-])")
-_EMAIL_RE = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,10}\.[A-Za-z]{2,24}\b")
-_USER_PATH_RE = re.compile(r"(?P<pre>(?:/home|/Users|/data|/scratch|/mnt/home|/usr/home|/work/home|/nfs/home|/fsx/home|/fsx/users"
-                           r"|/(?:lustre|gpfs|fs|nfs|p|cluster|shared)/[A-Za-z0-9_.-]{1,40}(?:/[A-Za-z0-9_.-]{1,40})?/(?:home|users|scratch|u))/"
-                           r"|[A-Za-z]:\\Users\\)"
-                           r"(?P<user>[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63})(?=[/\\\s:'\")\],]|$)")
+_EMAIL_RE = re.compile(
+    r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,10}\.[A-Za-z]{2,24}\b"
+)
+_USER_PATH_RE = re.compile(
+    r"(?P<pre>(?:/home|/Users|/data|/scratch|/mnt/home|/usr/home|/work/home|/nfs/home|/fsx/home|/fsx/users"
+    r"|/(?:lustre|gpfs|fs|nfs|p|cluster|shared)/[A-Za-z0-9_.-]{1,40}(?:/[A-Za-z0-9_.-]{1,40})?/(?:home|users|scratch|u))/"
+    r"|[A-Za-z]:\\Users\\)"
+    r"(?P<user>[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63})(?=[/\\\s:'\")\],]|$)"
+)
 #: Users learned from these prefixes are also replaced where they stand alone.
 _HOME_PREFIXES = ("/home/", "/Users/", "/usr/home/", "/mnt/home/")
-_NOT_USERS = {"user", "users", "shared", "public", "common", "root", "ubuntu", "data", "local", "tmp", "lib",
-              "bin", "opt", "share", "datasets", "models", "cache", "src", "home", "work", "scratch", "project",
-              "projects", "group", "groups", "checkpoints", "logs", "venv", "conda", "miniconda3", "anaconda3"}
-_IPV4_RE = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w]|\.\d)")
+_NOT_USERS = {
+    "user",
+    "users",
+    "shared",
+    "public",
+    "common",
+    "root",
+    "ubuntu",
+    "data",
+    "local",
+    "tmp",
+    "lib",
+    "bin",
+    "opt",
+    "share",
+    "datasets",
+    "models",
+    "cache",
+    "src",
+    "home",
+    "work",
+    "scratch",
+    "project",
+    "projects",
+    "group",
+    "groups",
+    "checkpoints",
+    "logs",
+    "venv",
+    "conda",
+    "miniconda3",
+    "anaconda3",
+}
+_IPV4_RE = re.compile(
+    r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w]|\.\d)"
+)
 #: IPv6 (full, compressed, scoped ``fe80::1%eth0``), also right after an interface name (``eth0:fe80::1``):
 #: candidates are checked by ``ipaddress``, so clock stamps and MACs are not taken for addresses.
-_IPV6_RE = re.compile(r"(?<![\w.])(?<!::)(?=[0-9A-Fa-f:]{0,39}:[0-9A-Fa-f:]{0,39}:)(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:]|\.\d)")
-_TLDS = ("com|net|org|edu|gov|io|ai|dev|cloud|internal|local|lan|corp|cluster|compute|intra|intranet|priv|"
-         "private|de|uk|fr|cn|jp|us|ca|ch|nl|se|fi|kr|in|eu|au|sg|il|at|be|es|it|pl|ru|tw|br|example|test|localdomain")
-_FQDN_RE = re.compile(r"(?:(?<=//)|(?<=>@)|(?<![\w.@/-]))(?P<host>[A-Za-z][A-Za-z0-9-]{0,62})(?P<dom>(?:\.[A-Za-z0-9-]{1,63}){0,12}\.(?:" + _TLDS
-                      + r"))(?![\w-]|\.[A-Za-z0-9])")
+_IPV6_RE = re.compile(
+    r"(?<![\w.])(?<!::)(?=[0-9A-Fa-f:]{0,39}:[0-9A-Fa-f:]{0,39}:)(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:]|\.\d)"
+)
+_TLDS = (
+    "com|net|org|edu|gov|io|ai|dev|cloud|internal|local|lan|corp|cluster|compute|intra|intranet|priv|"
+    "private|de|uk|fr|cn|jp|us|ca|ch|nl|se|fi|kr|in|eu|au|sg|il|at|be|es|it|pl|ru|tw|br|example|test|localdomain"
+)
+_FQDN_RE = re.compile(
+    r"(?:(?<=//)|(?<=>@)|(?<![\w.@/-]))(?P<host>[A-Za-z][A-Za-z0-9-]{0,62})(?P<dom>(?:\.[A-Za-z0-9-]{1,63}){0,12}\.(?:"
+    + _TLDS
+    + r"))(?![\w-]|\.[A-Za-z0-9])"
+)
 #: NCCL debug prefix ``host:pid:tid [cudaDev]`` (possibly after tee/transport prefixes).
-_NCCL_HOST_RE = re.compile(r"(?:^|[\]:>] ?|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]{0,253}):\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL ")
+_NCCL_HOST_RE = re.compile(
+    r"(?:^|[\]:>] ?|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]{0,253}):\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL "
+)
 #: torchelastic failure summary ``host      : node-a.example.com`` and ``hostname: x`` / ``HOSTNAME=x`` lines.
-_HOST_FIELD_RE = re.compile(r"(?i)\b(?:host|hostname|nodename|slurmd_nodename|master_addr|master[-_]address|rdzv[-_]endpoint"
-                            r"|rdzv[-_]host|endpoint|init[-_]method|store[-_]host|coordinator)(?:[ \t]*[:=][ \t]*|(?<=[a-z])(?<![ \t])[ \t]+(?=\S*[\d.-]))"
-                            r"(?:[a-z]{2,8}://)?\[?(?P<host>[A-Za-z][A-Za-z0-9.-]{0,253})")
+_HOST_FIELD_RE = re.compile(
+    r"(?i)\b(?:host|hostname|nodename|slurmd_nodename|master_addr|master[-_]address|rdzv[-_]endpoint"
+    r"|rdzv[-_]host|endpoint|init[-_]method|store[-_]host|coordinator)(?:[ \t]*[:=][ \t]*|(?<=[a-z])(?<![ \t])[ \t]+(?=\S*[\d.-]))"
+    r"(?:[a-z]{2,8}://)?\[?(?P<host>[A-Za-z][A-Za-z0-9.-]{0,253})"
+)
 #: Public domains kept as they are (documentation links, hubs): they say nothing about a site.
-_PUBLIC_DOMAINS = {"pytorch.org", "github.com", "githubusercontent.com", "huggingface.co", "nvidia.com", "python.org",
-                   "pypi.org", "wandb.ai", "readthedocs.io", "docs.rs", "microsoft.com", "deepspeed.ai", "google.com",
-                   "googleapis.com", "amazonaws.com", "anaconda.org", "conda.io", "ubuntu.com", "debian.org",
-                   "kernel.org", "stackoverflow.com", "example.com", "example.org", "example.net"}
-_KEEP_HOSTS = {"localhost", "localhost.localdomain", "ip6-localhost", "none", "null", "unknown", "true", "false"}
+_PUBLIC_DOMAINS = {
+    "pytorch.org",
+    "github.com",
+    "githubusercontent.com",
+    "huggingface.co",
+    "nvidia.com",
+    "python.org",
+    "pypi.org",
+    "wandb.ai",
+    "readthedocs.io",
+    "docs.rs",
+    "microsoft.com",
+    "deepspeed.ai",
+    "google.com",
+    "googleapis.com",
+    "amazonaws.com",
+    "anaconda.org",
+    "conda.io",
+    "ubuntu.com",
+    "debian.org",
+    "kernel.org",
+    "stackoverflow.com",
+    "example.com",
+    "example.org",
+    "example.net",
+}
+_KEEP_HOSTS = {
+    "localhost",
+    "localhost.localdomain",
+    "ip6-localhost",
+    "none",
+    "null",
+    "unknown",
+    "true",
+    "false",
+}
 _PSEUDO_RE = re.compile(r"^(?:host|ip|user|email|domain|mac|bucket)-\d+$|^<secret-\d+>$")
 
 
@@ -169,8 +324,9 @@ class Redactor:
     """Stable pseudonyms for one redaction run. Use one instance for everything that belongs together."""
 
     def __init__(self) -> None:
-        self._maps: dict[str, dict[str, str]] = {k: {} for k in ("host", "ip", "user", "email", "secret", "domain", "mac",
-                                                                 "bucket")}
+        self._maps: dict[str, dict[str, str]] = {
+            k: {} for k in ("host", "ip", "user", "email", "secret", "domain", "mac", "bucket")
+        }
         self._hosts: set[str] = set()  # lower case
         self._host_re: re.Pattern[str] | None = None
         self._users_bare: set[str] = set()
@@ -202,8 +358,13 @@ class Redactor:
             return
         name = name.strip().strip(".")
         short = name.split(".")[0]
-        if (len(short) < 2 or short.lower() in _KEEP_HOSTS or _PSEUDO_RE.match(short) or short.isdigit()
-                or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", short)):
+        if (
+            len(short) < 2
+            or short.lower() in _KEEP_HOSTS
+            or _PSEUDO_RE.match(short)
+            or short.isdigit()
+            or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", short)
+        ):
             return
         if short.lower() not in self._hosts:
             self._hosts.add(short.lower())
@@ -237,8 +398,12 @@ class Redactor:
             self._learn_user(m.group("user"))
 
     def _learn_user(self, user: str) -> None:
-        if (len(user) >= 3 and user.lower() not in _NOT_USERS and not _PSEUDO_RE.match(user)
-                and user not in self._users_bare):
+        if (
+            len(user) >= 3
+            and user.lower() not in _NOT_USERS
+            and not _PSEUDO_RE.match(user)
+            and user not in self._users_bare
+        ):
             self._users_bare.add(user)
             self._user_re = None
 
@@ -258,10 +423,14 @@ class Redactor:
         if not s:
             return s
         if "PRIVATE KEY-----" in s:
-            s = _KEY_BLOCK_RE.sub(lambda m: m.group(1) + "\n" + self.pseudonym("secret", m.group(2)) + "\n" + m.group(3), s)
+            s = _KEY_BLOCK_RE.sub(
+                lambda m: m.group(1) + "\n" + self.pseudonym("secret", m.group(2)) + "\n" + m.group(3), s
+            )
         s = self._secrets(s)
         for pat in _BUCKET_RES:
-            s = pat.sub(functools.partial(_replace_group, g=1, fn=lambda v: self.pseudonym("bucket", v.lower())), s)
+            s = pat.sub(
+                functools.partial(_replace_group, g=1, fn=lambda v: self.pseudonym("bucket", v.lower())), s
+            )
         s = _EMAIL_RE.sub(lambda m: self.pseudonym("email", m.group(0).lower()), s)
         s = _PROMPT_RE.sub(self._prompt, s)
         s = _USER_VAR_RE.sub(functools.partial(_replace_group, g=1, fn=self._user_value), s)
@@ -274,20 +443,29 @@ class Redactor:
         s = _MAC_RE.sub(lambda m: self.pseudonym("mac", m.group(0).lower().replace("-", ":")), s)
         s = _GUID_RE.sub(functools.partial(_replace_group, g=1, fn=self._secret_value), s)
         s = _IPV6_RE.sub(self._ipv6, s)
-        s = _IPV4_RE.sub(lambda m: m.group(0) if _keep_ip(m.group(0)) else self.pseudonym("ip", m.group(0)), s)
+        s = _IPV4_RE.sub(
+            lambda m: m.group(0) if _keep_ip(m.group(0)) else self.pseudonym("ip", m.group(0)), s
+        )
         s = _NODELIST_RE.sub(functools.partial(_replace_group, g=1, fn=self._nodelist), s)
         s = _FQDN_RE.sub(self._fqdn, s)
         if self._hosts:
             if self._host_re is None:
                 alts = "|".join(re.escape(h) for h in sorted(self._hosts, key=len, reverse=True))
                 # An underscore ends a host name before digits (torchrun's ``node-a_1234_x`` run folders).
-                self._host_re = re.compile(r"(?<![\w-])(?:" + alts + r")(?![A-Za-z0-9-]|_[A-Za-z])", re.IGNORECASE)
+                self._host_re = re.compile(
+                    r"(?<![\w-])(?:" + alts + r")(?![A-Za-z0-9-]|_[A-Za-z])", re.IGNORECASE
+                )
             s = self._host_re.sub(lambda m: self.pseudonym("host", m.group(0)), s)
         return s
 
     def _prompt(self, m: re.Match[str]) -> str:
         user, host = m.group("user"), m.group("host")
-        if user.lower() in _NOT_USERS or _PSEUDO_RE.match(user) or _PSEUDO_RE.match(host) or host.lower() in _KEEP_HOSTS:
+        if (
+            user.lower() in _NOT_USERS
+            or _PSEUDO_RE.match(user)
+            or _PSEUDO_RE.match(host)
+            or host.lower() in _KEEP_HOSTS
+        ):
             return m.group(0)
         return self.pseudonym("user", user) + "@" + self.pseudonym("host", host)
 
@@ -364,11 +542,14 @@ def _replace_group(m: re.Match[str], g: int, fn: Callable[[str], str]) -> str:
     start, end = m.span(g)
     base = m.start(0)
     whole = m.group(0)
-    return whole[: start - base] + fn(m.group(g)) + whole[end - base:]
+    return whole[: start - base] + fn(m.group(g)) + whole[end - base :]
 
 
-_FILE_EXT = re.compile(r"\.(?:py|log|txt|out|err|json|yaml|yml|toml|sh|gz|cpp|cc|h|hpp|so|pt|pth|bin|safetensors|"
-                       r"csv|parquet|md|ipynb|cfg|ini|lock|whl|tar)$", re.IGNORECASE)
+_FILE_EXT = re.compile(
+    r"\.(?:py|log|txt|out|err|json|yaml|yml|toml|sh|gz|cpp|cc|h|hpp|so|pt|pth|bin|safetensors|"
+    r"csv|parquet|md|ipynb|cfg|ini|lock|whl|tar)$",
+    re.IGNORECASE,
+)
 
 
 def _looks_like_file(name: str) -> bool:
@@ -407,7 +588,7 @@ def _is_ipish(h: str) -> bool:
 
 def _chunks(values: list[str], size: int = 2000) -> Iterable[list[str]]:
     for i in range(0, len(values), size):
-        yield values[i: i + size]
+        yield values[i : i + size]
 
 
 # ------------------------------------------------------------------------------------------------- table
@@ -442,8 +623,12 @@ def _redact_path(p: Path | str, r: Redactor) -> str:
 
 def _redact_source(src: Source, r: Redactor) -> Source:
     return dataclasses.replace(
-        src, path=Path(_redact_path(src.path, r)), rel=_redact_path(src.rel, r), host=r(src.host),
-        node_key=r(src.node_key), notes=tuple(r.text(n) for n in src.notes),
+        src,
+        path=Path(_redact_path(src.path, r)),
+        rel=_redact_path(src.rel, r),
+        host=r(src.host),
+        node_key=r(src.node_key),
+        notes=tuple(r.text(n) for n in src.notes),
     )
 
 
@@ -455,7 +640,9 @@ def redact_result(res: IngestResult, redactor: Redactor | None = None) -> Ingest
         r.learn_text(s.rel)
     table = redact_table(res.table, r)
     return dataclasses.replace(
-        res, table=table, sources=[_redact_source(s, r) for s in res.sources],
+        res,
+        table=table,
+        sources=[_redact_source(s, r) for s in res.sources],
         warnings=[r.text(w) for w in res.warnings],
     )
 
@@ -485,11 +672,15 @@ def check_output_dir(src: Path, dst: Path) -> None:
     s, d = src.resolve(), dst.resolve()
     base = s.parent if src.is_file() else s
     if d == s or d == base:
-        raise ValueError(f"{dst}: the output folder must not be the input folder (it would overwrite the originals)")
+        raise ValueError(
+            f"{dst}: the output folder must not be the input folder (it would overwrite the originals)"
+        )
     if d.is_relative_to(base):
         raise ValueError(f"{dst}: the output folder must not be inside {src}")
     if s.is_relative_to(d):
-        raise ValueError(f"{dst}: the output folder must not hold the input {src} (the raw logs would be in the redacted copy)")
+        raise ValueError(
+            f"{dst}: the output folder must not hold the input {src} (the raw logs would be in the redacted copy)"
+        )
     if d.exists() and not d.is_dir():
         raise ValueError(f"{dst}: exists and is not a directory")
     if d.is_dir() and any(d.iterdir()):
@@ -508,7 +699,9 @@ def _out_rel(rel: str, r: Redactor) -> str:
     return "/".join(p.replace("/", "_") for p in parts)
 
 
-def redact_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str], redactor: Redactor | None = None) -> RedactStats:
+def redact_dir(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], redactor: Redactor | None = None
+) -> RedactStats:
     """Write a redacted copy of the log directory (or file) ``src`` to ``dst`` (same relative layout; file
     and folder names redacted too). Files are read as ingest reads them (:func:`correlator.read.read_lines`:
     decompressed, decoded, control characters escaped, within the same limits), redacted line by line and
@@ -642,13 +835,20 @@ def register(app) -> None:  # type: ignore[no-untyped-def]
             for w in stats.skipped:
                 err.print(f"[yellow]warning:[/] {_safe(w)}", highlight=False, soft_wrap=True)
             kinds = ", ".join(f"{k} {v}" for k, v in stats.distinct.items() if v)
-            err.print(f"wrote {stats.files} files ({stats.lines} lines) to {_safe(output)}; replaced: {kinds or 'nothing'}",
-                      highlight=False, soft_wrap=True)
+            err.print(
+                f"wrote {stats.files} files ({stats.lines} lines) to {_safe(output)}; replaced: {kinds or 'nothing'}",
+                highlight=False,
+                soft_wrap=True,
+            )
 
     # typer reads the annotations; this module postpones them (strings), so hand it the real objects.
     redact.__annotations__ = {
-        "directory": Annotated[Path, typer.Argument(help="Directory (or single file) of logs to redact.", show_default=False)],
-        "output": Annotated[Path, typer.Option("--output", "-o", help="Folder to write the redacted copy to.")],
+        "directory": Annotated[
+            Path, typer.Argument(help="Directory (or single file) of logs to redact.", show_default=False)
+        ],
+        "output": Annotated[
+            Path, typer.Option("--output", "-o", help="Folder to write the redacted copy to.")
+        ],
         "quiet": Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")],
         "return": None,
     }

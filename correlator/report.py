@@ -15,8 +15,20 @@ from rich.table import Table
 from rich.text import Text
 
 #: Evidence kinds written by a launcher (torchrun agent, srun, mpirun), shown as "launcher" when rankless.
-_LAUNCHER_KINDS = frozenset({"worker_failed", "worker_signalled", "failure_entry", "root_cause_entry", "launcher_error",
-                             "rendezvous", "restart", "process_exit", "job_cancelled", "process_killed"})
+_LAUNCHER_KINDS = frozenset(
+    {
+        "worker_failed",
+        "worker_signalled",
+        "failure_entry",
+        "root_cause_entry",
+        "launcher_error",
+        "rendezvous",
+        "restart",
+        "process_exit",
+        "job_cancelled",
+        "process_killed",
+    }
+)
 
 from correlator.diagnose import Diagnosis
 
@@ -60,7 +72,9 @@ def _grouped(statuses: list[Any]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for s in statuses:
         key = (s.status, s.first_fault_kind or "", _explained(s))
-        g = groups.setdefault(key, {"ranks": [], "hosts": [], "status": s.status, "kind": key[1], "why": key[2], "ts": []})
+        g = groups.setdefault(
+            key, {"ranks": [], "hosts": [], "status": s.status, "kind": key[1], "why": key[2], "ts": []}
+        )
         g["ranks"].append(s.rank)
         if s.host and s.host not in g["hosts"]:
             g["hosts"].append(s.host)
@@ -80,20 +94,31 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
     """The 3 a.m. report: verdict, evidence lines, per-rank status."""
     style = "bold green" if d.failure_kind == "none" else "bold red"
     console.print(Text("VERDICT  ", style="bold") + Text(d.summary, style=style))
-    console.print(f"kind: [bold]{d.failure_kind}[/]   confidence: [bold]{d.confidence:.2f}[/]   attempt: {d.attempt}"
-                  f"   world size: {d.world_size if d.world_size is not None else 'unknown'}"
-                  f"   ranks seen: {len(d.ranks_seen)}")
+    console.print(
+        f"kind: [bold]{d.failure_kind}[/]   confidence: [bold]{d.confidence:.2f}[/]   attempt: {d.attempt}"
+        f"   world size: {d.world_size if d.world_size is not None else 'unknown'}"
+        f"   ranks seen: {len(d.ranks_seen)}"
+    )
     if d.confidence_reasons:
         console.print(Text("confidence lowered by: " + "; ".join(d.confidence_reasons), style="dim"))
     for sig in d.signatures[:3]:
-        console.print(f"[bold]likely cause[/] [cyan]{escape(str(sig.get('id')))}[/]: {escape(str(sig.get('title')))}")
+        console.print(
+            f"[bold]likely cause[/] [cyan]{escape(str(sig.get('id')))}[/]: {escape(str(sig.get('title')))}"
+        )
         if sig.get("fix"):
             console.print(Text(f"  fix: {sig['fix']}"))
     if d.evidence:
         console.print("\n[bold]Evidence[/]")
         for e in d.evidence:
-            rank = f"rank {e.rank}" if e.rank is not None else ("launcher" if e.kind in _LAUNCHER_KINDS else "no rank")
-            console.print(Text(f"  {e.path}:{e.line}", style="cyan") + Text(f"  [{rank}, {e.kind}] {e.role}", style="dim"))
+            rank = (
+                f"rank {e.rank}"
+                if e.rank is not None
+                else ("launcher" if e.kind in _LAUNCHER_KINDS else "no rank")
+            )
+            console.print(
+                Text(f"  {e.path}:{e.line}", style="cyan")
+                + Text(f"  [{rank}, {e.kind}] {e.role}", style="dim")
+            )
             console.print(Text(f"    {e.text}"), soft_wrap=True)
     involved = [s for s in d.per_rank if s.status in ("initiating", "collateral")]
     if involved:
@@ -102,8 +127,14 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
         for col in ("rank", "host", "status", "first fault", "at", "explained by"):
             table.add_column(col)
         for g in _grouped(involved)[:max_rows]:
-            table.add_row(ranges(g["ranks"]), Text(", ".join(g["hosts"])), Text(g["status"], style=_STATUS_STYLE.get(g["status"], "")),
-                          g["kind"], g["at"], Text(g["why"]))
+            table.add_row(
+                ranges(g["ranks"]),
+                Text(", ".join(g["hosts"])),
+                Text(g["status"], style=_STATUS_STYLE.get(g["status"], "")),
+                g["kind"],
+                g["at"],
+                Text(g["why"]),
+            )
         console.print(table)
         if len(_grouped(involved)) > max_rows:
             console.print("  … and more (use --format json for every rank)", style="dim")
@@ -111,34 +142,67 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
     if len(d.attempts) > 1:
         console.print("\n[bold]Attempts[/]")
         for a in d.attempts:
-            console.print(Text(f"  attempt {a.attempt}: {a.failure_kind}, initiating {ranges(a.initiating_ranks)} — {a.summary}"))
+            console.print(
+                Text(
+                    f"  attempt {a.attempt}: {a.failure_kind}, initiating {ranges(a.initiating_ranks)} — {a.summary}"
+                )
+            )
 
 
 def render_markdown(d: Diagnosis) -> str:
     """A Markdown report for pasting into an incident ticket."""
-    lines = [f"## rankscope verdict: {d.failure_kind}", "", f"**{d.summary}**", "",
-             f"- initiating ranks: {ranges(d.initiating_ranks)}",
-             f"- collateral ranks: {ranges(d.collateral_ranks)}",
-             f"- clean ranks: {ranges(d.clean_ranks)}",
-             f"- missing ranks (no log): {ranges(d.missing_ranks)}",
-             f"- confidence: {d.confidence:.2f}" + (f" (lowered by: {'; '.join(d.confidence_reasons)})" if d.confidence_reasons else ""),
-             f"- attempt: {d.attempt}, world size: {d.world_size if d.world_size is not None else 'unknown'}", ""]
+    lines = [
+        f"## rankscope verdict: {d.failure_kind}",
+        "",
+        f"**{d.summary}**",
+        "",
+        f"- initiating ranks: {ranges(d.initiating_ranks)}",
+        f"- collateral ranks: {ranges(d.collateral_ranks)}",
+        f"- clean ranks: {ranges(d.clean_ranks)}",
+        f"- missing ranks (no log): {ranges(d.missing_ranks)}",
+        f"- confidence: {d.confidence:.2f}"
+        + (f" (lowered by: {'; '.join(d.confidence_reasons)})" if d.confidence_reasons else ""),
+        f"- attempt: {d.attempt}, world size: {d.world_size if d.world_size is not None else 'unknown'}",
+        "",
+    ]
     for sig in d.signatures[:3]:
-        lines += [f"### Likely cause: {sig.get('title')} (`{sig.get('id')}`)", "", str(sig.get("meaning", "")), "",
-                  f"**Fix:** {sig.get('fix', '')}", ""]
+        lines += [
+            f"### Likely cause: {sig.get('title')} (`{sig.get('id')}`)",
+            "",
+            str(sig.get("meaning", "")),
+            "",
+            f"**Fix:** {sig.get('fix', '')}",
+            "",
+        ]
     if d.evidence:
         lines += ["### Evidence", ""]
         for e in d.evidence:
-            rank = f"rank {e.rank}" if e.rank is not None else ("launcher" if e.kind in _LAUNCHER_KINDS else "no rank")
-            lines += [f"- `{e.path}:{e.line}` ({rank}, {e.kind}; {e.role})", "", "  ```", f"  {e.text}", "  ```"]
+            rank = (
+                f"rank {e.rank}"
+                if e.rank is not None
+                else ("launcher" if e.kind in _LAUNCHER_KINDS else "no rank")
+            )
+            lines += [
+                f"- `{e.path}:{e.line}` ({rank}, {e.kind}; {e.role})",
+                "",
+                "  ```",
+                f"  {e.text}",
+                "  ```",
+            ]
         lines.append("")
     involved = [s for s in d.per_rank if s.status in ("initiating", "collateral")]
     if involved:
-        lines += ["### Ranks involved", "", "| rank | host | status | first fault | at | explained by |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "### Ranks involved",
+            "",
+            "| rank | host | status | first fault | at | explained by |",
+            "|---|---|---|---|---|---|",
+        ]
         for s in involved:
-            lines.append(f"| {s.rank} | {s.host or ''} | {s.status} | {s.first_fault_kind or ''} | {s.first_fault_ts or ''} | "
-                         f"{_explained(s)} |")
+            lines.append(
+                f"| {s.rank} | {s.host or ''} | {s.status} | {s.first_fault_kind or ''} | {s.first_fault_ts or ''} | "
+                f"{_explained(s)} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -183,7 +247,11 @@ def to_dot(G: nx.DiGraph) -> str:
     colors = {"initiating": "red", "collateral": "orange", "clean": "darkgreen", "missing": "purple"}
     lines = ["digraph rankscope {", "  rankdir=LR;", "  node [shape=box, style=rounded];"]
     for n, d in G.nodes(data=True):
-        label = f"rank {n}" + (f"\\n{d['host']}" if d.get("host") else "") + (f"\\n{d['first_fault_kind']}" if d.get("first_fault_kind") else "")
+        label = (
+            f"rank {n}"
+            + (f"\\n{d['host']}" if d.get("host") else "")
+            + (f"\\n{d['first_fault_kind']}" if d.get("first_fault_kind") else "")
+        )
         lines.append(f'  "{n}" [label="{label}", color={colors.get(d.get("status"), "black")}];')
     for a, b, d in G.edges(data=True):
         extra = f" SeqNum {d['seq']}" if d.get("seq") is not None else ""

@@ -63,47 +63,79 @@ class Kind(StrEnum):
     UNPARSED = "unparsed"  #: no rule understood the line ("lines not understood" in summaries)
     LOG = "log"  #: a recognized log prefix with no message rule of interest (ordinary INFO output)
     # -- application
-    STEP_PROGRESS = "step_progress"  #: a training-progress line that names the step (``step=5``, ``iteration 5``)
-    PROGRESS_BAR = "progress_bar"  #: an unfinished tqdm bar (``Map:  70%|███  | 7/10 [29:58<12:05, …]``); elapsed_ms
+    STEP_PROGRESS = (
+        "step_progress"  #: a training-progress line that names the step (``step=5``, ``iteration 5``)
+    )
+    PROGRESS_BAR = (
+        "progress_bar"  #: an unfinished tqdm bar (``Map:  70%|███  | 7/10 [29:58<12:05, …]``); elapsed_ms
+    )
     # -- NCCL (NCCL_DEBUG)
     NCCL_VERSION = "nccl_version"  #: ``NCCL version 2.x.y+cudaA.B``
     NCCL_INIT = "nccl_init"  #: ``comm 0x… rank R nranks N cudaDev D … - Init START|COMPLETE``
     NCCL_COLL = "nccl_coll"  #: ``AllReduce: opCount N … comm 0x… [nranks=N]`` (NCCL_DEBUG_SUBSYS=COLL)
     NCCL_ABORT = "nccl_abort"  #: ``comm 0x… rank R … - Abort COMPLETE`` / ``Destroy COMPLETE``
     NCCL_PEER_CLOSED = "nccl_peer_closed"  #: ``[Service thread] Connection closed by localRank N`` (INFO)
-    NCCL_NET_ERROR = "nccl_net_error"  #: WARN naming a peer: NET/IB completion error, socket recv/close failures
+    NCCL_NET_ERROR = (
+        "nccl_net_error"  #: WARN naming a peer: NET/IB completion error, socket recv/close failures
+    )
     NCCL_WARN = "nccl_warn"  #: any other NCCL WARN line
     # -- c10d / ProcessGroupNCCL / ProcessGroupGloo / TORCH_DISTRIBUTED_DEBUG
-    COLLECTIVE_FINGERPRINT = "collective_fingerprint"  #: DETAIL ``Running collective: CollectiveFingerPrint(…)``
-    WATCHDOG_TIMEOUT = "watchdog_timeout"  #: ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=…)``
-    WATCHDOG_STATUS = "watchdog_status"  #: ``Timeout at NCCL work: N, last enqueued … last completed …`` (all eras)
+    COLLECTIVE_FINGERPRINT = (
+        "collective_fingerprint"  #: DETAIL ``Running collective: CollectiveFingerPrint(…)``
+    )
+    WATCHDOG_TIMEOUT = (
+        "watchdog_timeout"  #: ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=…)``
+    )
+    WATCHDOG_STATUS = (
+        "watchdog_status"  #: ``Timeout at NCCL work: N, last enqueued … last completed …`` (all eras)
+    )
     WATCHDOG_TEARDOWN = "watchdog_teardown"  #: "taking the entire process down", "watchdog thread terminated"
-    HEARTBEAT_TIMEOUT = "heartbeat_timeout"  #: dump-signal lines: a collective timeout seen here or on another rank
-    WATCHDOG_HANG = "watchdog_hang"  #: "Heartbeat monitor timed out", "watchdog got stuck": a CUDA/NCCL call hung HERE
+    HEARTBEAT_TIMEOUT = (
+        "heartbeat_timeout"  #: dump-signal lines: a collective timeout seen here or on another rank
+    )
+    WATCHDOG_HANG = (
+        "watchdog_hang"  #: "Heartbeat monitor timed out", "watchdog got stuck": a CUDA/NCCL call hung HERE
+    )
     ASYNC_ERROR = "async_error"  #: ``Collective WorkNCCL(…) raised the following async exception``
     COLLECTIVE_MISMATCH = "collective_mismatch"  #: ``Detected mismatch between collectives on ranks``
-    MONITORED_BARRIER_FAILED = "monitored_barrier_failed"  #: ``Ranks X failed to pass monitoredBarrier`` (names X)
+    MONITORED_BARRIER_FAILED = (
+        "monitored_barrier_failed"  #: ``Ranks X failed to pass monitoredBarrier`` (names X)
+    )
     MONITORED_BARRIER_PEER = "monitored_barrier_peer"  #: non-zero ranks: "check rank 0 logs for faulty rank"
     DDP_ERROR = "ddp_error"  #: DDP reducer errors (unused parameters, inconsistent params across ranks)
-    GLOO_CONNECTION_CLOSED = "gloo_connection_closed"  #: gloo ``Connection closed by peer [ip]:port`` / read errors
+    GLOO_CONNECTION_CLOSED = (
+        "gloo_connection_closed"  #: gloo ``Connection closed by peer [ip]:port`` / read errors
+    )
     GLOO_TIMEOUT = "gloo_timeout"  #: gloo ``Timed out waiting Nms for recv/send operation to complete``
     STORE_ERROR = "store_error"  #: TCPStore / rendezvous: socket timeouts, connect failures, ``wait timeout``
     NCCL_ERROR = "nccl_error"  #: PyTorch-reported NCCL error (``NCCL error in: …``, ``DistBackendError``)
     # -- Horovod
     STALL_READY = "stall_ready"  #: Horovod stall report: rank ``peer_rank`` HAS submitted collective ``pg`` (``[ready ranks: …]``)
-    PEER_SHUTDOWN = "peer_shutdown"  #: Horovod "has been shut down … caused by an exception on one of the ranks" (effect)
+    PEER_SHUTDOWN = (
+        "peer_shutdown"  #: Horovod "has been shut down … caused by an exception on one of the ranks" (effect)
+    )
     STALL_MISSING = "stall_missing"  #: Horovod stall report: rank ``peer_rank`` has NOT submitted ``pg`` (``[missing ranks: …]``)
     # -- Python
-    PYTHON_EXCEPTION = "python_exception"  #: an uncaught exception (traceback record) not covered by a finer kind
+    PYTHON_EXCEPTION = (
+        "python_exception"  #: an uncaught exception (traceback record) not covered by a finer kind
+    )
     CUDA_OOM = "cuda_oom"  #: ``torch.cuda.OutOfMemoryError`` / ``CUDA out of memory``
     CUDA_ERROR = "cuda_error"  #: ``CUDA error: …``, illegal memory access, NCCL ``Cuda failure``, Xid
     # -- launcher (torchrun / torchelastic)
     WORKER_FAILED = "worker_failed"  #: ``failed (exitcode: N) local_rank: L (pid: P) of binary``
-    WORKER_SIGNALLED = "worker_signalled"  #: ``Sending process P closing signal SIGTERM`` (the agent kills a worker)
-    FAILURE_ENTRY = "failure_entry"  #: one ``[i]:`` block of the ChildFailedError summary (rank, exit code, pid)
-    ROOT_CAUSE_ENTRY = "root_cause_entry"  #: the ``Root Cause (first observed failure)`` block (weak evidence)
+    WORKER_SIGNALLED = (
+        "worker_signalled"  #: ``Sending process P closing signal SIGTERM`` (the agent kills a worker)
+    )
+    FAILURE_ENTRY = (
+        "failure_entry"  #: one ``[i]:`` block of the ChildFailedError summary (rank, exit code, pid)
+    )
+    ROOT_CAUSE_ENTRY = (
+        "root_cause_entry"  #: the ``Root Cause (first observed failure)`` block (weak evidence)
+    )
     ERROR_FILE = "error_file"  #: a worker's ``error.json`` written by ``@record``
-    LAUNCHER_ERROR = "launcher_error"  #: the agent's own failure (ChildFailedError traceback, rendezvous errors)
+    LAUNCHER_ERROR = (
+        "launcher_error"  #: the agent's own failure (ChildFailedError traceback, rendezvous errors)
+    )
     RENDEZVOUS = "rendezvous"  #: rendezvous results and worker-group state lines
     RESTART = "restart"  #: ``Worker group FAILED. N/M attempts left; will restart worker group``
     # -- PyTorch Flight Recorder dumps (parsers.flight_recorder, correlator.fr); rows cover no physical line
@@ -111,7 +143,9 @@ class Kind(StrEnum):
     #: ``<profiling_name> pg P seq S record_id R <sizes> <dtypes> <state> in <top user frame>`` (no frame in JSON dumps)
     FR_COLLECTIVE = "fr_collective"
     FR_STATUS = "fr_status"  #: a dump's ``pg_status`` of one PG: last enqueued / completed seq (seq_enqueued, seq_completed)
-    FR_WAITING = "fr_waiting"  #: the same, for a rank left inside a collective (seq = that collective): an effect
+    FR_WAITING = (
+        "fr_waiting"  #: the same, for a rank left inside a collective (seq = that collective): an effect
+    )
     # -- system
     PROCESS_KILLED = "process_killed"  #: ``Killed``, OOM killer, ``srun: … task N: Killed|Out Of Memory``
     PROCESS_EXIT = "process_exit"  #: scheduler-reported exit (``srun: error: … Exited with exit code N``)
@@ -121,23 +155,58 @@ class Kind(StrEnum):
 #: Kinds that mean something went wrong on the rank that logged them.
 FAULT_KINDS: frozenset[str] = frozenset(
     {
-        Kind.NCCL_NET_ERROR, Kind.NCCL_WARN, Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS,
-        Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT, Kind.WATCHDOG_HANG, Kind.ASYNC_ERROR, Kind.COLLECTIVE_MISMATCH,
-        Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER, Kind.DDP_ERROR,
-        Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
-        Kind.PYTHON_EXCEPTION, Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED,
-        Kind.FAILURE_ENTRY, Kind.ERROR_FILE, Kind.PROCESS_KILLED, Kind.PROCESS_EXIT, Kind.JOB_CANCELLED,
-        Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN, Kind.FR_WAITING,
+        Kind.NCCL_NET_ERROR,
+        Kind.NCCL_WARN,
+        Kind.WATCHDOG_TIMEOUT,
+        Kind.WATCHDOG_STATUS,
+        Kind.WATCHDOG_TEARDOWN,
+        Kind.HEARTBEAT_TIMEOUT,
+        Kind.WATCHDOG_HANG,
+        Kind.ASYNC_ERROR,
+        Kind.COLLECTIVE_MISMATCH,
+        Kind.MONITORED_BARRIER_FAILED,
+        Kind.MONITORED_BARRIER_PEER,
+        Kind.DDP_ERROR,
+        Kind.GLOO_CONNECTION_CLOSED,
+        Kind.GLOO_TIMEOUT,
+        Kind.STORE_ERROR,
+        Kind.NCCL_ERROR,
+        Kind.PYTHON_EXCEPTION,
+        Kind.CUDA_OOM,
+        Kind.CUDA_ERROR,
+        Kind.WORKER_FAILED,
+        Kind.WORKER_SIGNALLED,
+        Kind.FAILURE_ENTRY,
+        Kind.ERROR_FILE,
+        Kind.PROCESS_KILLED,
+        Kind.PROCESS_EXIT,
+        Kind.JOB_CANCELLED,
+        Kind.LAUNCHER_ERROR,
+        Kind.PEER_SHUTDOWN,
+        Kind.FR_WAITING,
     }
 )
 
 #: Fault kinds that are usually the consequence of another rank's failure.
 EFFECT_KINDS: frozenset[str] = frozenset(
     {
-        Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT,
-        Kind.ASYNC_ERROR, Kind.MONITORED_BARRIER_FAILED, Kind.MONITORED_BARRIER_PEER,
-        Kind.GLOO_CONNECTION_CLOSED, Kind.GLOO_TIMEOUT, Kind.STORE_ERROR, Kind.NCCL_ERROR,
-        Kind.WORKER_SIGNALLED, Kind.NCCL_WARN, Kind.JOB_CANCELLED, Kind.LAUNCHER_ERROR, Kind.PEER_SHUTDOWN, Kind.FR_WAITING,
+        Kind.WATCHDOG_TIMEOUT,
+        Kind.WATCHDOG_STATUS,
+        Kind.WATCHDOG_TEARDOWN,
+        Kind.HEARTBEAT_TIMEOUT,
+        Kind.ASYNC_ERROR,
+        Kind.MONITORED_BARRIER_FAILED,
+        Kind.MONITORED_BARRIER_PEER,
+        Kind.GLOO_CONNECTION_CLOSED,
+        Kind.GLOO_TIMEOUT,
+        Kind.STORE_ERROR,
+        Kind.NCCL_ERROR,
+        Kind.WORKER_SIGNALLED,
+        Kind.NCCL_WARN,
+        Kind.JOB_CANCELLED,
+        Kind.LAUNCHER_ERROR,
+        Kind.PEER_SHUTDOWN,
+        Kind.FR_WAITING,
     }
 )
 
@@ -145,63 +214,172 @@ EFFECT_KINDS: frozenset[str] = frozenset(
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("event_id", pa.int64(), "Row id, unique in the table; evidence and graph edges refer to it."),
     ("path", pa.string(), "Source file, relative to the directory given to rankscope."),
-    ("line", pa.int64(), ("1-based number of the row's first physical line in `path` (a Flight Recorder row: the "
-                          "entry's position in the dump, then its pg_status rows).")),
-    ("line_count", pa.int32(), ("Physical lines this row covers (0 for the extra parts of a split line and for "
-                                "Flight Recorder rows: a dump is not read as lines).")),
-    ("rank", pa.int32(), "Global rank that produced the line; null when unknown (agent lines, unmapped NCCL)."),
-    ("rank_source", pa.string(), ("How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
-     "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py).")),
+    (
+        "line",
+        pa.int64(),
+        (
+            "1-based number of the row's first physical line in `path` (a Flight Recorder row: the "
+            "entry's position in the dump, then its pg_status rows)."
+        ),
+    ),
+    (
+        "line_count",
+        pa.int32(),
+        (
+            "Physical lines this row covers (0 for the extra parts of a split line and for "
+            "Flight Recorder rows: a dump is not read as lines)."
+        ),
+    ),
+    (
+        "rank",
+        pa.int32(),
+        "Global rank that produced the line; null when unknown (agent lines, unmapped NCCL).",
+    ),
+    (
+        "rank_source",
+        pa.string(),
+        (
+            "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
+            "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py)."
+        ),
+    ),
     ("local_rank", pa.int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),
     ("host", pa.string(), "Short host name (FQDNs are cut at the first dot); null when unknown."),
     ("pid", pa.int64(), "Process id from the line (NCCL prefix, launcher lines, glog field)."),
-    ("attempt", pa.int32(), "torchelastic restart attempt (`attempt_N` folder, agent restarts); 0 by default."),
-    ("stream", pa.string(), "stdout | stderr | launcher | combined | nccl_file | error_json | syslog | fr_dump | unknown."),
-    ("ts", pa.timestamp("us", tz="UTC"), ("Event time, UTC, microseconds. c10 stamps keep whole seconds only "
-     "(their 9 fraction digits come from a monotonic clock, not wall time).")),
+    (
+        "attempt",
+        pa.int32(),
+        "torchelastic restart attempt (`attempt_N` folder, agent restarts); 0 by default.",
+    ),
+    (
+        "stream",
+        pa.string(),
+        "stdout | stderr | launcher | combined | nccl_file | error_json | syslog | fr_dump | unknown.",
+    ),
+    (
+        "ts",
+        pa.timestamp("us", tz="UTC"),
+        (
+            "Event time, UTC, microseconds. c10 stamps keep whole seconds only "
+            "(their 9 fraction digits come from a monotonic clock, not wall time)."
+        ),
+    ),
     ("ts_quality", pa.string(), "exact | no_tz | no_year | inherited | missing (see TsQuality)."),
     ("layer", pa.string(), "nccl | c10d | elastic | python | app | system | fr | unknown (see Layer)."),
     ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
     ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
-    ("pg", pa.string(), ("Process group: c10d PG GUID/name (`0` = default PG), NCCL commId / comm pointer, or "
-     "`horovod:<tensor>` for a Horovod collective.")),
-    ("seq", pa.int64(), ("Collective sequence number: c10d SeqNum (decimal), NCCL opCount (hex in the log) or a "
-                         "Flight Recorder entry's collective_seq_id (p2p_seq_id for send/recv).")),
-    ("seq_enqueued", pa.int64(), "Last enqueued work SeqNum from watchdog status lines or a dump's pg_status."),
-    ("seq_completed", pa.int64(), "Last completed work SeqNum from watchdog status lines or a dump's pg_status."),
+    (
+        "pg",
+        pa.string(),
+        (
+            "Process group: c10d PG GUID/name (`0` = default PG), NCCL commId / comm pointer, or "
+            "`horovod:<tensor>` for a Horovod collective."
+        ),
+    ),
+    (
+        "seq",
+        pa.int64(),
+        (
+            "Collective sequence number: c10d SeqNum (decimal), NCCL opCount (hex in the log) or a "
+            "Flight Recorder entry's collective_seq_id (p2p_seq_id for send/recv)."
+        ),
+    ),
+    (
+        "seq_enqueued",
+        pa.int64(),
+        "Last enqueued work SeqNum from watchdog status lines or a dump's pg_status.",
+    ),
+    (
+        "seq_completed",
+        pa.int64(),
+        "Last completed work SeqNum from watchdog status lines or a dump's pg_status.",
+    ),
     ("op", pa.string(), "Collective op type, upper case as c10d prints it (ALLREDUCE, BROADCAST, …)."),
     ("numel", pa.int64(), "Number of elements in the collective's input (NumelIn / NCCL count)."),
-    ("shape", pa.string(), ("Tensor shape from DETAIL fingerprints, e.g. `[32, 16]`; for a Flight Recorder entry "
-                            "its input sizes (one tensor: `[32, 16]`, several: `[[32], [4]]`).")),
-    ("dtypes", pa.string(), "Input dtypes of a Flight Recorder entry, comma-separated as torch names them (`Float`)."),
-    ("state", pa.string(), "Flight Recorder entry state: scheduled | started | completed (gloo: always scheduled)."),
-    ("record_id", pa.int64(), ("Flight Recorder entry id within its rank's dump (`record_id`); `line` is its "
-                               "1-based position in the dump.")),
-    ("ts_end", pa.timestamp("us", tz="UTC"), ("End of a Flight Recorder entry (`time_discovered_completed_ns`), "
-                                              "UTC; null when unknown (always for gloo).")),
+    (
+        "shape",
+        pa.string(),
+        (
+            "Tensor shape from DETAIL fingerprints, e.g. `[32, 16]`; for a Flight Recorder entry "
+            "its input sizes (one tensor: `[32, 16]`, several: `[[32], [4]]`)."
+        ),
+    ),
+    (
+        "dtypes",
+        pa.string(),
+        "Input dtypes of a Flight Recorder entry, comma-separated as torch names them (`Float`).",
+    ),
+    (
+        "state",
+        pa.string(),
+        "Flight Recorder entry state: scheduled | started | completed (gloo: always scheduled).",
+    ),
+    (
+        "record_id",
+        pa.int64(),
+        (
+            "Flight Recorder entry id within its rank's dump (`record_id`); `line` is its "
+            "1-based position in the dump."
+        ),
+    ),
+    (
+        "ts_end",
+        pa.timestamp("us", tz="UTC"),
+        (
+            "End of a Flight Recorder entry (`time_discovered_completed_ns`), "
+            "UTC; null when unknown (always for gloo)."
+        ),
+    ),
     ("timeout_ms", pa.int64(), "Configured timeout in milliseconds (Timeout(ms)=…, monitoredBarrier, gloo)."),
-    ("elapsed_ms", pa.int64(), "How long the work ran before timing out, milliseconds (a progress bar: its elapsed time)."),
+    (
+        "elapsed_ms",
+        pa.int64(),
+        "How long the work ran before timing out, milliseconds (a progress bar: its elapsed time).",
+    ),
     ("step", pa.int64(), "Training step / iteration number from progress lines."),
     ("world_size", pa.int32(), "World size stated by the line (NCCL nranks, torchrun summaries, app lines)."),
-    ("pg_rank", pa.int32(), "The logging rank's rank WITHIN the process group (`[Rank r]`, `[PG … Rank r]`)."),
-    ("peer_rank", pa.int32(), ("Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL); in the "
-     "numbering of the line's process group.")),
+    (
+        "pg_rank",
+        pa.int32(),
+        "The logging rank's rank WITHIN the process group (`[Rank r]`, `[PG … Rank r]`).",
+    ),
+    (
+        "peer_rank",
+        pa.int32(),
+        (
+            "Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL); in the "
+            "numbering of the line's process group."
+        ),
+    ),
     ("peer_addr", pa.string(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
-    ("local_addr", pa.string(), "This process's own address stated by the line (NCCL `Bootstrap : Using eth0:ip`)."),
+    (
+        "local_addr",
+        pa.string(),
+        "This process's own address stated by the line (NCCL `Bootstrap : Using eth0:ip`).",
+    ),
     ("exit_code", pa.int32(), "Process exit code; negative means killed by that signal (-9 SIGKILL)."),
     ("signal", pa.string(), "Signal name (SIGKILL, SIGTERM, …) sent to or received by the process."),
     ("exc_type", pa.string(), "Exception type of a traceback or error line (`torch.cuda.OutOfMemoryError`)."),
     ("message", pa.string(), "The message with transport, tee and producer prefixes stripped (first line)."),
     ("raw", pa.string(), "The row's physical line(s) exactly as read (decoded as UTF-8 with replacement)."),
-    ("duplicate", pa.bool_(), ("True when the row is a torchrun --tee copy of a line that a per-rank file "
-     "also holds; diagnosis skips duplicates, the table keeps them.")),
+    (
+        "duplicate",
+        pa.bool_(),
+        (
+            "True when the row is a torchrun --tee copy of a line that a per-rank file "
+            "also holds; diagnosis skips duplicates, the table keeps them."
+        ),
+    ),
 ]
 
 EVENT_SCHEMA: pa.Schema = pa.schema([pa.field(name, typ) for name, typ, _ in COLUMNS])
 COLUMN_DOCS: dict[str, str] = {name: doc for name, _, doc in COLUMNS}
 
 _PL_TYPES: dict[pa.DataType, pl.DataType] = {
-    pa.int64(): pl.Int64(), pa.int32(): pl.Int32(), pa.string(): pl.String(), pa.bool_(): pl.Boolean(),
+    pa.int64(): pl.Int64(),
+    pa.int32(): pl.Int32(),
+    pa.string(): pl.String(),
+    pa.bool_(): pl.Boolean(),
     pa.timestamp("us", tz="UTC"): pl.Datetime("us", "UTC"),
 }
 

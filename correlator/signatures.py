@@ -40,8 +40,21 @@ FIRST_COLLECTIVE_MAX_SEQ = 4
 MAX_MATCHED_EVENTS = 200
 
 _KINDS = frozenset(k.value for k in Kind)
-_FAILURE_KINDS = frozenset({"rank_crash", "straggler_hang", "collective_mismatch", "network_error", "oom_kill",
-                            "cuda_oom", "cuda_error", "early_exit", "launcher_error", "none", "unknown"})
+_FAILURE_KINDS = frozenset(
+    {
+        "rank_crash",
+        "straggler_hang",
+        "collective_mismatch",
+        "network_error",
+        "oom_kill",
+        "cuda_oom",
+        "cuda_error",
+        "early_exit",
+        "launcher_error",
+        "none",
+        "unknown",
+    }
+)
 _ROLES = ("cause", "effect", "context")
 _WHERE = ("initiating", "collateral", "any")
 _POSITIONS = ("first_collective",)
@@ -51,8 +64,21 @@ _NUMERIC = ("seq", "numel", "timeout_ms", "elapsed_ms", "step", "attempt", "exit
 _DIFFERS = ("numel", "shape", "op", "seq", "exc_type", "host", "timeout_ms", "exit_code")
 
 _ROW_KEYS = {
-    "kinds", "message_regex", "raw_regex", "exc_type_regex", "not_message_regex", "not_exc_type_regex", "op", "exit_code", "signal", "ranks", "where",
-    "position", "rank_without_kinds", "peer_has_kinds", "layers",
+    "kinds",
+    "message_regex",
+    "raw_regex",
+    "exc_type_regex",
+    "not_message_regex",
+    "not_exc_type_regex",
+    "op",
+    "exit_code",
+    "signal",
+    "ranks",
+    "where",
+    "position",
+    "rank_without_kinds",
+    "peer_has_kinds",
+    "layers",
 } | {f"{c}_{b}" for c in _NUMERIC for b in ("min", "max")}
 _GROUP_KEYS = {"min_count", "min_ranks", "max_ranks", "differs", "differs_capture"}
 _DIAG_KEYS = {"failure_kind"}
@@ -60,8 +86,16 @@ _COMBINATORS = {"all_of", "any_of", "none_of"}
 _RULE_KEYS = _ROW_KEYS | _GROUP_KEYS | _DIAG_KEYS | _COMBINATORS
 
 _REQUIRED_TEXT = ("id", "title", "layer", "meaning", "root_cause", "fix", "verify")
-_SIG_KEYS = set(_REQUIRED_TEXT) | {"confirm", "related", "references", "match", "role", "priority",
-                                   "likely_failure_kind", "near_miss"}
+_SIG_KEYS = set(_REQUIRED_TEXT) | {
+    "confirm",
+    "related",
+    "references",
+    "match",
+    "role",
+    "priority",
+    "likely_failure_kind",
+    "near_miss",
+}
 
 
 class SignatureError(ValueError):
@@ -92,10 +126,21 @@ class Signature:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "title": self.title, "layer": self.layer, "role": self.role, "meaning": self.meaning,
-            "root_cause": self.root_cause, "fix": self.fix, "confirm": list(self.confirm), "verify": self.verify,
-            "related": list(self.related), "references": list(self.references), "near_miss": self.near_miss,
-            "likely_failure_kind": list(self.likely_failure_kind), "match": self.match, "source": self.source,
+            "id": self.id,
+            "title": self.title,
+            "layer": self.layer,
+            "role": self.role,
+            "meaning": self.meaning,
+            "root_cause": self.root_cause,
+            "fix": self.fix,
+            "confirm": list(self.confirm),
+            "verify": self.verify,
+            "related": list(self.related),
+            "references": list(self.references),
+            "near_miss": self.near_miss,
+            "likely_failure_kind": list(self.likely_failure_kind),
+            "match": self.match,
+            "source": self.source,
         }
 
 
@@ -142,8 +187,10 @@ def _validate_rule(rule: Any, where: str) -> int:
         raise SignatureError(f"{where}: a rule must be a table")
     unknown = set(rule) - _RULE_KEYS
     if unknown:
-        raise SignatureError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(sorted(_RULE_KEYS))}")
+        raise SignatureError(
+            f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(_RULE_KEYS))}"
+        )
     if not rule:
         raise SignatureError(f"{where}: empty rule")
     score = 0
@@ -181,7 +228,9 @@ def _validate_rule(rule: Any, where: str) -> int:
         elif key == "differs":
             bad = [c for c in _str_list(val, w) if c not in _DIFFERS]
             if bad:
-                raise SignatureError(f"{w}: cannot compare column(s) {', '.join(bad)}; use {', '.join(_DIFFERS)}")
+                raise SignatureError(
+                    f"{w}: cannot compare column(s) {', '.join(bad)}; use {', '.join(_DIFFERS)}"
+                )
             score += 2
         elif key == "failure_kind":
             bad = [k for k in _str_list(val, w) if k not in _FAILURE_KINDS]
@@ -224,13 +273,23 @@ def _parse_signature(raw: Any, where: str, source: str) -> Signature:
     if not isinstance(near, str):
         raise SignatureError(f"{where}.near_miss: must be a string")
     return Signature(
-        id=raw["id"].strip(), title=raw["title"].strip(), layer=raw["layer"].strip(), meaning=raw["meaning"].strip(),
-        root_cause=raw["root_cause"].strip(), fix=raw["fix"].strip(),
-        confirm=tuple(_str_list(raw.get("confirm", []), f"{where}.confirm")), verify=raw["verify"].strip(),
+        id=raw["id"].strip(),
+        title=raw["title"].strip(),
+        layer=raw["layer"].strip(),
+        meaning=raw["meaning"].strip(),
+        root_cause=raw["root_cause"].strip(),
+        fix=raw["fix"].strip(),
+        confirm=tuple(_str_list(raw.get("confirm", []), f"{where}.confirm")),
+        verify=raw["verify"].strip(),
         related=tuple(_str_list(raw.get("related", []), f"{where}.related")),
         references=tuple(_str_list(raw.get("references", []), f"{where}.references")),
-        match=raw["match"], role=role, priority=priority, likely_failure_kind=tuple(likely), near_miss=near.strip(),
-        source=source, specificity=spec,
+        match=raw["match"],
+        role=role,
+        priority=priority,
+        likely_failure_kind=tuple(likely),
+        near_miss=near.strip(),
+        source=source,
+        specificity=spec,
     )
 
 
@@ -246,8 +305,10 @@ def _load_file(path: Path) -> list[Signature]:
     sigs = data.get("signature")
     extra_top = set(data) - {"signature"}
     if extra_top:
-        raise SignatureError(f"{path}: unknown top-level key(s) {', '.join(sorted(extra_top))}; "
-                         "signatures go in [[signature]] tables")
+        raise SignatureError(
+            f"{path}: unknown top-level key(s) {', '.join(sorted(extra_top))}; "
+            "signatures go in [[signature]] tables"
+        )
     if not isinstance(sigs, list) or not sigs:
         raise SignatureError(f"{path}: no [[signature]] tables")
     out: list[Signature] = []
@@ -348,7 +409,9 @@ def _group_ok(rule: dict[str, Any], rows: pl.DataFrame) -> bool:
         if rows[col].drop_nulls().n_unique() < 2:
             return False
     if "differs_capture" in rule:
-        caps = rows.select(pl.coalesce(pl.col("message"), pl.col("raw")).str.extract(rule["differs_capture"], 1))
+        caps = rows.select(
+            pl.coalesce(pl.col("message"), pl.col("raw")).str.extract(rule["differs_capture"], 1)
+        )
         if caps.to_series().drop_nulls().n_unique() < 2:
             return False
     return True
@@ -417,14 +480,31 @@ def match(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature] | None = No
             continue
         score = s.specificity + s.priority + (3 if ctx.failure_kind in s.likely_failure_kind else 0)
         ev = sorted(events)
-        ranks = sorted(
-            {int(r) for r in ctx.table.filter(pl.col("event_id").is_in(ev))["rank"].drop_nulls().to_list()}
-        ) if ev else []
+        ranks = (
+            sorted(
+                {
+                    int(r)
+                    for r in ctx.table.filter(pl.col("event_id").is_in(ev))["rank"].drop_nulls().to_list()
+                }
+            )
+            if ev
+            else []
+        )
         d = {
-            "id": s.id, "title": s.title, "layer": s.layer, "role": s.role, "meaning": s.meaning,
-            "root_cause": s.root_cause, "fix": s.fix, "confirm": list(s.confirm), "verify": s.verify,
-            "related": list(s.related), "references": list(s.references),
-            "matched_events": ev[:MAX_MATCHED_EVENTS], "matched_ranks": ranks, "score": score,
+            "id": s.id,
+            "title": s.title,
+            "layer": s.layer,
+            "role": s.role,
+            "meaning": s.meaning,
+            "root_cause": s.root_cause,
+            "fix": s.fix,
+            "confirm": list(s.confirm),
+            "verify": s.verify,
+            "related": list(s.related),
+            "references": list(s.references),
+            "matched_events": ev[:MAX_MATCHED_EVENTS],
+            "matched_ranks": ranks,
+            "score": score,
         }
         hits.append(((_ROLES.index(s.role), -score, s.id), d))
     hits.sort(key=lambda h: h[0])
@@ -458,7 +538,17 @@ def explain_text(s: Signature) -> str:
     lines = [f"{s.id}: {s.title}", f"layer: {s.layer}   role: {s.role}"]
     if s.likely_failure_kind:
         lines.append(f"usual failure kind: {', '.join(s.likely_failure_kind)}")
-    lines += ["", "What it means:", f"  {s.meaning}", "", "Root cause:", f"  {s.root_cause}", "", "Fix:", f"  {s.fix}"]
+    lines += [
+        "",
+        "What it means:",
+        f"  {s.meaning}",
+        "",
+        "Root cause:",
+        f"  {s.root_cause}",
+        "",
+        "Fix:",
+        f"  {s.fix}",
+    ]
     if s.confirm:
         lines += ["", "Confirm:"] + [f"  - {c}" for c in s.confirm]
     lines += ["", "Verify:", f"  {s.verify}"]
@@ -477,8 +567,10 @@ class SigFormat(str, Enum):
     json = "json"
 
 
-ExtraOpt = Annotated[list[Path] | None, typer.Option(
-    "--signatures", help="Extra signature file(s) (TOML) besides the built-in library.")]
+ExtraOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--signatures", help="Extra signature file(s) (TOML) besides the built-in library."),
+]
 
 
 def register(app: Any) -> None:
@@ -493,7 +585,9 @@ def register(app: Any) -> None:
 
     @app.command(name="signatures")
     def signatures_cmd(
-        format: Annotated[SigFormat, typer.Option("--format", "-f", help="table (for people) or json.")] = SigFormat.table,
+        format: Annotated[
+            SigFormat, typer.Option("--format", "-f", help="table (for people) or json.")
+        ] = SigFormat.table,
         signatures: ExtraOpt = None,
     ) -> None:
         """List the known-failure signatures (built-in library plus --signatures files)."""
@@ -504,8 +598,10 @@ def register(app: Any) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        tab = Table(title=f"{len(sigs)} known-failure signatures (rankscope explain ID for details)",
-                    title_justify="left")
+        tab = Table(
+            title=f"{len(sigs)} known-failure signatures (rankscope explain ID for details)",
+            title_justify="left",
+        )
         for col in ("id", "layer", "role", "title"):
             tab.add_column(col, overflow="fold", no_wrap=col == "id")
         for s in sigs:
@@ -514,13 +610,17 @@ def register(app: Any) -> None:
 
     @app.command(name="explain")
     def explain_cmd(
-        sig_id: Annotated[str, typer.Argument(metavar="ID", help="Signature id (see `rankscope signatures`).")],
+        sig_id: Annotated[
+            str, typer.Argument(metavar="ID", help="Signature id (see `rankscope signatures`).")
+        ],
         signatures: ExtraOpt = None,
     ) -> None:
         """Print one known-failure signature in full: meaning, root cause, fix, checklist, references."""
         sigs = _load(signatures)
         s = find(sigs, sig_id)
         if s is None:
-            typer.echo(f"error: unknown signature id {sig_id!r} (run `rankscope signatures` for the list)", err=True)
+            typer.echo(
+                f"error: unknown signature id {sig_id!r} (run `rankscope signatures` for the list)", err=True
+            )
             raise typer.Exit(2)
         print(explain_text(s))

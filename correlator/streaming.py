@@ -125,7 +125,9 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     big_layouts = ("torchrun_rank", "rank_file", "nccl_file")
     bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
     ctx = [s for s in unit if s not in bulk]
-    if sum(_size(s) for s in ctx) > batch_bytes // 2:  # then only what pairs a node: launcher output, error.json
+    if (
+        sum(_size(s) for s in ctx) > batch_bytes // 2
+    ):  # then only what pairs a node: launcher output, error.json
         keep = [s for s in ctx if s.layout == "error_json" or s.stream == "launcher"]
         bulk += [s for s in ctx if s not in keep]
         ctx = keep
@@ -183,8 +185,14 @@ def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) 
     return [b.files for b in plan(sources, batch_bytes)]
 
 
-def _kept(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int, ident: str | None = None,
-          chatter: pl.Expr | None = None, frame: bool = False) -> pl.LazyFrame:
+def _kept(
+    t: pl.LazyFrame | pl.DataFrame,
+    order: str,
+    keep_last: int,
+    ident: str | None = None,
+    chatter: pl.Expr | None = None,
+    frame: bool = False,
+) -> pl.LazyFrame:
     """The ``ident`` (default ``order``) values of the rows of ``t`` the reduced table keeps: the rows kept
     whole, the last ``keep_last`` sequence rows per (rank or file, process group) by (``seq``, ``order``),
     and the last ``keep_last`` tail rows per (rank or file, kind) by ``order``.
@@ -193,16 +201,29 @@ def _kept(t: pl.LazyFrame | pl.DataFrame, order: str, keep_last: int, ident: str
     read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
     NCCL INFO chatter test when it was decided beforehand (then ``message`` is not read)."""
     kind, layer = pl.col("kind"), pl.col("layer")
-    nccl_chatter = chatter if chatter is not None else (
-        (kind == "log") & (layer == "nccl") & pl.col("world_size").is_null()
-        & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
+    nccl_chatter = (
+        chatter
+        if chatter is not None
+        else (
+            (kind == "log")
+            & (layer == "nccl")
+            & pl.col("world_size").is_null()
+            & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False)
+        )
+    )
     seqish = kind.is_in(_SEQ_KINDS)
     tails = (kind == "step_progress") | nccl_chatter
     is_coll = kind == "nccl_coll"
     cols = dict.fromkeys([order, ident or order])
     base = t.lazy().select(
-        *cols, pl.col("seq"), kind.alias("__k"), seqish.alias("__s"), tails.alias("__t"), pl.col("rank").alias("__wr"),
-        pl.when(pl.col("rank").is_null()).then(pl.col("path")).alias("__wp"), is_coll.alias("__c"),
+        *cols,
+        pl.col("seq"),
+        kind.alias("__k"),
+        seqish.alias("__s"),
+        tails.alias("__t"),
+        pl.col("rank").alias("__wr"),
+        pl.when(pl.col("rank").is_null()).then(pl.col("path")).alias("__wp"),
+        is_coll.alias("__c"),
         # NCCL COLL rows without a commId are one group of their own; other rows without a PG are the default PG.
         pl.when(is_coll).then(pl.col("pg")).otherwise(pl.coalesce(pl.col("pg"), pl.lit("0"))).alias("__pg"),
     )
@@ -216,10 +237,18 @@ def _select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
     whole = base.filter(~pl.col("__s") & ~pl.col("__t"))
     # The last keep_last by (seq, order), a missing seq lowest: a top-k per group, no sort of the rows.
     seq_key = pl.col("seq").fill_null(-(2**63))
-    seq_rows = (base.filter(pl.col("__s")).group_by("__wr", "__wp", "__c", "__pg")
-                .agg(pl.all().top_k_by([seq_key, pl.col(order)], keep_last)).explode(pl.all().exclude("__wr", "__wp", "__c", "__pg")))
-    tail_rows = (base.filter(pl.col("__t")).group_by("__wr", "__wp", "__k")
-                 .agg(pl.all().top_k_by(order, keep_last)).explode(pl.all().exclude("__wr", "__wp", "__k")))
+    seq_rows = (
+        base.filter(pl.col("__s"))
+        .group_by("__wr", "__wp", "__c", "__pg")
+        .agg(pl.all().top_k_by([seq_key, pl.col(order)], keep_last))
+        .explode(pl.all().exclude("__wr", "__wp", "__c", "__pg"))
+    )
+    tail_rows = (
+        base.filter(pl.col("__t"))
+        .group_by("__wr", "__wp", "__k")
+        .agg(pl.all().top_k_by(order, keep_last))
+        .explode(pl.all().exclude("__wr", "__wp", "__k"))
+    )
     cols = base.collect_schema().names()
     return pl.concat([whole.select(cols), seq_rows.select(cols), tail_rows.select(cols)], how="vertical")
 
@@ -266,8 +295,9 @@ def _shadow(batch: list[Source], tmp: Path) -> Path:
 _SKIP_RE = re.compile(r"skipped, binary content \(\d+ bytes, (\d+) lines\)")
 
 
-def _run_batch(batch: Batch, single_file: str | None, tz: str | None, keep_last: int, tmp: str,
-               base: str) -> _BatchOut:
+def _run_batch(
+    batch: Batch, single_file: str | None, tz: str | None, keep_last: int, tmp: str, base: str
+) -> _BatchOut:
     everything = batch.files + batch.context
     target = Path(single_file) if single_file else _shadow(everything, Path(tmp))
     try:
@@ -301,14 +331,29 @@ def _run_batch(batch: Batch, single_file: str | None, tz: str | None, keep_last:
         warnings = mine
         by_reason = {k: v for k, v in by_reason.items() if v}
     skipped_list = [e for e in getattr(res, "skipped", []) if not batch.context or e.get("path") not in ctx]
-    return _BatchOut(t, _compact(reduce_for_diagnosis(t, keep_last)), lines_read, skipped, by_reason, warnings,
-                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, skipped_list)
+    return _BatchOut(
+        t,
+        _compact(reduce_for_diagnosis(t, keep_last)),
+        lines_read,
+        skipped,
+        by_reason,
+        warnings,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        skipped_list,
+    )
 
 
-def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[str] | None,
-                  batch_bytes: int = DEFAULT_BATCH_BYTES, *, tz: str | None = None, keep_last: int = 4,
-                  row_group_rows: int = 1_000_000, partition_by: str | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> tuple[pl.DataFrame, dict[str, object]]:
+def stream_ingest(
+    root: str | os.PathLike[str],
+    out_parquet: str | os.PathLike[str] | None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    *,
+    tz: str | None = None,
+    keep_last: int = 4,
+    row_group_rows: int = 1_000_000,
+    partition_by: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pl.DataFrame, dict[str, object]]:
     """Ingest ``root`` batch by batch; write the full event table to ``out_parquet`` (None: don't).
 
     With ``partition_by`` (``"host"`` or ``"rank"``), ``out_parquet`` is a directory and each batch is
@@ -369,8 +414,13 @@ def stream_ingest(root: str | os.PathLike[str], out_parquet: str | os.PathLike[s
                 hosts.update(t["host"].drop_nulls().unique().to_list())
                 attempts.update(int(a) for a in t["attempt"].drop_nulls().unique().to_list())
                 if partition_by is not None and out_parquet is not None:
-                    write_partitioned(t, out_parquet, by=partition_by, part_name=f"part-{i:05d}.parquet",
-                                      row_group_rows=row_group_rows)
+                    write_partitioned(
+                        t,
+                        out_parquet,
+                        by=partition_by,
+                        part_name=f"part-{i:05d}.parquet",
+                        row_group_rows=row_group_rows,
+                    )
                 elif writer is not None:
                     arrow = conform(t).to_arrow(compat_level=pl.CompatLevel.oldest())
                     writer.write_table(arrow.cast(EVENT_SCHEMA), row_group_size=row_group_rows)
@@ -449,13 +499,23 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
     # The key columns in chunks of row groups (bounded memory), each chunk's kept rows, then the kept rows of
     # their union (see _select).
     chatter_ids = chatter & pl.col(by).is_in(chatty.implode())
-    cand = [_kept(scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])), "event_id",
-                  keep_last, ident=by, chatter=chatter_ids, frame=True).collect()
-            for off in range(0, max(n, 1), _CHUNK_ROWS)]
+    cand = [
+        _kept(
+            scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])),
+            "event_id",
+            keep_last,
+            ident=by,
+            chatter=chatter_ids,
+            frame=True,
+        ).collect()
+        for off in range(0, max(n, 1), _CHUNK_ROWS)
+    ]
     rows = _select(pl.concat(cand, how="vertical").lazy(), "event_id", keep_last).collect()[by].sort()
     del cand
     cols = list(EVENT_SCHEMA.names)
-    kept = scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect(engine="streaming")
+    kept = (
+        scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect(engine="streaming")
+    )
     out = conform(kept).sort("path", "line", "event_id")
     if out["event_id"].n_unique() != out.height:  # files of separate ingest runs (one per node)
         out = out.with_columns(pl.int_range(0, out.height, dtype=pl.Int64).alias("event_id"))

@@ -68,7 +68,9 @@ from parsers import nccl, timestamps
 
 #: Row kinds that are routine at volume: reduced to the first 2 and last ``keep_last`` rows per group
 #: (``log`` rows only when they are NCCL INFO chatter).
-ROUTINE_KINDS = frozenset({"nccl_coll", "collective_fingerprint", "step_progress", "log", "blank", "unparsed"})
+ROUTINE_KINDS = frozenset(
+    {"nccl_coll", "collective_fingerprint", "step_progress", "log", "blank", "unparsed"}
+)
 #: NCCL INFO lines kept whole: they map addresses to hosts and state topology (as in correlator.streaming).
 _NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
 _SEQ_KINDS = ("nccl_coll", "collective_fingerprint")
@@ -128,8 +130,11 @@ class Alert:
         sig = f" [{self.signature}]" if self.signature else ""
         at = f" at {self.evidence}" if self.evidence else ""
         v = self.verdict
-        so_far = (f" | verdict so far: {v.get('failure_kind')}, initiating {v.get('initiating_ranks')}"
-                  if v.get("failure_kind") not in (None, "none") else "")
+        so_far = (
+            f" | verdict so far: {v.get('failure_kind')}, initiating {v.get('initiating_ranks')}"
+            if v.get("failure_kind") not in (None, "none")
+            else ""
+        )
         return f"{self.time} ALERT {self.alert}: {who} {self.kind or ''}{sig}{at} — {self.reason}{so_far}"
 
 
@@ -187,17 +192,50 @@ def _lines_frame(parts: list[tuple[int, Source, list[str], int]]) -> pl.DataFram
             "src_attempt": [s.attempt for _, s, _, _ in parts],
             "node_key": [s.node_key for _, s, _, _ in parts],
         },
-        schema_overrides={"wsrc": pl.Int64, "first": pl.Int64, "n": pl.Int64, "layout": pl.String,
-                          "stream": pl.String, "src_rank": pl.Int32, "src_local_rank": pl.Int32,
-                          "src_host": pl.String, "pid": pl.Int64, "src_attempt": pl.Int32, "node_key": pl.String},
+        schema_overrides={
+            "wsrc": pl.Int64,
+            "first": pl.Int64,
+            "n": pl.Int64,
+            "layout": pl.String,
+            "stream": pl.String,
+            "src_rank": pl.Int32,
+            "src_local_rank": pl.Int32,
+            "src_host": pl.String,
+            "pid": pl.Int64,
+            "src_attempt": pl.Int32,
+            "node_key": pl.String,
+        },
     )
     raw = pl.Series("raw", [ln for _, _, lines, _ in parts for ln in lines], dtype=pl.String)
-    rows = (meta.with_columns(pl.int_ranges(pl.col("first"), pl.col("first") + pl.col("n"), dtype=pl.Int64).alias("line"))
-            .explode("line").drop("n", "first"))
+    rows = (
+        meta.with_columns(
+            pl.int_ranges(pl.col("first"), pl.col("first") + pl.col("n"), dtype=pl.Int64).alias("line")
+        )
+        .explode("line")
+        .drop("n", "first")
+    )
     return rows.with_columns(
-        raw, pl.lit(1, dtype=pl.Int32).alias("line_count"), raw.alias("body"), pl.lit(None, dtype=pl.String).alias("layer"),
-    ).select("wsrc", "raw", "path", "line", "line_count", "body", "layout", "stream", "src_rank", "src_local_rank",
-             "src_host", "pid", "src_attempt", "node_key", "layer")
+        raw,
+        pl.lit(1, dtype=pl.Int32).alias("line_count"),
+        raw.alias("body"),
+        pl.lit(None, dtype=pl.String).alias("layer"),
+    ).select(
+        "wsrc",
+        "raw",
+        "path",
+        "line",
+        "line_count",
+        "body",
+        "layout",
+        "stream",
+        "src_rank",
+        "src_local_rank",
+        "src_host",
+        "pid",
+        "src_attempt",
+        "node_key",
+        "layer",
+    )
 
 
 def _restart_line(rows: list[tuple[int, int, tuple]], floor: int, window: int = 256) -> int:
@@ -261,8 +299,15 @@ class _Exec:
             if payload is None:
                 return
             try:
-                r = subprocess.run(self.cmd, shell=True, input=payload.encode(), timeout=self.timeout_s,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+                r = subprocess.run(
+                    self.cmd,
+                    shell=True,
+                    input=payload.encode(),
+                    timeout=self.timeout_s,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    check=False,
+                )
                 if r.returncode:
                     tail = r.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
                     self.warn(f"--exec exited {r.returncode}: {tail[0][:200]}")
@@ -289,10 +334,17 @@ class Watcher:
     Raises :class:`DiscoveryError` when ``root`` does not exist (an empty directory is waited on).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, stall: float = 120.0, keep_last: int = 4,
-                 tz: str | None = None, clock: Callable[[], float] = time.monotonic,
-                 wallclock: Callable[[], dt.datetime] | None = None,
-                 signatures: list[Path] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        stall: float = 120.0,
+        keep_last: int = 4,
+        tz: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], dt.datetime] | None = None,
+        signatures: list[Path] | None = None,
+    ) -> None:
         self.root = Path(root)
         if not self.root.exists():
             raise DiscoveryError(f"{root}: no such file or directory")
@@ -350,7 +402,9 @@ class Watcher:
         if t is None:
             old = self.by_path.get(src.rel)
             if old is not None and old != key:
-                self._warn(f"{src.rel}: replaced by a new file (rotation); reading the new file from its start")
+                self._warn(
+                    f"{src.rel}: replaced by a new file (rotation); reading the new file from its start"
+                )
             t = _Tail(src, key, seen_path=src.rel, idx=len(self.tails))
             self.tails[key] = t
         elif t.seen_path != src.rel:
@@ -372,7 +426,9 @@ class Watcher:
             self.backlog = True
             return []
         if size < t.offset:
-            self._warn(f"{t.seen_path}: truncated (size {size} < {t.offset} read); reading it again from the start")
+            self._warn(
+                f"{t.seen_path}: truncated (size {size} < {t.offset} read); reading it again from the start"
+            )
             t.offset, t.partial, t.next_line, t.carry, t.carry_first, t.reset = 0, b"", 1, [], 1, True
         if size == t.offset:
             t.quiet += 1
@@ -404,7 +460,7 @@ class Watcher:
         if cut < 0:
             t.partial = data
             return []
-        t.partial = data[cut + 1:]
+        t.partial = data[cut + 1 :]
         return _decode(data[: cut + 1])
 
     def _read_whole(self, t: _Tail, st: os.stat_result) -> pl.DataFrame | None:
@@ -481,8 +537,9 @@ class Watcher:
         self.last_pass_cpu_s = time.process_time() - cpu0
         return alerts
 
-    def _ingest_new(self, plain: list[tuple[_Tail, list[str], int]], whole: list[pl.DataFrame],
-                    cut: dict[int, int]) -> None:
+    def _ingest_new(
+        self, plain: list[tuple[_Tail, list[str], int]], whole: list[pl.DataFrame], cut: dict[int, int]
+    ) -> None:
         frames = list(whole)
         if plain:
             frames.append(_lines_frame([(t.idx, t.src, lines, first) for t, lines, first in plain]))
@@ -496,12 +553,21 @@ class Watcher:
         df = pl.concat(frames, how="diagonal_relaxed").sort("wsrc", "line", maintain_order=True)
         parsed = parsers.parse_lines(df)
         if "exit_code_json" in parsed.columns:
-            parsed = parsed.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
+            parsed = parsed.with_columns(
+                pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code")
+            )
         if plain:  # each plain file's carry for the next pass
             keys = [c for c in parsers.STREAM_KEYS if c in parsed.columns]
-            key = pl.concat_list([pl.col(k).cast(pl.String) for k in keys]) if keys else pl.lit([], dtype=pl.List(pl.String))
-            sub = parsed.filter(pl.col("wsrc").is_in([t.idx for t, _, _ in plain])).select(
-                "wsrc", "line", "line_count", key.alias("k")).sort("wsrc", "line")
+            key = (
+                pl.concat_list([pl.col(k).cast(pl.String) for k in keys])
+                if keys
+                else pl.lit([], dtype=pl.List(pl.String))
+            )
+            sub = (
+                parsed.filter(pl.col("wsrc").is_in([t.idx for t, _, _ in plain]))
+                .select("wsrc", "line", "line_count", key.alias("k"))
+                .sort("wsrc", "line")
+            )
             per_src: dict[int, list[tuple[int, int, tuple]]] = {}
             for i, ln, lc, k in sub.iter_rows():
                 per_src.setdefault(i, []).append((ln, lc, tuple(k or ())))
@@ -510,7 +576,7 @@ class Watcher:
                 cs = _restart_line(rows, first)
                 if first + len(lines) - cs > MAX_CARRY_LINES:
                     cs = max(first + len(lines) - MAX_CARRY_LINES, rows[-1][0] if rows else first)
-                t.carry = lines[cs - first:]
+                t.carry = lines[cs - first :]
                 t.carry_first = cs
         c1 = time.process_time()
         self.timings["parse"] = c1 - c0
@@ -518,7 +584,11 @@ class Watcher:
         if store is not None and cut:
             limit = pl.col("wsrc").replace_strict(cut, default=None, return_dtype=pl.Int64)
             store = store.filter(limit.is_null() | (pl.col("line") < limit))
-        store = parsed if store is None or store.height == 0 else pl.concat([store, parsed], how="diagonal_relaxed")
+        store = (
+            parsed
+            if store is None or store.height == 0
+            else pl.concat([store, parsed], how="diagonal_relaxed")
+        )
         self.store = self._reduce(store)
         self._finish()
         self.timings["table"] = time.process_time() - c1
@@ -526,14 +596,24 @@ class Watcher:
     def _reduce(self, store: pl.DataFrame) -> pl.DataFrame:
         """Keep every non-routine row; of routine rows the first 2 and last ``keep_last`` per group."""
         kind = pl.col("kind")
-        topo = (kind == "log") & (pl.col("layer") == "nccl") & (
-            pl.col("world_size").is_not_null() | pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))
+        topo = (
+            (kind == "log")
+            & (pl.col("layer") == "nccl")
+            & (
+                pl.col("world_size").is_not_null()
+                | pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False)
+            )
+        )
         # as correlator.streaming: of ``log`` rows only NCCL INFO chatter is routine (an application's or
         # launcher's own lines are few and can be evidence: a config line that differs on one rank)
         log_kept = (kind == "log") & ((pl.col("layer") != "nccl") | topo).fill_null(True)
         routine = kind.is_in(list(ROUTINE_KINDS)) & ~log_kept
-        keys = ["wsrc", *[c for c in parsers.STREAM_KEYS if c in store.columns], "kind",
-                *[c for c in ("pg", "comm") if c in store.columns]]
+        keys = [
+            "wsrc",
+            *[c for c in parsers.STREAM_KEYS if c in store.columns],
+            "kind",
+            *[c for c in ("pg", "comm") if c in store.columns],
+        ]
         store = store.sort("wsrc", "line", maintain_order=True)
         idx = pl.int_range(pl.len()).over(keys)
         n = pl.len().over(keys)
@@ -551,14 +631,21 @@ class Watcher:
         df = identity.resolve(df)
         df = timestamps.inherit(df, parsers.STREAM_KEYS)
         df = _mark_duplicates(df)
-        df = df.sort("path", "line", maintain_order=True).with_row_index("event_id").with_columns(
-            pl.col("event_id").cast(pl.Int64))
+        df = (
+            df.sort("path", "line", maintain_order=True)
+            .with_row_index("event_id")
+            .with_columns(pl.col("event_id").cast(pl.Int64))
+        )
         self.table = conform(df)
         faults = self.table.filter(pl.col("kind").is_in(list(FAULT_KINDS)) & ~pl.col("duplicate"))
         self.faults_by_kind = dict(faults.group_by("kind").len().iter_rows())
         exits = self.table.filter(
-            ((pl.col("kind") == "launcher_error") & pl.col("message").str.contains("ChildFailedError", literal=True))
-            | pl.col("kind").is_in(["process_exit", "job_cancelled"]))
+            (
+                (pl.col("kind") == "launcher_error")
+                & pl.col("message").str.contains("ChildFailedError", literal=True)
+            )
+            | pl.col("kind").is_in(["process_exit", "job_cancelled"])
+        )
         if exits.height and not self.exit_seen:
             r = exits.row(0, named=True)
             self.exit_seen = f"{r['path']}:{r['line']}"
@@ -578,11 +665,21 @@ class Watcher:
     def _verdict_dict(self) -> dict[str, Any]:
         d = self.diagnosis
         if d is None:
-            return {"failure_kind": "none", "initiating_ranks": [], "collateral_ranks": [], "confidence": None,
-                    "summary": "no log lines yet"}
-        return {"failure_kind": d.failure_kind, "initiating_ranks": d.initiating_ranks,
-                "collateral_ranks": d.collateral_ranks, "confidence": d.confidence, "summary": d.summary,
-                "signatures": [s.get("id") for s in d.signatures[:3]]}
+            return {
+                "failure_kind": "none",
+                "initiating_ranks": [],
+                "collateral_ranks": [],
+                "confidence": None,
+                "summary": "no log lines yet",
+            }
+        return {
+            "failure_kind": d.failure_kind,
+            "initiating_ranks": d.initiating_ranks,
+            "collateral_ranks": d.collateral_ranks,
+            "confidence": d.confidence,
+            "summary": d.summary,
+            "signatures": [s.get("id") for s in d.signatures[:3]],
+        }
 
     def _host(self, rank: int | None) -> str | None:
         if rank is None:
@@ -590,15 +687,31 @@ class Watcher:
         h = self.table.filter((pl.col("rank") == rank) & pl.col("host").is_not_null())["host"]
         return h[0] if h.len() else None
 
-    def _alert(self, kind: str, rank: int | None, what: str | None, reason: str,
-               evidence: tuple[str | None, str | None] = (None, None)) -> Alert:
+    def _alert(
+        self,
+        kind: str,
+        rank: int | None,
+        what: str | None,
+        reason: str,
+        evidence: tuple[str | None, str | None] = (None, None),
+    ) -> Alert:
         d = self.diagnosis
         sig = None
         if d is not None and d.signatures and kind in ("initiator", "verdict_changed"):
             sig = str(d.signatures[0].get("id"))
         ts = self.wallclock().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return Alert(ts, kind, rank, self._host(rank), what, sig, evidence[0], evidence[1], reason,
-                     self._verdict_dict())
+        return Alert(
+            ts,
+            kind,
+            rank,
+            self._host(rank),
+            what,
+            sig,
+            evidence[0],
+            evidence[1],
+            reason,
+            self._verdict_dict(),
+        )
 
     def _diagnosis_alerts(self) -> list[Alert]:
         d = diagnose(self.table)
@@ -616,16 +729,29 @@ class Watcher:
             ev = next((e for e in d.evidence if e.rank == r), None) or (d.evidence[0] if d.evidence else None)
             # the rank's own fault line (python_exception, cuda_oom …), else the failure kind (a silent rank)
             kind = ev.kind if ev is not None and ev.rank == r and ev.kind in FAULT_KINDS else d.failure_kind
-            out.append(self._alert("initiator", r, kind,
-                                   d.summary, (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None)))
+            out.append(
+                self._alert(
+                    "initiator", r, kind, d.summary, (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None)
+                )
+            )
             self._alerted_init.add(r)
         if not new and key != self._last_key and (self._last_key is not None or not d.initiating_ranks):
             r0 = d.initiating_ranks[0] if d.initiating_ranks else None
             ev = d.evidence[0] if d.evidence else None
-            was = (f"was {self._last_key[0]} (initiating {list(self._last_key[1])}); now " if self._last_key
-                   else "a fault, no initiating rank named yet: ")
-            out.append(self._alert("verdict_changed", r0, d.failure_kind, was + d.summary,
-                                   (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None)))
+            was = (
+                f"was {self._last_key[0]} (initiating {list(self._last_key[1])}); now "
+                if self._last_key
+                else "a fault, no initiating rank named yet: "
+            )
+            out.append(
+                self._alert(
+                    "verdict_changed",
+                    r0,
+                    d.failure_kind,
+                    was + d.summary,
+                    (f"{ev.path}:{ev.line}", ev.text) if ev else (None, None),
+                )
+            )
         self._last_key = key
         return out
 
@@ -633,18 +759,32 @@ class Watcher:
         """Per rank: (max step, ((pg, max seq), ...)) from the non-duplicate rows."""
         t = self.table.filter(pl.col("rank").is_not_null() & ~pl.col("duplicate"))
         prog: dict[int, tuple] = {}
-        steps = dict(t.filter(pl.col("kind") == "step_progress").group_by("rank").agg(pl.col("step").max()).iter_rows())
+        steps = dict(
+            t.filter(pl.col("kind") == "step_progress").group_by("rank").agg(pl.col("step").max()).iter_rows()
+        )
         seqs: dict[int, list[tuple[str, int]]] = {}
-        for r, pg, s in (t.filter(pl.col("kind").is_in(list(_SEQ_KINDS)) & pl.col("pg").is_not_null() & pl.col("seq").is_not_null())
-                         .group_by("rank", "pg").agg(pl.col("seq").max()).sort("rank", "pg").iter_rows()):
+        for r, pg, s in (
+            t.filter(
+                pl.col("kind").is_in(list(_SEQ_KINDS))
+                & pl.col("pg").is_not_null()
+                & pl.col("seq").is_not_null()
+            )
+            .group_by("rank", "pg")
+            .agg(pl.col("seq").max())
+            .sort("rank", "pg")
+            .iter_rows()
+        ):
             seqs.setdefault(r, []).append((pg, s))
         for r in set(steps) | set(seqs):
             prog[r] = (steps.get(r), tuple(seqs.get(r, ())))
         return prog
 
     def _evidence_last(self, rank: int) -> tuple[str | None, str | None]:
-        t = self.table.filter((pl.col("rank") == rank) & ~pl.col("duplicate")
-                              & pl.col("kind").is_in(["step_progress", *_SEQ_KINDS]))
+        t = self.table.filter(
+            (pl.col("rank") == rank)
+            & ~pl.col("duplicate")
+            & pl.col("kind").is_in(["step_progress", *_SEQ_KINDS])
+        )
         if not t.height:
             return None, None
         r = t.sort("ts", "line", nulls_last=False).row(-1, named=True)
@@ -686,9 +826,16 @@ class Watcher:
                         ahead = sorted(x for x, s in seqs.items() if s == top)
                         from correlator.report import ranges
 
-                        out.append(self._alert("straggler", r, "no_progress",
-                                               f"stuck at SeqNum {seqs[r]} of pg {pg} for {age[r]:.0f}s while ranks "
-                                               f"{ranges(ahead)} entered SeqNum {top}", self._evidence_last(r)))
+                        out.append(
+                            self._alert(
+                                "straggler",
+                                r,
+                                "no_progress",
+                                f"stuck at SeqNum {seqs[r]} of pg {pg} for {age[r]:.0f}s while ranks "
+                                f"{ranges(ahead)} entered SeqNum {top}",
+                                self._evidence_last(r),
+                            )
+                        )
         # (2) a rank that stopped while the others kept advancing for `stall`
         for r in ranks:
             if age[r] > self.stall and newest - self._last_adv[r] > self.stall:
@@ -698,9 +845,15 @@ class Watcher:
                     going = [x for x in ranks if self._last_adv[x] - self._last_adv[r] > self.stall]
                     from correlator.report import ranges
 
-                    out.append(self._alert("silent", r, "no_progress",
-                                           f"no progress for {age[r]:.0f}s while ranks {ranges(going)} kept advancing",
-                                           self._evidence_last(r)))
+                    out.append(
+                        self._alert(
+                            "silent",
+                            r,
+                            "no_progress",
+                            f"no progress for {age[r]:.0f}s while ranks {ranges(going)} kept advancing",
+                            self._evidence_last(r),
+                        )
+                    )
         # (3) every rank stopped for `stall`: name the odd one out (a progress state no other rank shares)
         if min(age.values()) > self.stall:
             counts: dict[tuple, list[int]] = {}
@@ -713,8 +866,14 @@ class Watcher:
                 self._stalled_alerted = True
                 quiet = min(age.values())
                 if not odd:
-                    out.append(self._alert("stalled", None, "no_progress",
-                                           f"no rank has advanced for {quiet:.0f}s; no rank stands out"))
+                    out.append(
+                        self._alert(
+                            "stalled",
+                            None,
+                            "no_progress",
+                            f"no rank has advanced for {quiet:.0f}s; no rank stands out",
+                        )
+                    )
                 for r in odd:
                     if self._flagged.get(r) in ("straggler", "silent"):
                         continue
@@ -723,9 +882,16 @@ class Watcher:
                     theirs = self._describe(self._progress[common[0]])
                     from correlator.report import ranges
 
-                    out.append(self._alert("stalled", r, "no_progress",
-                                           f"no rank has advanced for {quiet:.0f}s; rank {r} stopped at {mine}, ranks "
-                                           f"{ranges(common)} at {theirs}", self._evidence_last(r)))
+                    out.append(
+                        self._alert(
+                            "stalled",
+                            r,
+                            "no_progress",
+                            f"no rank has advanced for {quiet:.0f}s; rank {r} stopped at {mine}, ranks "
+                            f"{ranges(common)} at {theirs}",
+                            self._evidence_last(r),
+                        )
+                    )
         return out
 
     @staticmethod
@@ -747,9 +913,11 @@ class Watcher:
     def status_line(self) -> str:
         v = self._verdict_dict()
         init = v["initiating_ranks"]
-        return (f"watch: {len(self.tails)} files, {self.lines_read} lines, {len(self.ranks_seen())} ranks, "
-                f"{len(self.behind)} behind; verdict {v['failure_kind']}"
-                + (f" (initiating {init})" if init else ""))
+        return (
+            f"watch: {len(self.tails)} files, {self.lines_read} lines, {len(self.ranks_seen())} ranks, "
+            f"{len(self.behind)} behind; verdict {v['failure_kind']}"
+            + (f" (initiating {init})" if init else "")
+        )
 
     def prometheus_text(self, job: str | None = None) -> str:
         """The node_exporter textfile-collector exposition of the current state (see ``write_prometheus``).
@@ -768,26 +936,63 @@ class Watcher:
                 text = str(int(value)) if float(value).is_integer() else repr(float(value))
                 lines.append(f'{name}{{training_job="{job}"{labels}}} {text}')
 
-        metric("rankscope_ranks_seen", "Ranks that have written at least one line.", "gauge",
-               [("", len(self.ranks_seen()))])
-        metric("rankscope_ranks_behind", "Ranks flagged as stragglers (no progress for --stall while others advanced, "
-               "or the odd one out of a stalled job).", "gauge", [("", len(self.behind))])
-        metric("rankscope_last_progress_age_seconds", "Seconds since the watcher last saw this rank advance "
-               "(step, SeqNum or opCount).", "gauge",
-               [(f',rank="{r}"', round(now - t, 3)) for r, t in sorted(self._last_adv.items())])
-        metric("rankscope_faults", "Fault rows so far by kind (tee duplicates excluded).", "gauge",
-               [(f',kind="{_label(k)}"', v) for k, v in sorted(self.faults_by_kind.items())])
+        metric(
+            "rankscope_ranks_seen",
+            "Ranks that have written at least one line.",
+            "gauge",
+            [("", len(self.ranks_seen()))],
+        )
+        metric(
+            "rankscope_ranks_behind",
+            "Ranks flagged as stragglers (no progress for --stall while others advanced, "
+            "or the odd one out of a stalled job).",
+            "gauge",
+            [("", len(self.behind))],
+        )
+        metric(
+            "rankscope_last_progress_age_seconds",
+            "Seconds since the watcher last saw this rank advance (step, SeqNum or opCount).",
+            "gauge",
+            [(f',rank="{r}"', round(now - t, 3)) for r, t in sorted(self._last_adv.items())],
+        )
+        metric(
+            "rankscope_faults",
+            "Fault rows so far by kind (tee duplicates excluded).",
+            "gauge",
+            [(f',kind="{_label(k)}"', v) for k, v in sorted(self.faults_by_kind.items())],
+        )
         d = self.diagnosis
         kind = d.failure_kind if d else "none"
-        metric("rankscope_initiating_rank", "1 for each rank the verdict so far names as initiating.", "gauge",
-               [(f',rank="{r}",failure_kind="{_label(kind)}"', 1) for r in (d.initiating_ranks if d else [])])
-        metric("rankscope_failure", "1 while the verdict so far is a failure (failure_kind label), else 0.", "gauge",
-               [(f',failure_kind="{_label(kind)}"', 0 if kind == "none" else 1)])
-        metric("rankscope_alerts_total", "Alerts raised by this watcher, by type.", "counter",
-               [(f',type="{k}"', v) for k, v in sorted(self.alerts_by_type.items())])
-        metric("rankscope_watch_exited", "1 once the launcher logged its exit.", "gauge", [("", 1 if self.exit_seen else 0)])
-        metric("rankscope_watch_last_pass_timestamp_seconds", "Unix time of the last pass.", "gauge",
-               [("", round(self.wallclock().timestamp(), 3))])
+        metric(
+            "rankscope_initiating_rank",
+            "1 for each rank the verdict so far names as initiating.",
+            "gauge",
+            [(f',rank="{r}",failure_kind="{_label(kind)}"', 1) for r in (d.initiating_ranks if d else [])],
+        )
+        metric(
+            "rankscope_failure",
+            "1 while the verdict so far is a failure (failure_kind label), else 0.",
+            "gauge",
+            [(f',failure_kind="{_label(kind)}"', 0 if kind == "none" else 1)],
+        )
+        metric(
+            "rankscope_alerts_total",
+            "Alerts raised by this watcher, by type.",
+            "counter",
+            [(f',type="{k}"', v) for k, v in sorted(self.alerts_by_type.items())],
+        )
+        metric(
+            "rankscope_watch_exited",
+            "1 once the launcher logged its exit.",
+            "gauge",
+            [("", 1 if self.exit_seen else 0)],
+        )
+        metric(
+            "rankscope_watch_last_pass_timestamp_seconds",
+            "Unix time of the last pass.",
+            "gauge",
+            [("", round(self.wallclock().timestamp(), 3))],
+        )
         return "\n".join(lines) + "\n"
 
     def write_prometheus(self, path: str | os.PathLike[str], job: str | None = None) -> None:
@@ -802,8 +1007,9 @@ def _label(v: str) -> str:
     return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def full_verdict(root: str | os.PathLike[str], tz: str | None = None
-                 ) -> tuple[Diagnosis, pl.DataFrame, list[dict[str, object]]]:
+def full_verdict(
+    root: str | os.PathLike[str], tz: str | None = None
+) -> tuple[Diagnosis, pl.DataFrame, list[dict[str, object]]]:
     """The verdict on the files as they are now: ``ingest`` (or the streaming ingest above 2 GiB) + diagnose,
     the same steps as ``rankscope diagnose`` (signatures are attached by the caller), and the ``skipped`` list
     (path, bytes, lines, reason) that ``diagnose --format json`` prints. Raises DiscoveryError."""
@@ -830,26 +1036,71 @@ class WatchFormat(str, Enum):
 
 def register(app: Any) -> None:
     """Add ``rankscope watch`` to the CLI."""
+
     @app.command()
     def watch(
-        directory: Annotated[Path, typer.Argument(help="Directory of the running job's logs (torchrun --log-dir, "
-                                                  "rank*.log, SLURM output, NCCL_DEBUG files).", show_default=False)],
-        interval: Annotated[str, typer.Option("--interval", help="Time between passes (2s, 500ms, 1m).")] = "2s",
-        until_exit: Annotated[bool, typer.Option("--until-exit", help="Stop when the launcher logs its exit "
-                                                 "(ChildFailedError summary, srun exit, cancellation) and print the "
-                                                 "final verdict.")] = False,
-        stall: Annotated[str, typer.Option("--stall", help="No progress for this long makes a straggler alert.")] = "120s",
-        format: Annotated[WatchFormat, typer.Option("--format", "-f", help="text: readable alert lines; json: one "
-                                                    "JSON object per alert line, final verdict as one JSON line.")] = WatchFormat.text,
-        exec_cmd: Annotated[str | None, typer.Option("--exec", help="Shell command run per alert with the alert JSON "
-                                                     "on stdin (in the background, with --exec-timeout).")] = None,
-        exec_timeout: Annotated[str, typer.Option("--exec-timeout", help="Kill an --exec command after this long.")] = "30s",
-        prometheus: Annotated[Path | None, typer.Option("--prometheus", help="Write node_exporter textfile-collector "
-                                                        "metrics to this .prom file each pass (atomic rename).")] = None,
-        signatures: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML).")] = None,
-        tz: Annotated[str | None, typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC.")] = None,
+        directory: Annotated[
+            Path,
+            typer.Argument(
+                help="Directory of the running job's logs (torchrun --log-dir, "
+                "rank*.log, SLURM output, NCCL_DEBUG files).",
+                show_default=False,
+            ),
+        ],
+        interval: Annotated[
+            str, typer.Option("--interval", help="Time between passes (2s, 500ms, 1m).")
+        ] = "2s",
+        until_exit: Annotated[
+            bool,
+            typer.Option(
+                "--until-exit",
+                help="Stop when the launcher logs its exit "
+                "(ChildFailedError summary, srun exit, cancellation) and print the "
+                "final verdict.",
+            ),
+        ] = False,
+        stall: Annotated[
+            str, typer.Option("--stall", help="No progress for this long makes a straggler alert.")
+        ] = "120s",
+        format: Annotated[
+            WatchFormat,
+            typer.Option(
+                "--format",
+                "-f",
+                help="text: readable alert lines; json: one "
+                "JSON object per alert line, final verdict as one JSON line.",
+            ),
+        ] = WatchFormat.text,
+        exec_cmd: Annotated[
+            str | None,
+            typer.Option(
+                "--exec",
+                help="Shell command run per alert with the alert JSON "
+                "on stdin (in the background, with --exec-timeout).",
+            ),
+        ] = None,
+        exec_timeout: Annotated[
+            str, typer.Option("--exec-timeout", help="Kill an --exec command after this long.")
+        ] = "30s",
+        prometheus: Annotated[
+            Path | None,
+            typer.Option(
+                "--prometheus",
+                help="Write node_exporter textfile-collector "
+                "metrics to this .prom file each pass (atomic rename).",
+            ),
+        ] = None,
+        signatures: Annotated[
+            list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML).")
+        ] = None,
+        tz: Annotated[
+            str | None,
+            typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC."),
+        ] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines on stderr.")] = False,
-        max_passes: Annotated[int, typer.Option("--max-passes", hidden=True, help="Stop after N passes (tests).")] = 0,
+        max_passes: Annotated[
+            int, typer.Option("--max-passes", hidden=True, help="Stop after N passes (tests).")
+        ] = 0,
     ) -> None:
         """Follow a running job: alert on the first initiating fault and on stragglers while it still runs.
 
@@ -862,7 +1113,11 @@ def register(app: Any) -> None:
         from correlator.report import render_text, to_json
 
         try:
-            every, stall_s, exec_s = parse_duration(interval), parse_duration(stall), parse_duration(exec_timeout)
+            every, stall_s, exec_s = (
+                parse_duration(interval),
+                parse_duration(stall),
+                parse_duration(exec_timeout),
+            )
         except ValueError as e:
             raise UsageError(str(e)) from None
         if tz:
@@ -913,7 +1168,11 @@ def register(app: Any) -> None:
                     status = line
                 if until_exit and w.exited():
                     if not quiet:
-                        print(f"watch: the launcher exited ({w.exit_seen}); final verdict:", file=sys.stderr, flush=True)
+                        print(
+                            f"watch: the launcher exited ({w.exit_seen}); final verdict:",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                     break
                 if max_passes and w.passes >= max_passes:
                     break
@@ -949,4 +1208,13 @@ class _Stop(Exception):
         self.code = code
 
 
-__all__ = ["MAX_PASS_BYTES", "MAX_READ_BYTES", "ROUTINE_KINDS", "Alert", "Watcher", "full_verdict", "parse_duration", "register"]
+__all__ = [
+    "MAX_PASS_BYTES",
+    "MAX_READ_BYTES",
+    "ROUTINE_KINDS",
+    "Alert",
+    "Watcher",
+    "full_verdict",
+    "parse_duration",
+    "register",
+]

@@ -45,9 +45,22 @@ from parsers.rules import apply_rules, ensure_columns, strip_prefix
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
 STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank", "hook_rank"]
 
-_SEV = {"F": "fatal", "C": "fatal", "E": "error", "W": "warning", "I": "info", "V": "debug",
-        "DEBUG": "debug", "INFO": "info", "WARNING": "warning", "WARN": "warning", "ERROR": "error",
-        "CRITICAL": "fatal", "TRACE": "debug", "CALL": "debug"}
+_SEV = {
+    "F": "fatal",
+    "C": "fatal",
+    "E": "error",
+    "W": "warning",
+    "I": "info",
+    "V": "debug",
+    "DEBUG": "debug",
+    "INFO": "info",
+    "WARNING": "warning",
+    "WARN": "warning",
+    "ERROR": "error",
+    "CRITICAL": "fatal",
+    "TRACE": "debug",
+    "CALL": "debug",
+}
 
 _KNOWN_START = (
     r"^(?:\[|[A-Za-z0-9][\w.-]*:\d+:\d+ |[VIWEFC]\d{4}|\d{4}-\d\d-\d\d|Traceback|[A-Za-z_][\w.]*(?:Error|Exception):|"
@@ -67,38 +80,65 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
     # one length, and none is longer (``…WorkNCCL(SeqNum=4, OpTy`` / ``pe=BROADCAST, …`` in huggingface/open-r1#620).
     n = pl.col("raw").str.len_chars()
     width = n.filter((n >= 70) & (n >= n.max() * 0.9)).mode().max().over("path")
-    at_width = (((n == width).sum().over("path") >= 3) & (n.max().over("path") <= width + 1)
-                & (n.shift(1).over("path") >= width).fill_null(False))
-    plain = ~pl.col("body").str.contains(_KNOWN_START) & (pl.col("body").str.len_chars() > 0) & pl.col("xport_rank").is_null()
+    at_width = (
+        ((n == width).sum().over("path") >= 3)
+        & (n.max().over("path") <= width + 1)
+        & (n.shift(1).over("path") >= width).fill_null(False)
+    )
+    plain = (
+        ~pl.col("body").str.contains(_KNOWN_START)
+        & (pl.col("body").str.len_chars() > 0)
+        & pl.col("xport_rank").is_null()
+    )
     wrap = plain & (
-        (~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False))
-        | (at_width & ~tee)
+        (~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False)) | (at_width & ~tee)
     )
     df = df.with_columns(wrap.alias("wrap_cont"))
     return df.with_columns(
-        pl.when(pl.col("wrap_cont")).then(pl.col("tee_local_rank").shift(1).over("path"))
-        .otherwise(pl.col("tee_local_rank")).alias("tee_local_rank"),
-        pl.when(pl.col("wrap_cont")).then(pl.col("tee_role").shift(1).over("path"))
-        .otherwise(pl.col("tee_role")).alias("tee_role"),
+        pl.when(pl.col("wrap_cont"))
+        .then(pl.col("tee_local_rank").shift(1).over("path"))
+        .otherwise(pl.col("tee_local_rank"))
+        .alias("tee_local_rank"),
+        pl.when(pl.col("wrap_cont"))
+        .then(pl.col("tee_role").shift(1).over("path"))
+        .otherwise(pl.col("tee_role"))
+        .alias("tee_role"),
     )
 
 
 def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
     """Strip producer (L3) and ProcessGroup (L4) prefixes; set ``layer`` and the prefix severity."""
-    for pfx in (nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.EXCEPTHOOK,
-                elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, horovod.PREFIX, lightning.RANK_PREFIX, *app.PREFIXES):
+    for pfx in (
+        nccl.PREFIX,
+        c10d.C10_NEW,
+        c10d.C10_OLD,
+        c10d.GLOG,
+        c10d.EXCEPTHOOK,
+        c10d.EXCEPTHOOK,
+        elastic.OLD_PYLOG,
+        elastic.TORCH_LOGGING_21,
+        horovod.PREFIX,
+        lightning.RANK_PREFIX,
+        *app.PREFIXES,
+    ):
         df = strip_prefix(df, pfx)
     # torch._logging lines of the elastic agent share the glog shape; their source path says who wrote them.
     if "src" in df.columns:
         df = df.with_columns(
             pl.when(pl.col("src").str.contains(r"elastic|distributed/run\.py|launcher/api\.py"))
-            .then(pl.lit("elastic")).otherwise(pl.col("layer")).alias("layer")
+            .then(pl.lit("elastic"))
+            .otherwise(pl.col("layer"))
+            .alias("layer")
         )
     is_c10d = (df["layer"] == "c10d").fill_null(False)
     df = strip_prefix(df, c10d.PG_PREFIX, mask=is_c10d)
     df = strip_prefix(df, c10d.RANK_PREFIX, mask=is_c10d)
     sev_parts = [pl.col(c) for c in ("sev", "sev_word", "nccl_level") if c in df.columns]
-    psev = pl.coalesce(sev_parts).replace_strict(_SEV, default=None, return_dtype=pl.String) if sev_parts else pl.lit(None, dtype=pl.String)
+    psev = (
+        pl.coalesce(sev_parts).replace_strict(_SEV, default=None, return_dtype=pl.String)
+        if sev_parts
+        else pl.lit(None, dtype=pl.String)
+    )
     return df.with_columns(psev.alias("psev"))
 
 
@@ -122,11 +162,15 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, app.RULES, where=layer.is_in(["", "app"])).pipe(app.bar_fields)
     df = python.exception_fields(df)
     df = elastic.signal_exit_codes(df)
-    is_exc = (df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"]))
+    is_exc = df["exc_type"].is_not_null() & df["layer"].fill_null("").is_in(["", "python", "elastic"])
     df = apply_rules(df, [python.CATCH_ALL], where=is_exc)
     # A traceback record with no exception line anywhere (the paste ends inside its frames).
-    no_exc = ~df["record"].str.contains(r"\n\s*(?:\[rank\d+\]: )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
-    df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1)).pipe(python.cut_message)
+    no_exc = ~df["record"].str.contains(
+        r"\n\s*(?:\[rank\d+\]: )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b"
+    )
+    df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1)).pipe(
+        python.cut_message
+    )
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
     df = lightning.rank_fields(df)
@@ -134,21 +178,37 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = nccl.normalize_ops(df)
     df = nccl.resolve_comms(df)
     df = elastic.mark_root_cause(df)
-    return df.with_columns(
-        pl.when(pl.col("kind").is_not_null()).then(pl.col("kind"))
-        .when(pl.col("message").str.strip_chars() == "").then(pl.lit("blank"))
-        .when(pl.col("layer").is_not_null()).then(pl.lit("log"))
-        .otherwise(pl.lit("unparsed")).alias("kind"),
-        pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
-        pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
-    ).pipe(c10d.stated_ranks).pipe(horovod.stall_rows).pipe(mpi.signal_fields)
+    return (
+        df.with_columns(
+            pl.when(pl.col("kind").is_not_null())
+            .then(pl.col("kind"))
+            .when(pl.col("message").str.strip_chars() == "")
+            .then(pl.lit("blank"))
+            .when(pl.col("layer").is_not_null())
+            .then(pl.lit("log"))
+            .otherwise(pl.lit("unparsed"))
+            .alias("kind"),
+            pl.coalesce(pl.col("psev"), pl.col("severity"), pl.lit("unknown")).alias("severity"),
+            pl.coalesce(pl.col("layer"), pl.lit("unknown")).alias("layer"),
+        )
+        .pipe(c10d.stated_ranks)
+        .pipe(horovod.stall_rows)
+        .pipe(mpi.signal_fields)
+    )
 
 
 def _prefix_layers(df: pl.DataFrame) -> pl.DataFrame:
     """Transport, tee and producer prefixes stripped into columns; hard-wrapped lines marked."""
     df = transport.strip_transport(df)
-    for c, t in (("tee_local_rank", pl.Int32), ("tee_role", pl.String), ("xport_rank", pl.Int32),
-                 ("xport_host", pl.String), ("srun_label", pl.String), ("pfx_tee", pl.Boolean), ("layer", pl.String)):
+    for c, t in (
+        ("tee_local_rank", pl.Int32),
+        ("tee_role", pl.String),
+        ("xport_rank", pl.Int32),
+        ("xport_host", pl.String),
+        ("srun_label", pl.String),
+        ("pfx_tee", pl.Boolean),
+        ("layer", pl.String),
+    ):
         if c not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=t).alias(c))
     df = df.with_columns(pl.col("pfx_tee").fill_null(False))
@@ -156,15 +216,22 @@ def _prefix_layers(df: pl.DataFrame) -> pl.DataFrame:
     df = strip_producers(df)
     # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks
     # interleave in one combined stream are separate streams.
-    df = df.with_columns(pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank"))
+    df = df.with_columns(
+        pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank")
+    )
     return spawn.spawn_child_rank(df)
 
 
 def _record_candidates(df: pl.DataFrame) -> pl.Series:
     """Rows that may continue or end a multi-line record (the test :func:`python.group_records` makes)."""
     body = pl.col("body")
-    return df.select((body.str.contains(python._CANDIDATE) | pl.col("wrap_cont").fill_null(False)
-                      | body.str.contains(python.EXC_LINE)).alias("c"))["c"].fill_null(False)
+    return df.select(
+        (
+            body.str.contains(python._CANDIDATE)
+            | pl.col("wrap_cont").fill_null(False)
+            | body.str.contains(python.EXC_LINE)
+        ).alias("c")
+    )["c"].fill_null(False)
 
 
 @lru_cache(maxsize=1)
@@ -214,8 +281,9 @@ def _fast_split(df: pl.DataFrame) -> pl.Series | None:
     return fast if fast.any() else None
 
 
-def parse_lines_split(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None
-                      ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+def parse_lines_split(
+    df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """:func:`parse_lines` in two parts, not merged: ``(generic rows, fast-path rows or None)``.
 
     Both carry ``_pos`` (the row's position in ``df``; split glued lines share their line's) and, with
@@ -227,7 +295,9 @@ def parse_lines_split(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None
     df = df.with_row_index("_pos")
     if fast is None:
         out = _parse_generic(df)
-        return (out.select([c for c in [*keep, "_pos"] if c in out.columns]) if keep is not None else out), None
+        return (
+            out.select([c for c in [*keep, "_pos"] if c in out.columns]) if keep is not None else out
+        ), None
     gen = _prefix_layers(df.filter(~fast))
     fast_df = df.filter(fast)
     # A file whose other lines may form multi-line records keeps all its lines on the generic path (a COLL
@@ -236,8 +306,9 @@ def parse_lines_split(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None
     if cand_paths.len():
         back = fast_df["path"].is_in(cand_paths.implode())
         if back.any():
-            gen = pl.concat([gen, _prefix_layers(fast_df.filter(back))], how="diagonal_relaxed").sort("_pos",
-                                                                                                     maintain_order=True)
+            gen = pl.concat([gen, _prefix_layers(fast_df.filter(back))], how="diagonal_relaxed").sort(
+                "_pos", maintain_order=True
+            )
             fast_df = fast_df.filter(~back)
     gen = classify(python.group_records(gen, STREAM_KEYS))
     fast_out = coll.parse_fast(fast_df, coll.comm_map(gen)) if fast_df.height else None
@@ -255,7 +326,11 @@ def merge_parts(gen: pl.DataFrame, fast: pl.DataFrame | None) -> pl.DataFrame:
         return gen
     ordered = gen["_pos"].is_sorted()
     out = pl.concat([gen, fast], how="diagonal_relaxed")
-    return out.sort("_pos", maintain_order=True) if ordered else out.sort("path", "line", "_pos", maintain_order=True)
+    return (
+        out.sort("_pos", maintain_order=True)
+        if ordered
+        else out.sort("path", "line", "_pos", maintain_order=True)
+    )
 
 
 def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None) -> pl.DataFrame:

@@ -49,8 +49,10 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
     numel, comm, world_size, pg, message, record`` (body and record are the text after ``NCCL INFO``).
     """
     if df.height > CHUNK_ROWS:  # the token lists are ~2x the text: bound them by parsing in chunks
-        return pl.concat([parse_fast(df.slice(i, CHUNK_ROWS), comm_pg) for i in range(0, df.height, CHUNK_ROWS)],
-                         how="vertical")
+        return pl.concat(
+            [parse_fast(df.slice(i, CHUNK_ROWS), comm_pg) for i in range(0, df.height, CHUNK_ROWS)],
+            how="vertical",
+        )
     # The line matched FAST_COLL whole, so its space-separated tokens are known by position (one split,
     # no captures): host:pid:tid [dev] NCCL INFO Op: opCount N sendbuff B recvbuff B count N datatype N
     # op N root N comm 0x.. [nranks=N] [stream 0x..].
@@ -62,8 +64,10 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
     ext = t.select(
         hpt.list.get(0).alias("host"),
         hpt.list.get(1).cast(pl.Int64, strict=False).alias("pid"),
-        pl.when(pl.col("o") == 1).then(pl.col("t").list.get(1).str.slice(1).str.strip_suffix("]"))
-        .cast(pl.Int32, strict=False).alias("cuda_dev"),
+        pl.when(pl.col("o") == 1)
+        .then(pl.col("t").list.get(1).str.slice(1).str.strip_suffix("]"))
+        .cast(pl.Int32, strict=False)
+        .alias("cuda_dev"),
         at(3).str.strip_suffix(":").alias("op"),
         at(5).str.to_integer(base=16, strict=False).alias("seq"),
         at(11).cast(pl.Int64, strict=False).alias("numel"),
@@ -90,10 +94,15 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
         rest.alias("message"),
         rest.alias("record"),
     )
-    key = pl.concat_str([pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
-                        separator="|")
-    pg = key.replace_strict(comm_pg, default=None, return_dtype=pl.String) if comm_pg \
+    key = pl.concat_str(
+        [pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
+        separator="|",
+    )
+    pg = (
+        key.replace_strict(comm_pg, default=None, return_dtype=pl.String)
+        if comm_pg
         else pl.lit(None, dtype=pl.String)
+    )
     assert out.height == n
     return out.with_columns(pg.alias("pg"))
 
@@ -102,7 +111,11 @@ def comm_map(df: pl.DataFrame) -> dict[str, str]:
     """``"host|pid|comm" -> commId`` from the parsed Init lines of ``df`` (as ``parsers.nccl.resolve_comms``)."""
     if "comm" not in df.columns or "comm_id" not in df.columns:
         return {}
-    key = pl.concat_str([pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
-                        separator="|")
-    inits = df.filter((pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null())
+    key = pl.concat_str(
+        [pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
+        separator="|",
+    )
+    inits = df.filter(
+        (pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null()
+    )
     return dict(inits.select(key.alias("k"), "comm_id").unique(subset="k").iter_rows())

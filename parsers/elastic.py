@@ -19,8 +19,10 @@ import polars as pl
 from parsers.rules import Prefix, Rule
 
 OLD_PYLOG = Prefix(
-    "elastic_old", r"^(?P<sev_word>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>torch\.distributed[\w.]*):(?P<rest>.*)$",
-    layer="elastic", source="torch.distributed.elastic, torch ≤ 2.0 (logging.basicConfig default)",
+    "elastic_old",
+    r"^(?P<sev_word>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>torch\.distributed[\w.]*):(?P<rest>.*)$",
+    layer="elastic",
+    source="torch.distributed.elastic, torch ≤ 2.0 (logging.basicConfig default)",
     example="ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of "
     "binary: /home/user/anaconda3/envs/ColossalAI-Chat/bin/python",
 )
@@ -28,7 +30,8 @@ TORCH_LOGGING_21 = Prefix(
     "torch_logging_21",
     r"^\[(?P<pyts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (?:\[[^\]]*\] )?(?P<logger>torch[\w.]*): \[(?P<sev_word>\w+)\] "
     r"(?P<rest>.*)$",
-    layer="elastic", source="torch._logging TorchLogsFormatter, torch ≈2.1 – 2.2",
+    layer="elastic",
+    source="torch._logging TorchLogsFormatter, torch ≈2.1 – 2.2",
     example="[2024-01-16 22:29:36,221] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 41237 "
     "closing signal SIGTERM",
 )
@@ -41,58 +44,158 @@ _ENTRY = (
 )
 
 RULES: list[Rule] = [
-    Rule("worker_failed", "worker_failed", "elastic", "failed (exitcode:",
-         r"failed \(exitcode: (?P<exit_code>-?\d+)\)(?: local_rank: (?P<local_rank_stated>\d+)(?: \(pid: (?P<pid>\d+)\))?)?",
-         "error", SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
-         "E1129 23:08:36.815000 13396 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
-         "local_rank: 2 (pid: 13401) of binary: /opt/venv/bin/python3"),
-    Rule("sending_signal", "worker_signalled", "elastic", "closing signal",
-         r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG\w+)", "warning",
-         SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
-         "W1129 23:08:36.614000 13396 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 13399 "
-         "closing signal SIGTERM"),
-    Rule("closing_via_signal", "worker_signalled", "elastic", "via signal",
-         r"Closing process (?P<pid>\d+) via signal (?P<signal>SIG\w+)", "warning", SRC.format("function workers"),
-         "W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:897] Closing process 41237 via "
-         "signal SIGTERM"),
-    Rule("forcefully_exiting", "worker_signalled", "elastic", "forcefully exiting via",
-         r"Unable to shutdown process (?P<pid>\d+) via .*forcefully exiting via (?:Signals\.)?(?P<signal>SIG\w+)",
-         "warning", SRC.format("multiprocessing/api.py"),
-         "W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:900] Unable to shutdown process "
-         "41237 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL"),
-    Rule("death_signal", "job_cancelled", "elastic", "death signal, shutting down workers",
-         r"Received (?P<signal>\S+) death signal", "warning", SRC.format("agent/server/api.py"),
-         "W0409 07:28:49.531000 9120 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, "
-         "shutting down workers"),
-    Rule("restart", "restart", "elastic", "attempts left; will restart worker group",
-         r"Worker group (?P<group_state>FAILED|UNHEALTHY)\. (?P<attempts_left>\d+)/(?P<max_restarts>\d+) attempts left",
-         "warning", SRC.format("agent/server/api.py"),
-         "W1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:725] [default] Worker group FAILED. "
-         "1/1 attempts left; will restart worker group"),
-    Rule("rendezvous_error", "launcher_error", "elastic", "Rendezvous",
-         r"(?P<exc_type>Rendezvous\w*Error)", "error", SRC.format("rendezvous"),
-         "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"),
-    Rule("rendezvous", "rendezvous", "elastic", "Rendezvous", None, "info", SRC.format("agent/server/api.py"),
-         "I1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:525] [default] Rendezvous complete "
-         "for workers. Result:"),
-    Rule("summary_border", "log", "elastic", "==========", r"^={20,}\s*$", "error", SRC.format("ChildFailedError summary"),
-         "============================================================"),
-    Rule("summary_section", "log", "elastic", "----------", r"^-{20,}\s*$", "error", SRC.format("ChildFailedError summary"),
-         "------------------------------------------------------------"),
-    Rule("summary_title", "log", "elastic", " FAILED", r"^\S+ FAILED\s*$", "error", SRC.format("ChildFailedError summary"),
-         "train.py FAILED"),
-    Rule("summary_headers", "log", "elastic", ":", r"^(?:Failures:|Root Cause \(first observed failure\):|\s*<NO_OTHER_FAILURES>)\s*$",
-         "error", SRC.format("ChildFailedError summary"), "Root Cause (first observed failure):"),
-    Rule("child_failed", "launcher_error", "elastic", "ChildFailedError", None, "error",
-         SRC.format("launcher/api.py"), "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "),
+    Rule(
+        "worker_failed",
+        "worker_failed",
+        "elastic",
+        "failed (exitcode:",
+        r"failed \(exitcode: (?P<exit_code>-?\d+)\)(?: local_rank: (?P<local_rank_stated>\d+)(?: \(pid: (?P<pid>\d+)\))?)?",
+        "error",
+        SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
+        "E1129 23:08:36.815000 13396 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+        "local_rank: 2 (pid: 13401) of binary: /opt/venv/bin/python3",
+    ),
+    Rule(
+        "sending_signal",
+        "worker_signalled",
+        "elastic",
+        "closing signal",
+        r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG\w+)",
+        "warning",
+        SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
+        "W1129 23:08:36.614000 13396 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 13399 "
+        "closing signal SIGTERM",
+    ),
+    Rule(
+        "closing_via_signal",
+        "worker_signalled",
+        "elastic",
+        "via signal",
+        r"Closing process (?P<pid>\d+) via signal (?P<signal>SIG\w+)",
+        "warning",
+        SRC.format("function workers"),
+        "W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:897] Closing process 41237 via "
+        "signal SIGTERM",
+    ),
+    Rule(
+        "forcefully_exiting",
+        "worker_signalled",
+        "elastic",
+        "forcefully exiting via",
+        r"Unable to shutdown process (?P<pid>\d+) via .*forcefully exiting via (?:Signals\.)?(?P<signal>SIG\w+)",
+        "warning",
+        SRC.format("multiprocessing/api.py"),
+        "W0409 07:28:49.531000 9120 torch/distributed/elastic/multiprocessing/api.py:900] Unable to shutdown process "
+        "41237 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
+    ),
+    Rule(
+        "death_signal",
+        "job_cancelled",
+        "elastic",
+        "death signal, shutting down workers",
+        r"Received (?P<signal>\S+) death signal",
+        "warning",
+        SRC.format("agent/server/api.py"),
+        "W0409 07:28:49.531000 9120 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, "
+        "shutting down workers",
+    ),
+    Rule(
+        "restart",
+        "restart",
+        "elastic",
+        "attempts left; will restart worker group",
+        r"Worker group (?P<group_state>FAILED|UNHEALTHY)\. (?P<attempts_left>\d+)/(?P<max_restarts>\d+) attempts left",
+        "warning",
+        SRC.format("agent/server/api.py"),
+        "W1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:725] [default] Worker group FAILED. "
+        "1/1 attempts left; will restart worker group",
+    ),
+    Rule(
+        "rendezvous_error",
+        "launcher_error",
+        "elastic",
+        "Rendezvous",
+        r"(?P<exc_type>Rendezvous\w*Error)",
+        "error",
+        SRC.format("rendezvous"),
+        "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+    ),
+    Rule(
+        "rendezvous",
+        "rendezvous",
+        "elastic",
+        "Rendezvous",
+        None,
+        "info",
+        SRC.format("agent/server/api.py"),
+        "I1129 23:12:01.120000 16000 torch/distributed/elastic/agent/server/api.py:525] [default] Rendezvous complete "
+        "for workers. Result:",
+    ),
+    Rule(
+        "summary_border",
+        "log",
+        "elastic",
+        "==========",
+        r"^={20,}\s*$",
+        "error",
+        SRC.format("ChildFailedError summary"),
+        "============================================================",
+    ),
+    Rule(
+        "summary_section",
+        "log",
+        "elastic",
+        "----------",
+        r"^-{20,}\s*$",
+        "error",
+        SRC.format("ChildFailedError summary"),
+        "------------------------------------------------------------",
+    ),
+    Rule(
+        "summary_title",
+        "log",
+        "elastic",
+        " FAILED",
+        r"^\S+ FAILED\s*$",
+        "error",
+        SRC.format("ChildFailedError summary"),
+        "train.py FAILED",
+    ),
+    Rule(
+        "summary_headers",
+        "log",
+        "elastic",
+        ":",
+        r"^(?:Failures:|Root Cause \(first observed failure\):|\s*<NO_OTHER_FAILURES>)\s*$",
+        "error",
+        SRC.format("ChildFailedError summary"),
+        "Root Cause (first observed failure):",
+    ),
+    Rule(
+        "child_failed",
+        "launcher_error",
+        "elastic",
+        "ChildFailedError",
+        None,
+        "error",
+        SRC.format("launcher/api.py"),
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    ),
 ]
 
 #: Rules run on the whole multi-line record (the ChildFailedError ``[i]:`` blocks).
 RECORD_RULES: list[Rule] = [
-    Rule("failure_entry", "failure_entry", "elastic", "exitcode", _ENTRY, "error",
-         SRC.format("errors/__init__.py ChildFailedError summary, torch 1.9 – 2.13"),
-         "[1]:\n  time      : 2026-11-29_23:08:36\n  host      : localhost\n  rank      : 1 (local_rank: 1)\n"
-         "  exitcode  : -15 (pid: 13400)  (SIGTERM)\n  error_file: <N/A>\n  traceback : Signal 15 (SIGTERM) received by PID 13400"),
+    Rule(
+        "failure_entry",
+        "failure_entry",
+        "elastic",
+        "exitcode",
+        _ENTRY,
+        "error",
+        SRC.format("errors/__init__.py ChildFailedError summary, torch 1.9 – 2.13"),
+        "[1]:\n  time      : 2026-11-29_23:08:36\n  host      : localhost\n  rank      : 1 (local_rank: 1)\n"
+        "  exitcode  : -15 (pid: 13400)  (SIGTERM)\n  error_file: <N/A>\n  traceback : Signal 15 (SIGTERM) received by PID 13400",
+    ),
 ]
 
 
@@ -101,11 +204,19 @@ def mark_root_cause(df: pl.DataFrame) -> pl.DataFrame:
     an entry's message becomes its fields on one line (``[0]: time … | rank : 2 (local_rank: 2) | exitcode …``)."""
     prev = pl.col("message").shift(1).over("path").fill_null("")
     entry = pl.col("kind") == "failure_entry"
-    one_line = (pl.col("record").str.split("\n").list.slice(0, 7).list.eval(pl.element().str.strip_chars())
-                .list.join(" | ").str.replace_all(r"\s{2,}", " "))
+    one_line = (
+        pl.col("record")
+        .str.split("\n")
+        .list.slice(0, 7)
+        .list.eval(pl.element().str.strip_chars())
+        .list.join(" | ")
+        .str.replace_all(r"\s{2,}", " ")
+    )
     return df.with_columns(
-        pl.when(entry & prev.str.starts_with("Root Cause")).then(pl.lit("root_cause_entry"))
-        .otherwise(pl.col("kind")).alias("kind"),
+        pl.when(entry & prev.str.starts_with("Root Cause"))
+        .then(pl.lit("root_cause_entry"))
+        .otherwise(pl.col("kind"))
+        .alias("kind"),
         pl.when(entry).then(one_line).otherwise(pl.col("message")).alias("message"),
     )
 
@@ -137,12 +248,18 @@ def parse_error_json(text: str) -> dict[str, object] | None:
         epoch = int(float(ts)) if ts is not None else None
     except (TypeError, ValueError):
         epoch = None
-    return {"message": msg, "exc_type": exc_type, "epoch_s": epoch,
-            "exit_code": code if isinstance(code, int) else None}
+    return {
+        "message": msg,
+        "exc_type": exc_type,
+        "epoch_s": epoch,
+        "exit_code": code if isinstance(code, int) else None,
+    }
 
 
 #: Signal name -> the exit code Python's ``subprocess`` / torch report for a process that signal killed (-N).
-_SIGNAL_EXIT = {sig.name: -sig.value for sig in signal.Signals if sig.name.startswith("SIG") and "_" not in sig.name}
+_SIGNAL_EXIT = {
+    sig.name: -sig.value for sig in signal.Signals if sig.name.startswith("SIG") and "_" not in sig.name
+}
 
 
 def signal_exit_codes(df: pl.DataFrame) -> pl.DataFrame:
@@ -150,6 +267,8 @@ def signal_exit_codes(df: pl.DataFrame) -> pl.DataFrame:
     mpirun ``exited on signal 9 (Killed)``) gives ``worker_failed`` rows a signal but no exit code; they get the
     exit code Python reports for that death (``-9`` for SIGKILL: mp.spawn's own ``ProcessExitedException.exit_code``,
     torchrun's ``exitcode: -9``), so they read like torchrun's failure lines."""
-    fill = (pl.col("kind") == "worker_failed") & pl.col("exit_code").is_null() & pl.col("signal").is_not_null()
+    fill = (
+        (pl.col("kind") == "worker_failed") & pl.col("exit_code").is_null() & pl.col("signal").is_not_null()
+    )
     code = pl.col("signal").replace_strict(_SIGNAL_EXIT, default=None, return_dtype=pl.Int32)
     return df.with_columns(pl.when(fill).then(code).otherwise(pl.col("exit_code")).alias("exit_code"))

@@ -86,8 +86,9 @@ def sniff(path: Path) -> str | None:
             return "pickle"
         return None
     text = head.lstrip()
-    if text[:1] == b"{" and any(k in text for k in (b'"comm_lib_version"', b'"collective_seq_id"', b'"pg_config"',
-                                                     b'"pg_status"')):
+    if text[:1] == b"{" and any(
+        k in text for k in (b'"comm_lib_version"', b'"collective_seq_id"', b'"pg_config"', b'"pg_status"')
+    ):
         return "json"
     return None
 
@@ -135,12 +136,23 @@ def load_dump(path: str | os.PathLike[str], fmt: str | None = None) -> dict[str,
         else:
             obj = SafeUnpickler(io.BytesIO(data)).load()
     except pickle.UnpicklingError as e:
-        raise FlightRecorderError(f"{p}: not loaded: {e} (a Flight Recorder dump holds no globals; nothing was "
-                                  "run)") from None
-    except (ValueError, EOFError, TypeError, IndexError, KeyError, AttributeError, RecursionError, MemoryError,
-            OverflowError) as e:
-        raise FlightRecorderError(f"{p}: not a readable Flight Recorder {fmt} dump ({type(e).__name__}: "
-                                  f"{str(e)[:120]})") from None
+        raise FlightRecorderError(
+            f"{p}: not loaded: {e} (a Flight Recorder dump holds no globals; nothing was run)"
+        ) from None
+    except (
+        ValueError,
+        EOFError,
+        TypeError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        RecursionError,
+        MemoryError,
+        OverflowError,
+    ) as e:
+        raise FlightRecorderError(
+            f"{p}: not a readable Flight Recorder {fmt} dump ({type(e).__name__}: {str(e)[:120]})"
+        ) from None
     if not isinstance(obj, dict) or "version" not in obj:
         raise FlightRecorderError(f"{p}: not a Flight Recorder dump (no top-level 'version')")
     version = str(obj.get("version"))
@@ -189,14 +201,31 @@ def _dtypes(v: Any) -> list[str]:
 
 #: FR profiling names -> the upper-case OpType c10d prints (``OpType=ALLREDUCE``).
 OP_TYPES = {
-    "all_reduce": "ALLREDUCE", "allreduce": "ALLREDUCE", "broadcast": "BROADCAST", "_broadcast_oop": "BROADCAST",
-    "reduce": "REDUCE", "_reduce_oop": "REDUCE", "all_gather": "ALLGATHER", "_all_gather_base": "_ALLGATHER_BASE",
-    "all_gather_into_tensor_coalesced": "ALLGATHER_COALESCED", "ALLGATHER_coalesced": "ALLGATHER_COALESCED",
-    "reduce_scatter": "REDUCE_SCATTER", "_reduce_scatter_base": "_REDUCE_SCATTER_BASE",
-    "reduce_scatter_tensor_coalesced": "REDUCE_SCATTER_COALESCED", "REDUCE_SCATTER_coalesced": "REDUCE_SCATTER_COALESCED",
-    "allreduce_coalesced": "ALLREDUCE_COALESCED", "gather": "GATHER", "scatter": "SCATTER", "all_to_all": "ALLTOALL",
-    "all_to_all_single": "ALLTOALL_BASE", "alltoall_base": "ALLTOALL_BASE", "barrier": "BARRIER", "send": "SEND",
-    "recv": "RECV", "recvAnysource": "RECVANYSOURCE", "coalesced": "COALESCED",
+    "all_reduce": "ALLREDUCE",
+    "allreduce": "ALLREDUCE",
+    "broadcast": "BROADCAST",
+    "_broadcast_oop": "BROADCAST",
+    "reduce": "REDUCE",
+    "_reduce_oop": "REDUCE",
+    "all_gather": "ALLGATHER",
+    "_all_gather_base": "_ALLGATHER_BASE",
+    "all_gather_into_tensor_coalesced": "ALLGATHER_COALESCED",
+    "ALLGATHER_coalesced": "ALLGATHER_COALESCED",
+    "reduce_scatter": "REDUCE_SCATTER",
+    "_reduce_scatter_base": "_REDUCE_SCATTER_BASE",
+    "reduce_scatter_tensor_coalesced": "REDUCE_SCATTER_COALESCED",
+    "REDUCE_SCATTER_coalesced": "REDUCE_SCATTER_COALESCED",
+    "allreduce_coalesced": "ALLREDUCE_COALESCED",
+    "gather": "GATHER",
+    "scatter": "SCATTER",
+    "all_to_all": "ALLTOALL",
+    "all_to_all_single": "ALLTOALL_BASE",
+    "alltoall_base": "ALLTOALL_BASE",
+    "barrier": "BARRIER",
+    "send": "SEND",
+    "recv": "RECV",
+    "recvAnysource": "RECVANYSOURCE",
+    "coalesced": "COALESCED",
 }
 
 
@@ -314,25 +343,45 @@ def parse_dump(obj: dict[str, Any], path: Path, rel: str, rank: int, fmt: str) -
         completed = _int(e.get("time_discovered_completed_ns")) or None
         dur = e.get("duration_ms")
         frames = e.get("frames")
-        d.entries.append(Entry(
-            index=i, record_id=_int(e.get("record_id")), pg=pg, pg_id=pg_id, pg_desc=desc,
-            collective_seq_id=_int(e.get("collective_seq_id")), p2p_seq_id=_int(e.get("p2p_seq_id")), is_p2p=is_p2p,
-            name=name, backend=backend, profiling_name=pname,
-            input_sizes=_sizes(e.get("input_sizes")), output_sizes=_sizes(e.get("output_sizes")),
-            input_dtypes=_dtypes(e.get("input_dtypes")), output_dtypes=_dtypes(e.get("output_dtypes")),
-            state=str(e["state"]) if e.get("state") is not None else None,
-            time_created_ns=_int(e.get("time_created_ns")), time_started_ns=started, time_completed_ns=completed,
-            duration_ms=float(dur) if isinstance(dur, (int, float)) and not isinstance(dur, bool) else None,
-            timeout_ms=_int(e.get("timeout_ms")),
-            frames=[f for f in frames if isinstance(f, dict)] if isinstance(frames, (list, tuple)) else [],
-        ))
+        d.entries.append(
+            Entry(
+                index=i,
+                record_id=_int(e.get("record_id")),
+                pg=pg,
+                pg_id=pg_id,
+                pg_desc=desc,
+                collective_seq_id=_int(e.get("collective_seq_id")),
+                p2p_seq_id=_int(e.get("p2p_seq_id")),
+                is_p2p=is_p2p,
+                name=name,
+                backend=backend,
+                profiling_name=pname,
+                input_sizes=_sizes(e.get("input_sizes")),
+                output_sizes=_sizes(e.get("output_sizes")),
+                input_dtypes=_dtypes(e.get("input_dtypes")),
+                output_dtypes=_dtypes(e.get("output_dtypes")),
+                state=str(e["state"]) if e.get("state") is not None else None,
+                time_created_ns=_int(e.get("time_created_ns")),
+                time_started_ns=started,
+                time_completed_ns=completed,
+                duration_ms=float(dur)
+                if isinstance(dur, (int, float)) and not isinstance(dur, bool)
+                else None,
+                timeout_ms=_int(e.get("timeout_ms")),
+                frames=[f for f in frames if isinstance(f, dict)]
+                if isinstance(frames, (list, tuple))
+                else [],
+            )
+        )
     status = obj.get("pg_status")
     if isinstance(status, dict):
         for k, v in status.items():
             if not isinstance(v, dict):
                 continue
             name = pgid_to_name.get(str(k), str(k))
-            d.status[name] = {key: _int(v.get(f"last_{key}_collective")) for key in ("enqueued", "started", "completed")}
+            d.status[name] = {
+                key: _int(v.get(f"last_{key}_collective")) for key in ("enqueued", "started", "completed")
+            }
     config = obj.get("pg_config")
     if isinstance(config, dict):
         for k, v in config.items():
@@ -369,31 +418,73 @@ def rows(d: Dump) -> list[dict[str, Any]]:
     for e in d.entries:
         where = e.user_frame()
         seq_txt = f"{'p2p ' if e.is_p2p else ''}seq {e.seq}"
-        msg = (f"{e.profiling_name} pg {e.pg} {seq_txt} record_id {e.record_id} {e.shape} "
-               f"{','.join(e.input_dtypes)} {e.state or ''}").rstrip() + (f" in {where}" if where else "")
+        msg = (
+            f"{e.profiling_name} pg {e.pg} {seq_txt} record_id {e.record_id} {e.shape} "
+            f"{','.join(e.input_dtypes)} {e.state or ''}"
+        ).rstrip() + (f" in {where}" if where else "")
         raw = {k: v for k, v in e.__dict__.items() if k not in ("frames", "index")}
-        out.append({
-            "path": d.rel, "line": e.index + 1, "line_count": 0, "rank": d.rank, "rank_source": "file",
-            "attempt": 0, "stream": "fr_dump", "ts": _ts(e.time_created_ns), "ts_quality": "exact"
-            if e.time_created_ns else "missing", "layer": "fr", "severity": "info", "kind": "fr_collective",
-            "pg": e.pg, "seq": e.seq, "op": op_type(e.name), "numel": e.numel, "shape": e.shape,
-            "dtypes": ",".join(e.input_dtypes) or None, "state": e.state, "record_id": e.record_id,
-            "ts_end": _ts(e.time_completed_ns), "timeout_ms": e.timeout_ms, "world_size": world,
-            "elapsed_ms": int(e.duration_ms) if e.duration_ms is not None else None,
-            "message": msg, "raw": json.dumps(raw, default=str), "duplicate": False,
-        })
+        out.append(
+            {
+                "path": d.rel,
+                "line": e.index + 1,
+                "line_count": 0,
+                "rank": d.rank,
+                "rank_source": "file",
+                "attempt": 0,
+                "stream": "fr_dump",
+                "ts": _ts(e.time_created_ns),
+                "ts_quality": "exact" if e.time_created_ns else "missing",
+                "layer": "fr",
+                "severity": "info",
+                "kind": "fr_collective",
+                "pg": e.pg,
+                "seq": e.seq,
+                "op": op_type(e.name),
+                "numel": e.numel,
+                "shape": e.shape,
+                "dtypes": ",".join(e.input_dtypes) or None,
+                "state": e.state,
+                "record_id": e.record_id,
+                "ts_end": _ts(e.time_completed_ns),
+                "timeout_ms": e.timeout_ms,
+                "world_size": world,
+                "elapsed_ms": int(e.duration_ms) if e.duration_ms is not None else None,
+                "message": msg,
+                "raw": json.dumps(raw, default=str),
+                "duplicate": False,
+            }
+        )
     last_ts = max((e.time_created_ns for e in d.entries if e.time_created_ns), default=None)
     for i, (pg, st) in enumerate(sorted(d.status.items())):
         enq, comp = st.get("enqueued"), st.get("completed")
         waiting = enq is not None and comp is not None and enq > comp
         kind = "fr_waiting" if waiting else "fr_status"
-        msg = (f"Flight Recorder pg_status pg {pg}: last enqueued {enq}, last started {st.get('started')}, "
-               f"last completed {comp}" + (f" (stuck in seq {comp + 1})" if waiting else ""))
-        out.append({
-            "path": d.rel, "line": len(d.entries) + i + 1, "line_count": 0, "rank": d.rank, "rank_source": "file",
-            "attempt": 0, "stream": "fr_dump", "ts": _ts(last_ts), "ts_quality": "inherited" if last_ts else "missing",
-            "layer": "fr", "severity": "warning" if waiting else "info", "kind": kind, "pg": pg,
-            "seq": comp + 1 if waiting else None, "seq_enqueued": enq, "seq_completed": comp, "world_size": world,
-            "message": msg, "raw": json.dumps({"pg_status": {pg: st}, "version": d.version}), "duplicate": False,
-        })
+        msg = (
+            f"Flight Recorder pg_status pg {pg}: last enqueued {enq}, last started {st.get('started')}, "
+            f"last completed {comp}" + (f" (stuck in seq {comp + 1})" if waiting else "")
+        )
+        out.append(
+            {
+                "path": d.rel,
+                "line": len(d.entries) + i + 1,
+                "line_count": 0,
+                "rank": d.rank,
+                "rank_source": "file",
+                "attempt": 0,
+                "stream": "fr_dump",
+                "ts": _ts(last_ts),
+                "ts_quality": "inherited" if last_ts else "missing",
+                "layer": "fr",
+                "severity": "warning" if waiting else "info",
+                "kind": kind,
+                "pg": pg,
+                "seq": comp + 1 if waiting else None,
+                "seq_enqueued": enq,
+                "seq_completed": comp,
+                "world_size": world,
+                "message": msg,
+                "raw": json.dumps({"pg_status": {pg: st}, "version": d.version}),
+                "duplicate": False,
+            }
+        )
     return out

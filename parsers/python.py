@@ -22,33 +22,93 @@ _CPP_CONT = r"^(?:Exception raised from |frame #\d+: |\s*what\(\): |Last error:|
 SRC = "CPython traceback (3.8 – 3.13) with torch excepthook prefixes"
 
 RULES: list[Rule] = [
-    Rule("cuda_oom", "cuda_oom", "python", "OutOfMemoryError", r"^(?:[\w.]+\.)?OutOfMemoryError(?::|$)", "error",
-         "torch.cuda.OutOfMemoryError, torch 1.13 – 2.13",
-         "[rank2]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 336.00 MiB. GPU  has a total "
-         "capacity of 79.15 GiB of which 141.25 MiB is free."),
-    Rule("cuda_oom_text", "cuda_oom", "python", "CUDA out of memory", None, "error", "torch CUDA caching allocator",
-         "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)"),
-    Rule("cuda_error", "cuda_error", "python", "CUDA error", r"CUDA error: (?P<cuda_msg>.*)", "error",
-         "torch c10/cuda CUDAException, torch 1.x – 2.13",
-         "RuntimeError: CUDA error: an illegal memory access was encountered"),
-    Rule("illegal_memory", "cuda_error", "python", "illegal memory access", None, "error", "CUDA runtime",
-         "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"),
-    Rule("device_assert", "cuda_error", "python", "device-side assert", None, "error", "CUDA runtime",
-         "RuntimeError: CUDA error: device-side assert triggered"),
+    Rule(
+        "cuda_oom",
+        "cuda_oom",
+        "python",
+        "OutOfMemoryError",
+        r"^(?:[\w.]+\.)?OutOfMemoryError(?::|$)",
+        "error",
+        "torch.cuda.OutOfMemoryError, torch 1.13 – 2.13",
+        "[rank2]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 336.00 MiB. GPU  has a total "
+        "capacity of 79.15 GiB of which 141.25 MiB is free.",
+    ),
+    Rule(
+        "cuda_oom_text",
+        "cuda_oom",
+        "python",
+        "CUDA out of memory",
+        None,
+        "error",
+        "torch CUDA caching allocator",
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)",
+    ),
+    Rule(
+        "cuda_error",
+        "cuda_error",
+        "python",
+        "CUDA error",
+        r"CUDA error: (?P<cuda_msg>.*)",
+        "error",
+        "torch c10/cuda CUDAException, torch 1.x – 2.13",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ),
+    Rule(
+        "illegal_memory",
+        "cuda_error",
+        "python",
+        "illegal memory access",
+        None,
+        "error",
+        "CUDA runtime",
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+    ),
+    Rule(
+        "device_assert",
+        "cuda_error",
+        "python",
+        "device-side assert",
+        None,
+        "error",
+        "CUDA runtime",
+        "RuntimeError: CUDA error: device-side assert triggered",
+    ),
 ]
 
 #: A traceback whose exception line the excerpt lost (the paste ends inside the frames): still an exception.
-CUT_TRACEBACK = Rule("cut_traceback", "python_exception", "python", TB_START, r"^(?:\[rank\d+\]: )?Traceback \(most",
-                     "error", "CPython traceback cut before its exception line (pasted excerpts: diffusion-pipe#333)",
-                     'Traceback (most recent call last):\n  File "train.py", line 12, in <module>')
+CUT_TRACEBACK = Rule(
+    "cut_traceback",
+    "python_exception",
+    "python",
+    TB_START,
+    r"^(?:\[rank\d+\]: )?Traceback \(most",
+    "error",
+    "CPython traceback cut before its exception line (pasted excerpts: diffusion-pipe#333)",
+    'Traceback (most recent call last):\n  File "train.py", line 12, in <module>',
+)
 
 #: Applied after c10d's rules, to exception rows nothing more specific matched.
-CATCH_ALL = Rule("python_exception", "python_exception", "python", "", None, "error", SRC,
-                 "[rank2]: CorruptBatchError: corrupt sample in shard 17 (record 4093): expected 16 features, got 15")
+CATCH_ALL = Rule(
+    "python_exception",
+    "python_exception",
+    "python",
+    "",
+    None,
+    "error",
+    SRC,
+    "[rank2]: CorruptBatchError: corrupt sample in shard 17 (record 4093): expected 16 features, got 15",
+)
 
-TERMINATE = Rule("cpp_terminate", "python_exception", "python", "terminate called after throwing",
-                 r"instance of '(?P<exc_type>[^']+)'", "fatal", "libstdc++ std::terminate",
-                 "terminate called after throwing an instance of 'c10::DistBackendError'")
+TERMINATE = Rule(
+    "cpp_terminate",
+    "python_exception",
+    "python",
+    "terminate called after throwing",
+    r"instance of '(?P<exc_type>[^']+)'",
+    "fatal",
+    "libstdc++ std::terminate",
+    "terminate called after throwing an instance of 'c10::DistBackendError'",
+)
 
 
 _CANDIDATE = r"^(?:[ \t]|Traceback|" + _CPP_CONT[4:]
@@ -62,8 +122,11 @@ def group_records(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
     a handful of stderr and launcher files, while millions of NCCL lines are their own records.
     """
     body = pl.col("body")
-    cand = df.select((body.str.contains(_CANDIDATE) | pl.col("wrap_cont").fill_null(False)
-                      | body.str.contains(EXC_LINE)).alias("c"))["c"]
+    cand = df.select(
+        (
+            body.str.contains(_CANDIDATE) | pl.col("wrap_cont").fill_null(False) | body.str.contains(EXC_LINE)
+        ).alias("c")
+    )["c"]
     paths = df.filter(cand)["path"].unique()
     if paths.len() == 0:
         return df.with_columns(pl.col("body").alias("record"))
@@ -126,15 +189,23 @@ def _group_records(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
         )
         heads = df.filter(~pl.col("__cont")).join(agg, on="__rec", how="left", maintain_order="left")
         out = heads.with_columns(
-            pl.when(pl.col("__raw_tail").is_not_null()).then(pl.col("raw") + "\n" + pl.col("__raw_tail"))
-            .otherwise(pl.col("raw")).alias("raw"),
-            pl.when(pl.col("__body_tail").is_not_null()).then(pl.col("body") + "\n" + pl.col("__body_tail"))
-            .otherwise(pl.col("body")).alias("record"),
+            pl.when(pl.col("__raw_tail").is_not_null())
+            .then(pl.col("raw") + "\n" + pl.col("__raw_tail"))
+            .otherwise(pl.col("raw"))
+            .alias("raw"),
+            pl.when(pl.col("__body_tail").is_not_null())
+            .then(pl.col("body") + "\n" + pl.col("__body_tail"))
+            .otherwise(pl.col("body"))
+            .alias("record"),
             (pl.col("line_count") + pl.col("__lc_tail").fill_null(0)).alias("line_count"),
-            pl.when(pl.col("__exc_body").is_not_null()).then(pl.col("__exc_body"))
-            .when(pl.col("__what").is_not_null()).then(pl.col("body") + " " + pl.col("__what").str.strip_chars())
-            .when(pl.col("__wrap").fill_null("") != "").then(pl.col("body") + pl.col("__wrap"))
-            .otherwise(pl.col("body")).alias("body"),
+            pl.when(pl.col("__exc_body").is_not_null())
+            .then(pl.col("__exc_body"))
+            .when(pl.col("__what").is_not_null())
+            .then(pl.col("body") + " " + pl.col("__what").str.strip_chars())
+            .when(pl.col("__wrap").fill_null("") != "")
+            .then(pl.col("body") + pl.col("__wrap"))
+            .otherwise(pl.col("body"))
+            .alias("body"),
         )
     drop = [c for c in out.columns if c.startswith("__") and c != "__ord"]
     return out.drop(drop).sort("__ord").drop("__ord")
@@ -152,5 +223,9 @@ def cut_message(df: pl.DataFrame) -> pl.DataFrame:
         return df
     cut = pl.col("rule") == CUT_TRACEBACK.name
     last = pl.col("record").str.split("\n").list.last().str.strip_chars()
-    return df.with_columns(pl.when(cut).then(pl.lit("traceback cut before its exception line; last line: ") + last)
-                           .otherwise(pl.col("message")).alias("message"))
+    return df.with_columns(
+        pl.when(cut)
+        .then(pl.lit("traceback cut before its exception line; last line: ") + last)
+        .otherwise(pl.col("message"))
+        .alias("message")
+    )

@@ -19,18 +19,56 @@ import polars as pl
 
 #: Types of the columns rules and prefixes may fill (everything else stays a string).
 FIELD_TYPES: dict[str, pl.DataType] = {
-    "seq": pl.Int64(), "seq_enqueued": pl.Int64(), "seq_completed": pl.Int64(), "numel": pl.Int64(),
-    "timeout_ms": pl.Int64(), "elapsed_ms": pl.Int64(), "step": pl.Int64(), "world_size": pl.Int32(),
-    "peer_rank": pl.Int32(), "exit_code": pl.Int32(), "pid": pl.Int64(), "rank_stated": pl.Int32(),
-    "local_rank_stated": pl.Int32(), "c10_rank": pl.Int32(), "tee_local_rank": pl.Int32(),
-    "xport_rank": pl.Int32(), "cuda_dev": pl.Int32(), "epoch_s": pl.Int64(), "pg_rank": pl.Int32(),
+    "seq": pl.Int64(),
+    "seq_enqueued": pl.Int64(),
+    "seq_completed": pl.Int64(),
+    "numel": pl.Int64(),
+    "timeout_ms": pl.Int64(),
+    "elapsed_ms": pl.Int64(),
+    "step": pl.Int64(),
+    "world_size": pl.Int32(),
+    "peer_rank": pl.Int32(),
+    "exit_code": pl.Int32(),
+    "pid": pl.Int64(),
+    "rank_stated": pl.Int32(),
+    "local_rank_stated": pl.Int32(),
+    "c10_rank": pl.Int32(),
+    "tee_local_rank": pl.Int32(),
+    "xport_rank": pl.Int32(),
+    "cuda_dev": pl.Int32(),
+    "epoch_s": pl.Int64(),
+    "pg_rank": pl.Int32(),
 }
 
 #: Columns a rule can set; the engine creates them (null) before the first rule runs.
 RULE_FIELDS: tuple[str, ...] = (
-    "kind", "severity", "layer", "pg", "seq", "seq_enqueued", "seq_completed", "op", "numel", "shape",
-    "timeout_ms", "elapsed_ms", "step", "world_size", "peer_rank", "peer_addr", "exit_code", "signal",
-    "exc_type", "pid", "rank_stated", "local_rank_stated", "host", "comm", "comm_id", "root_cause", "local_addr",
+    "kind",
+    "severity",
+    "layer",
+    "pg",
+    "seq",
+    "seq_enqueued",
+    "seq_completed",
+    "op",
+    "numel",
+    "shape",
+    "timeout_ms",
+    "elapsed_ms",
+    "step",
+    "world_size",
+    "peer_rank",
+    "peer_addr",
+    "exit_code",
+    "signal",
+    "exc_type",
+    "pid",
+    "rank_stated",
+    "local_rank_stated",
+    "host",
+    "comm",
+    "comm_id",
+    "root_cause",
+    "local_addr",
 )
 
 
@@ -80,8 +118,9 @@ def _cast_fields(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(exprs)
 
 
-def _scatter_into(cur: pl.Series | None, idx: pl.Series, vals: pl.Series, n: int, name: str,
-                  only_null: bool) -> pl.Series:
+def _scatter_into(
+    cur: pl.Series | None, idx: pl.Series, vals: pl.Series, n: int, name: str, only_null: bool
+) -> pl.Series:
     """``cur`` (or an all-null column) with ``vals`` written at rows ``idx``; with ``only_null``,
     only where ``cur`` is still null (an outer layer's value is never overwritten)."""
     if cur is None:
@@ -130,7 +169,11 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
     marker = f"pfx_{prefix.name}"
     groups = [g for g in re.compile(prefix.pattern).groupindex if g != "rest"]
     if not matched.any():
-        missing = [pl.lit(None, dtype=FIELD_TYPES.get(g, pl.String())).alias(g) for g in groups if g not in df.columns]
+        missing = [
+            pl.lit(None, dtype=FIELD_TYPES.get(g, pl.String())).alias(g)
+            for g in groups
+            if g not in df.columns
+        ]
         if marker not in df.columns:
             missing.append(pl.lit(False).alias(marker))
         return df.with_columns(missing) if missing else df
@@ -147,8 +190,11 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
             ok = ext["rest"].is_not_null()
             if not ok.all():
                 idx, ext = idx.filter(ok), ext.filter(ok)
-                matched = pl.Series([False]).extend_constant(False, df.height - 1).scatter(idx, True) \
-                    if df.height else matched
+                matched = (
+                    pl.Series([False]).extend_constant(False, df.height - 1).scatter(idx, True)
+                    if df.height
+                    else matched
+                )
                 if idx.len() == 0:
                     return strip_prefix(df, prefix, mask=matched)
     fields = _cast_fields(ext.select(groups)) if groups else pl.DataFrame()
@@ -158,8 +204,9 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
         out[c] = _scatter_into(df[c] if c in df.columns else None, idx, fields[c], n, c, True)
     if prefix.layer:
         cur = df["layer"] if "layer" in df.columns else None
-        out["layer"] = _scatter_into(cur, idx, pl.Series("layer", [prefix.layer] * idx.len(), dtype=pl.String), n,
-                                     "layer", True)
+        out["layer"] = _scatter_into(
+            cur, idx, pl.Series("layer", [prefix.layer] * idx.len(), dtype=pl.String), n, "layer", True
+        )
     prev = df[marker] if marker in df.columns else None
     out[marker] = matched if prev is None else (prev | matched)
     return df.with_columns([s.alias(name) for name, s in out.items()])
@@ -171,8 +218,9 @@ def ensure_columns(df: pl.DataFrame, names: tuple[str, ...] = RULE_FIELDS) -> pl
     return df.with_columns(add) if add else df
 
 
-def apply_rules(df: pl.DataFrame, rules: list[Rule], text: str = "message",
-                where: pl.Series | None = None) -> pl.DataFrame:
+def apply_rules(
+    df: pl.DataFrame, rules: list[Rule], text: str = "message", where: pl.Series | None = None
+) -> pl.DataFrame:
     """Classify rows of ``df`` with ``rules`` (first match wins) and fill fields from named groups.
 
     Only rows whose ``kind`` is null (and, if given, where ``where`` is true) are considered. Returns
@@ -228,19 +276,28 @@ def apply_rules(df: pl.DataFrame, rules: list[Rule], text: str = "message",
     n = df.height
     idx_all = pl.concat([h[1] for h in hits]).cast(pl.UInt32)
 
-    kinds = pl.concat([pl.Series([h[0].kind], dtype=pl.String).extend_constant(h[0].kind, h[1].len() - 1)
-                       for h in hits])
-    names = pl.concat([pl.Series([h[0].name], dtype=pl.String).extend_constant(h[0].name, h[1].len() - 1)
-                       for h in hits])
-    layers = pl.concat([pl.Series([h[0].layer], dtype=pl.String).extend_constant(h[0].layer, h[1].len() - 1)
-                        for h in hits])
-    sevs = pl.concat([pl.Series([h[0].severity], dtype=pl.String).extend_constant(h[0].severity, h[1].len() - 1)
-                      for h in hits])
+    kinds = pl.concat(
+        [pl.Series([h[0].kind], dtype=pl.String).extend_constant(h[0].kind, h[1].len() - 1) for h in hits]
+    )
+    names = pl.concat(
+        [pl.Series([h[0].name], dtype=pl.String).extend_constant(h[0].name, h[1].len() - 1) for h in hits]
+    )
+    layers = pl.concat(
+        [pl.Series([h[0].layer], dtype=pl.String).extend_constant(h[0].layer, h[1].len() - 1) for h in hits]
+    )
+    sevs = pl.concat(
+        [
+            pl.Series([h[0].severity], dtype=pl.String).extend_constant(h[0].severity, h[1].len() - 1)
+            for h in hits
+        ]
+    )
     out: dict[str, pl.Series] = {}
     # kind / rule: always the rule's (the rows were unclaimed). layer / severity: the rule's value wins
     # when it has one (a prefix's layer is replaced by the rule's).
     out["kind"] = _scatter_into(df["kind"], idx_all, kinds, n, "kind", False)
-    out["rule"] = _scatter_into(df["rule"] if "rule" in df.columns else None, idx_all, names, n, "rule", False)
+    out["rule"] = _scatter_into(
+        df["rule"] if "rule" in df.columns else None, idx_all, names, n, "rule", False
+    )
     for col, vals in (("layer", layers), ("severity", sevs)):
         keep = vals.is_not_null()
         out[col] = _scatter_into(df[col], idx_all.filter(keep), vals.filter(keep), n, col, False)

@@ -25,19 +25,46 @@ from parsers.rules import Rule
 SRC = "torch.multiprocessing.spawn ProcessContext.join, torch 1.0 – 2.13"
 
 RULES: list[Rule] = [
-    Rule("spawn_signal", "worker_failed", "elastic", "terminated with signal",
-         r"process (?P<rank_stated>\d+) terminated with signal (?P<signal>SIG[A-Z0-9]+)", "error", SRC,
-         "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL"),
-    Rule("spawn_exit", "worker_failed", "elastic", "terminated with exit code",
-         r"process (?P<rank_stated>\d+) terminated with exit code (?P<exit_code>-?\d+)", "error", SRC,
-         "Exception: process 1 terminated with exit code 1"),
-    Rule("spawn_raised", "worker_failed", "elastic", "terminated with the following error",
-         r"Process (?P<rank_stated>\d+) terminated with the following error", "error", SRC,
-         "-- Process 1 terminated with the following error:"),
-    Rule("spawn_terminating", "worker_signalled", "elastic", "Terminating process",
-         r"Terminating process (?P<pid>\d+) via signal (?P<signal>SIG\w+)", "warning",
-         "torch.multiprocessing.spawn ProcessContext.join, torch 2.1 – 2.13",
-         "W1201 19:01:17.290000 15002 torch/multiprocessing/spawn.py:165] Terminating process 15021 via signal SIGTERM"),
+    Rule(
+        "spawn_signal",
+        "worker_failed",
+        "elastic",
+        "terminated with signal",
+        r"process (?P<rank_stated>\d+) terminated with signal (?P<signal>SIG[A-Z0-9]+)",
+        "error",
+        SRC,
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+    ),
+    Rule(
+        "spawn_exit",
+        "worker_failed",
+        "elastic",
+        "terminated with exit code",
+        r"process (?P<rank_stated>\d+) terminated with exit code (?P<exit_code>-?\d+)",
+        "error",
+        SRC,
+        "Exception: process 1 terminated with exit code 1",
+    ),
+    Rule(
+        "spawn_raised",
+        "worker_failed",
+        "elastic",
+        "terminated with the following error",
+        r"Process (?P<rank_stated>\d+) terminated with the following error",
+        "error",
+        SRC,
+        "-- Process 1 terminated with the following error:",
+    ),
+    Rule(
+        "spawn_terminating",
+        "worker_signalled",
+        "elastic",
+        "Terminating process",
+        r"Terminating process (?P<pid>\d+) via signal (?P<signal>SIG\w+)",
+        "warning",
+        "torch.multiprocessing.spawn ProcessContext.join, torch 2.1 – 2.13",
+        "W1201 19:01:17.290000 15002 torch/multiprocessing/spawn.py:165] Terminating process 15021 via signal SIGTERM",
+    ),
 ]
 
 _SPAWN_HEAD = r"^-- Process (\d+) terminated with the following error:$"
@@ -60,12 +87,22 @@ def spawn_child_rank(df: pl.DataFrame) -> pl.DataFrame:
     head = body.str.extract(_SPAWN_HEAD, 1).cast(pl.Int32, strict=False)
     df = df.with_columns(head.alias("__sp_head"))
     df = df.with_columns(pl.col("__sp_head").is_not_null().cum_sum().over("path").alias("__sp_blk"))
-    ends = (pl.col("__sp_head").is_null() & ~body.str.contains(r"^[ \t]") & (body.str.len_chars() > 0)
-            & (body != "Traceback (most recent call last):"))
+    ends = (
+        pl.col("__sp_head").is_null()
+        & ~body.str.contains(r"^[ \t]")
+        & (body.str.len_chars() > 0)
+        & (body != "Traceback (most recent call last):")
+    )
     df = df.with_columns(ends.cast(pl.Int32).cum_sum().over("path", "__sp_blk").alias("__sp_end"))
     inside = (pl.col("__sp_blk") > 0) & ((pl.col("__sp_end") == 0) | ((pl.col("__sp_end") == 1) & ends))
     n = pl.col("__sp_head").forward_fill().over("path", "__sp_blk")
     return df.with_columns(
-        pl.when(inside).then(pl.coalesce(pl.col("c10_rank"), n)).otherwise(pl.col("c10_rank")).alias("c10_rank"),
-        pl.when(inside).then(pl.coalesce(pl.col("hook_rank"), n)).otherwise(pl.col("hook_rank")).alias("hook_rank"),
+        pl.when(inside)
+        .then(pl.coalesce(pl.col("c10_rank"), n))
+        .otherwise(pl.col("c10_rank"))
+        .alias("c10_rank"),
+        pl.when(inside)
+        .then(pl.coalesce(pl.col("hook_rank"), n))
+        .otherwise(pl.col("hook_rank"))
+        .alias("hook_rank"),
     ).drop("__sp_head", "__sp_blk", "__sp_end")

@@ -45,12 +45,29 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
     py_ts = py.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
     cf_ts = _col(df, "cf_time").str.to_datetime("%Y-%m-%d_%H:%M:%S", strict=False, time_unit="us")
     us_ts = _col(df, "usts").str.to_datetime("%m/%d/%Y %H:%M:%S", strict=False, time_unit="us")
-    mpi_ts = _col(df, "mpi_ctime").str.replace(r"\s+", " ").str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us")
+    mpi_ts = (
+        _col(df, "mpi_ctime")
+        .str.replace(r"\s+", " ")
+        .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us")
+    )
     nccl_ts = _col(df, "nccl_ts").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-    glog_full = pl.concat_str([_col(df, "yyyy"), _col(df, "mm"), _col(df, "dd"), pl.lit(" "), _col(df, "hms"),
-                               pl.lit("."), _col(df, "usec")]).str.to_datetime("%Y%m%d %H:%M:%S%.f", strict=False, time_unit="us")
+    glog_full = pl.concat_str(
+        [
+            _col(df, "yyyy"),
+            _col(df, "mm"),
+            _col(df, "dd"),
+            pl.lit(" "),
+            _col(df, "hms"),
+            pl.lit("."),
+            _col(df, "usec"),
+        ]
+    ).str.to_datetime("%Y%m%d %H:%M:%S%.f", strict=False, time_unit="us")
     kub = _col(df, "xport_ts").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", strict=False, time_unit="us")
-    epoch = (pl.col("epoch_s").cast(pl.Int64) * 1_000_000).cast(fmt_naive) if "epoch_s" in df.columns else pl.lit(None, dtype=fmt_naive)
+    epoch = (
+        (pl.col("epoch_s").cast(pl.Int64) * 1_000_000).cast(fmt_naive)
+        if "epoch_s" in df.columns
+        else pl.lit(None, dtype=fmt_naive)
+    )
 
     naive_full = pl.coalesce(py_ts, cf_ts, glog_full, us_ts, mpi_ts, nccl_ts)
     df = df.with_columns(
@@ -66,37 +83,59 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
         ref_month = int(full.filter(full.dt.year() == ref_year).max().month)  # type: ignore[union-attr]
 
     mmdd = _col(df, "mmdd")
-    month = pl.coalesce(mmdd.str.slice(0, mmdd.str.len_chars() - 2), _col(df, "mm")).cast(pl.Int32, strict=False)
+    month = pl.coalesce(mmdd.str.slice(0, mmdd.str.len_chars() - 2), _col(df, "mm")).cast(
+        pl.Int32, strict=False
+    )
     day = pl.coalesce(mmdd.str.slice(-2), _col(df, "dd")).cast(pl.Int32, strict=False)
     # A month far after the reference month is December of the previous year (Dec -> Jan rollover).
     year = pl.when(month > ref_month + 6).then(ref_year - 1).otherwise(ref_year)
     frac = pl.when(_col(df, "usec").is_not_null()).then(pl.lit(".") + _col(df, "usec")).otherwise(pl.lit(""))
-    yearless = pl.concat_str([year.cast(pl.String), pl.lit("-"), month.cast(pl.String).str.zfill(2), pl.lit("-"),
-                              day.cast(pl.String).str.zfill(2), pl.lit(" "), _col(df, "hms"), frac])
+    yearless = pl.concat_str(
+        [
+            year.cast(pl.String),
+            pl.lit("-"),
+            month.cast(pl.String).str.zfill(2),
+            pl.lit("-"),
+            day.cast(pl.String).str.zfill(2),
+            pl.lit(" "),
+            _col(df, "hms"),
+            frac,
+        ]
+    )
     yearless_ts = yearless.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
     has_yearless = _col(df, "hms").is_not_null() & _col(df, "yyyy").is_null()
 
     df = df.with_columns(pl.when(has_yearless).then(yearless_ts).otherwise(None).alias("__yearless"))
 
     # Stamps of a shape no fast path knows: dateparser, once per distinct string.
-    unknown = df.filter(pl.col("nccl_ts").is_not_null() & pl.col("__full").is_null()) if "nccl_ts" in df.columns else df.clear()
+    unknown = (
+        df.filter(pl.col("nccl_ts").is_not_null() & pl.col("__full").is_null())
+        if "nccl_ts" in df.columns
+        else df.clear()
+    )
     if unknown.height:
         mapping = {s: _dateparse(s) for s in unknown["nccl_ts"].unique().to_list()}
         parsed = df["nccl_ts"].replace_strict(mapping, default=None, return_dtype=pl.Datetime("us"))
         df = df.with_columns(pl.coalesce(pl.col("__full"), parsed).alias("__full"))
 
     zone = tz or "UTC"
-    to_utc = lambda e: e.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+    to_utc = lambda e: e.dt.replace_time_zone(
+        zone, ambiguous="earliest", non_existent="null"
+    ).dt.convert_time_zone("UTC")
     df = df.with_columns(
         pl.coalesce(
             pl.col("__exact").dt.replace_time_zone("UTC"),
             to_utc(pl.col("__full")),
             to_utc(pl.col("__yearless")),
         ).alias("ts"),
-        pl.when(pl.col("__exact").is_not_null()).then(pl.lit("exact"))
-        .when(pl.col("__full").is_not_null()).then(pl.lit("no_tz"))
-        .when(pl.col("__yearless").is_not_null()).then(pl.lit("no_year"))
-        .otherwise(None).alias("ts_quality"),
+        pl.when(pl.col("__exact").is_not_null())
+        .then(pl.lit("exact"))
+        .when(pl.col("__full").is_not_null())
+        .then(pl.lit("no_tz"))
+        .when(pl.col("__yearless").is_not_null())
+        .then(pl.lit("no_year"))
+        .otherwise(None)
+        .alias("ts_quality"),
     )
     return df.drop("__exact", "__full", "__yearless")
 
@@ -106,8 +145,11 @@ def inherit(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
     keys = ["path", *stream_keys]
     filled = pl.col("ts").forward_fill().over(keys)
     return df.with_columns(
-        pl.when(pl.col("ts").is_null() & filled.is_not_null()).then(pl.lit("inherited"))
-        .when(pl.col("ts").is_null()).then(pl.lit("missing"))
-        .otherwise(pl.col("ts_quality")).alias("ts_quality"),
+        pl.when(pl.col("ts").is_null() & filled.is_not_null())
+        .then(pl.lit("inherited"))
+        .when(pl.col("ts").is_null())
+        .then(pl.lit("missing"))
+        .otherwise(pl.col("ts_quality"))
+        .alias("ts_quality"),
         filled.alias("ts"),
     )

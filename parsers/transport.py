@@ -20,13 +20,16 @@ import polars as pl
 from parsers.rules import Prefix, strip_prefix
 
 KUBECTL_TS = Prefix(
-    "kubectl_ts", r"^(?P<xport_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z):? (?P<rest>.*)$",
+    "kubectl_ts",
+    r"^(?P<xport_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z):? (?P<rest>.*)$",
     source="kubectl logs --timestamps (RFC 3339 nanoseconds, UTC); log collectors' 'ISO-Z: ' stamps (NVIDIA/nccl#230)",
     example="2024-11-29T22:58:55.104211337Z [default0]:step 5",
 )
 KUBECTL_POD = Prefix(
-    "kubectl_pod", r"^\[pod/(?P<xport_host>[^/\]]+)/[^\]]+\] (?P<rest>.*)$",
-    source="kubectl logs --prefix", example="[pod/trainer-worker-1/main] hello",
+    "kubectl_pod",
+    r"^\[pod/(?P<xport_host>[^/\]]+)/[^\]]+\] (?P<rest>.*)$",
+    source="kubectl logs --prefix",
+    example="[pod/trainer-worker-1/main] hello",
 )
 MPI_TAG = Prefix(
     "mpi_tag",
@@ -36,11 +39,14 @@ MPI_TAG = Prefix(
     example="[1,3]<stderr>:Traceback (most recent call last):",
 )
 SRUN_LABEL = Prefix(
-    "srun", r"^ *(?P<srun_label>\d+): (?P<rest>.*)$",
-    source="Slurm srun --label (write_labelled_message.c)", example=" 3: [default3]:step 5",
+    "srun",
+    r"^ *(?P<srun_label>\d+): (?P<rest>.*)$",
+    source="Slurm srun --label (write_labelled_message.c)",
+    example=" 3: [default3]:step 5",
 )
 PDSH_HOST = Prefix(
-    "pdsh", r"^(?P<xport_host>[A-Za-z][A-Za-z0-9-]*[0-9-][A-Za-z0-9.-]*|\d{1,3}(?:\.\d{1,3}){3}): (?P<rest>.*)$",
+    "pdsh",
+    r"^(?P<xport_host>[A-Za-z][A-Za-z0-9-]*[0-9-][A-Za-z0-9.-]*|\d{1,3}(?:\.\d{1,3}){3}): (?P<rest>.*)$",
     source="pdsh -w (DeepSpeed multinode runner; hosts by name or IPv4 address)",
     example="192.0.2.12: [rank9]: torch.OutOfMemoryError: CUDA out of memory.",
 )
@@ -48,14 +54,16 @@ PDSH_HOST = Prefix(
 #: ``[rank: N] `` is :data:`parsers.lightning.RANK_PREFIX`). Lower-case ``rank`` only: ``[Rank N] `` is
 #: ProcessGroupNCCL's rank within a process group.
 USER_RANK = Prefix(
-    "user_rank", r"^(?:\[rank ?(?P<xport_rank>\d+)\] |rank ?(?P<xport_rank2>\d+): )(?P<rest>.*)$",
+    "user_rank",
+    r"^(?:\[rank ?(?P<xport_rank>\d+)\] |rank ?(?P<xport_rank2>\d+): )(?P<rest>.*)$",
     source="user print prefixes in pasted logs ('[rank0] step 10', 'rank 3: …')",
     example="[rank0] step 10 loss 2.3",
 )
 #: torchrun --tee: `[<role><local_rank>]:` with no trailing space. `[rankN]:` counts as tee only when
 #: followed by another prefix that is not a c10 severity bracket or the excepthook space.
 TEE = Prefix(
-    "tee", r"^\[(?P<tee_role>[A-Za-z_][A-Za-z_-]*?)(?P<tee_local_rank>\d+)\]:(?P<rest>.*)$",
+    "tee",
+    r"^\[(?P<tee_role>[A-Za-z_][A-Za-z_-]*?)(?P<tee_local_rank>\d+)\]:(?P<rest>.*)$",
     source="torchrun --tee (torch.distributed.elastic TailLog, torch 1.9 – 2.13)",
     example="[default2]:2026-11-29 23:08:29,847 INFO [trainer] rank=2 step=- starting worker pid=13401",
 )
@@ -63,7 +71,8 @@ TEE = Prefix(
 #: A custom tee template ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:'`` gives ``[13]:`` with the GLOBAL
 #: rank. Never the ChildFailedError ``[i]:`` entry lines, which end right after the colon.
 TEE_RANK = Prefix(
-    "tee_rank", r"^\[(?P<xport_rank>\d+)\]:(?P<rest>.+)$",
+    "tee_rank",
+    r"^\[(?P<xport_rank>\d+)\]:(?P<rest>.+)$",
     source="torchrun --tee with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:' (torch 2.3+)",
     example="[5]:[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB.",
 )
@@ -79,7 +88,8 @@ _RECORD_START = (
 #: excerpt, a shell prompt. It is kept in ``raw`` and dropped from ``body`` so the record keeps its prefix,
 #: rank and stamp.
 LEAD = Prefix(
-    "lead", rf"^(?P<lead>.{{1,400}}?)(?P<rest>(?:{_RECORD_START}).*)$",
+    "lead",
+    rf"^(?P<lead>.{{1,400}}?)(?P<rest>(?:{_RECORD_START}).*)$",
     source="pasted excerpts and progress bars (tqdm) glued to c10/glog/NCCL/tee lines; e.g. LlamaFactory#7396 "
     "'[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] …', pytorch#118369 'Epoch 0:   6%|██ … "
     "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught …'",
@@ -159,8 +169,12 @@ def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
     Only the role seen at line starts in the same file (``default`` by default) splits a line.
     """
     roles = (
-        df.select(pl.col("path"), pl.col("body").str.extract(r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S", 1).alias("r"))
-        .drop_nulls().filter(pl.col("r") != "rank").unique()
+        df.select(
+            pl.col("path"), pl.col("body").str.extract(r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S", 1).alias("r")
+        )
+        .drop_nulls()
+        .filter(pl.col("r") != "rank")
+        .unique()
     )
     if roles.height == 0:
         return df
@@ -190,11 +204,16 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     df = strip_lead(df)
     df = split_glued_tee(df)
     body = df["body"]
-    tee_mask = (body.str.contains(_TEE_NOT_RANK) & ~body.str.starts_with("[rank")) | body.str.contains(_RANK_IS_TEE)
+    tee_mask = (body.str.contains(_TEE_NOT_RANK) & ~body.str.starts_with("[rank")) | body.str.contains(
+        _RANK_IS_TEE
+    )
     df = strip_prefix(df, TEE, mask=tee_mask)
     df = strip_lead(df)
     df = strip_prefix(df, USER_RANK)
     if "xport_rank2" in df.columns:
-        df = df.with_columns(pl.coalesce(pl.col("xport_rank"), pl.col("xport_rank2").cast(pl.Int32, strict=False))
-                             .alias("xport_rank")).drop("xport_rank2")
+        df = df.with_columns(
+            pl.coalesce(pl.col("xport_rank"), pl.col("xport_rank2").cast(pl.Int32, strict=False)).alias(
+                "xport_rank"
+            )
+        ).drop("xport_rank2")
     return df

@@ -20,8 +20,9 @@ def cases_dir() -> Path:
     return CASES
 
 
-def run_cli(args: list[object], monkeypatch: pytest.MonkeyPatch,
-            capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_cli(
+    args: list[object], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     """Run the CLI in-process the way the console script does; return (exit code, stdout, stderr)."""
     from correlator import cli
 

@@ -17,11 +17,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-RANK0 = ("[rank0]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
-         "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600037 "
-         "milliseconds before timing out.\n")
-RANK1 = ('[rank1]: Traceback (most recent call last):\n[rank1]:   File "t.py", line 1, in <module>\n'
-         "[rank1]: RuntimeError: boom\n")
+RANK0 = (
+    "[rank0]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600037 "
+    "milliseconds before timing out.\n"
+)
+RANK1 = (
+    '[rank1]: Traceback (most recent call last):\n[rank1]:   File "t.py", line 1, in <module>\n'
+    "[rank1]: RuntimeError: boom\n"
+)
 BASE_LINES = 4
 
 
@@ -55,7 +59,7 @@ def gz_damaged_mid(root: Path) -> int | None:
     text = _text(20000, 0)
     gz = bytearray(gzip.compress(text))
     mid = len(gz) // 2
-    gz[mid:mid + 64] = b"\xff" * 64
+    gz[mid : mid + 64] = b"\xff" * 64
     write(root / "extra.rank0.log.gz", bytes(gz))
     return None  # how much decompresses before the damage is zlib's business; the balance is checked
 
@@ -100,7 +104,10 @@ def compressed_without_suffix(root: Path) -> int:
 
 def gz_concat_then_garbage(root: Path) -> int | None:
     n = base(root)
-    write(root / "cat.rank0.log.gz", gzip.compress(b"[rank0]: one\n") + gzip.compress(b"[rank0]: two\n") + b"garbage!!")
+    write(
+        root / "cat.rank0.log.gz",
+        gzip.compress(b"[rank0]: one\n") + gzip.compress(b"[rank0]: two\n") + b"garbage!!",
+    )
     return n + 2
 
 
@@ -114,7 +121,9 @@ def long_line(root: Path) -> int:
 
 def long_token_line(root: Path) -> int:
     n = base(root)
-    return n + write(root / "tokens.log", "TOKEN" * 60_000 + "\n" + "a." * 100_000 + "\n" + "x@" * 50_000 + "\n")
+    return n + write(
+        root / "tokens.log", "TOKEN" * 60_000 + "\n" + "a." * 100_000 + "\n" + "x@" * 50_000 + "\n"
+    )
 
 
 def cr_only(root: Path) -> int:
@@ -138,7 +147,9 @@ def utf16_no_bom(root: Path) -> int:
 
 def nul_head(root: Path) -> int:
     n = base(root)
-    return n + write(root / "holed.rank0.log", b"\x00" * 200_000 + b"[rank0]: after the hole\n[rank0]: more\n")
+    return n + write(
+        root / "holed.rank0.log", b"\x00" * 200_000 + b"[rank0]: after the hole\n[rank0]: more\n"
+    )
 
 
 def sparse_hole(root: Path) -> int:
@@ -154,13 +165,17 @@ def sparse_hole(root: Path) -> int:
 def binary_region(root: Path) -> int:
     n = base(root)
     blob = bytes(range(1, 32)) * 4000 + b"\n"
-    return n + write(root / "mixed.rank0.log", b"[rank0]: text before\n" * 10 + blob + b"[rank0]: text after\n" * 10)
+    return n + write(
+        root / "mixed.rank0.log", b"[rank0]: text before\n" * 10 + blob + b"[rank0]: text after\n" * 10
+    )
 
 
 def terminal_escapes(root: Path) -> int:
     n = base(root)
-    data = ("[rank1]: \x1b]0;pwned title\x07 osc\n[rank1]: \x1b]52;c;ZXZpbA==\x07 clipboard\n"
-            "[rank1]: \x1b]8;;http://evil/\x1b\\link\x1b]8;;\x1b\\ \x9b31m c1 csi \x07 bell\n")
+    data = (
+        "[rank1]: \x1b]0;pwned title\x07 osc\n[rank1]: \x1b]52;c;ZXZpbA==\x07 clipboard\n"
+        "[rank1]: \x1b]8;;http://evil/\x1b\\link\x1b]8;;\x1b\\ \x9b31m c1 csi \x07 bell\n"
+    )
     return n + write(root / "esc.log", data)
 
 
@@ -177,35 +192,53 @@ def evil_file_names(root: Path) -> int:
 def huge_numbers(root: Path) -> int:
     n = base(root)
     n += write(root / "rank99999999999.log", "[rank1]: a rank past int32 in the file name\n")
-    n += write(root / "stray.log", "[rank99999]: stray line\n"
-               "node-a:1:2 [0] NCCL INFO comm 0x5555 rank 3 nranks 100000 cudaDev 0 busId 1000 - Init COMPLETE\n"
-               "[rank1]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
-               "timeout: WorkNCCL(SeqNum=99999999999999999999999, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-               "Timeout(ms)=99999999999999999999999) ran for 99999999999999999999 milliseconds before timing out.\n"
-               "world_size=0 rank=-5 step=-1\nworld_size=1000000 rank=999999\n")
+    n += write(
+        root / "stray.log",
+        "[rank99999]: stray line\n"
+        "node-a:1:2 [0] NCCL INFO comm 0x5555 rank 3 nranks 100000 cudaDev 0 busId 1000 - Init COMPLETE\n"
+        "[rank1]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=99999999999999999999999, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=99999999999999999999999) ran for 99999999999999999999 milliseconds before timing out.\n"
+        "world_size=0 rank=-5 step=-1\nworld_size=1000000 rank=999999\n",
+    )
     return n
 
 
 def out_of_range_times(root: Path) -> int:
     n = base(root)
-    n += write(root / "times.rank0.log",
-               "[rank0]:[E0101 00:00:00.000000000 ProcessGroupNCCL.cpp:1 ] 1970\n"
-               "1970-01-01 00:00:00,000 INFO rank=0 epoch\n"
-               "2100-12-31 23:59:59,999 INFO rank=0 future\n"
-               "36812-02-20 00:00:00,000 INFO rank=0 far future\n"
-               "9999-99-99 99:99:99,999 INFO rank=0 impossible\n")
+    n += write(
+        root / "times.rank0.log",
+        "[rank0]:[E0101 00:00:00.000000000 ProcessGroupNCCL.cpp:1 ] 1970\n"
+        "1970-01-01 00:00:00,000 INFO rank=0 epoch\n"
+        "2100-12-31 23:59:59,999 INFO rank=0 future\n"
+        "36812-02-20 00:00:00,000 INFO rank=0 far future\n"
+        "9999-99-99 99:99:99,999 INFO rank=0 impossible\n",
+    )
     for i, stamp in enumerate((99999999999999, 1_099_511_627_776 * 1000, -5, 0)):
-        n += write(root / "run" / "attempt_0" / str(i) / "error.json", json.dumps({"message": {
-            "message": "RuntimeError: x", "extraInfo": {"py_callstack": "", "timestamp": str(stamp)}}, "errorCode": None}))
+        n += write(
+            root / "run" / "attempt_0" / str(i) / "error.json",
+            json.dumps(
+                {
+                    "message": {
+                        "message": "RuntimeError: x",
+                        "extraInfo": {"py_callstack": "", "timestamp": str(stamp)},
+                    },
+                    "errorCode": None,
+                }
+            ),
+        )
     return n
 
 
 def deepspeed_mapping(root: Path) -> int:
     n = base(root)
     big = "{" + ", ".join(f"'node-{i}': [{', '.join(str(j) for j in range(8))}]" for i in range(2000)) + "}"
-    return n + write(root / "launcher.log", "[2024-03-05 11:02:15,000] [INFO] [launch.py:162:main] global_rank_mapping="
-                     f"defaultdict(<class 'list'>, {big})\n" + "[2024-03-05 11:02:15,000] [INFO] [launch.py:162:main] "
-                     "global_rank_mapping=defaultdict(<class 'list'>, " + "[" * 100_000 + ")\n")
+    return n + write(
+        root / "launcher.log",
+        "[2024-03-05 11:02:15,000] [INFO] [launch.py:162:main] global_rank_mapping="
+        f"defaultdict(<class 'list'>, {big})\n" + "[2024-03-05 11:02:15,000] [INFO] [launch.py:162:main] "
+        "global_rank_mapping=defaultdict(<class 'list'>, " + "[" * 100_000 + ")\n",
+    )
 
 
 # -------------------------------------------------------------------------------------------- trees
@@ -261,12 +294,37 @@ def parquet_plot_in_dir(root: Path) -> int:
     return n + nlines(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 20)
 
 
-BUILDERS: dict[str, Callable[[Path], int | None]] = {f.__name__: f for f in (
-    base, gz_damaged_mid, gz_bomb_newlines, bz2_bomb, xz_bomb, zstd_text, compressed_without_suffix,
-    gz_concat_then_garbage, long_line, long_token_line, cr_only, utf16_bom, utf16_no_bom, nul_head, sparse_hole,
-    binary_region, terminal_escapes, evil_file_names, huge_numbers, out_of_range_times, deepspeed_mapping,
-    symlink_fanout, symlink_out, fifo, deep_and_long_path, parquet_plot_in_dir,
-)}
+BUILDERS: dict[str, Callable[[Path], int | None]] = {
+    f.__name__: f
+    for f in (
+        base,
+        gz_damaged_mid,
+        gz_bomb_newlines,
+        bz2_bomb,
+        xz_bomb,
+        zstd_text,
+        compressed_without_suffix,
+        gz_concat_then_garbage,
+        long_line,
+        long_token_line,
+        cr_only,
+        utf16_bom,
+        utf16_no_bom,
+        nul_head,
+        sparse_hole,
+        binary_region,
+        terminal_escapes,
+        evil_file_names,
+        huge_numbers,
+        out_of_range_times,
+        deepspeed_mapping,
+        symlink_fanout,
+        symlink_out,
+        fifo,
+        deep_and_long_path,
+        parquet_plot_in_dir,
+    )
+}
 
 #: Caps lowered for the suite so that bombs stop after a few MiB (the defaults are documented in README).
 SUITE_ENV = {"RANKSCOPE_MAX_FILE_MB": "8", "RANKSCOPE_MAX_LINES": "100000"}

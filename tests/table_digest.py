@@ -41,8 +41,11 @@ def column_digests(table: pl.DataFrame) -> dict[str, str]:
 def corpus_digests() -> dict[str, dict[str, str]]:
     from correlator.ingest import load
 
-    return {case.name: column_digests(load(case / "logs")) for case in sorted(CASES.iterdir())
-            if (case / "logs").is_dir()}
+    return {
+        case.name: column_digests(load(case / "logs"))
+        for case in sorted(CASES.iterdir())
+        if (case / "logs").is_dir()
+    }
 
 
 def main() -> int:

@@ -59,7 +59,12 @@ def assert_clean(code: int, out: str, errtext: str, want: int = 0) -> None:
 def check_accounting(root: Path, expected_lines: int | None = None) -> object:
     res = ingest(root)
     covered = int(res.table["line_count"].sum() or 0)
-    assert res.lines_read == covered + res.skipped_lines, (res.lines_read, covered, res.skipped_lines, res.warnings)
+    assert res.lines_read == covered + res.skipped_lines, (
+        res.lines_read,
+        covered,
+        res.skipped_lines,
+        res.warnings,
+    )
     if expected_lines is not None:
         assert res.lines_read == expected_lines, (res.lines_read, expected_lines, res.warnings)
     s = res.summary()
@@ -72,7 +77,9 @@ def check_accounting(root: Path, expected_lines: int | None = None) -> object:
     return res
 
 
-def diag(root: Path, mp: pytest.MonkeyPatch, cap: pytest.CaptureFixture[str], want: int = 0) -> tuple[str, str]:
+def diag(
+    root: Path, mp: pytest.MonkeyPatch, cap: pytest.CaptureFixture[str], want: int = 0
+) -> tuple[str, str]:
     """``diagnose --format json`` must parse; ``diagnose`` (text) prints the warnings on stderr: return
     the JSON output and the text run's stderr."""
     code, out, errtext = run(["diagnose", root, "--format", "json"], mp, cap)
@@ -97,7 +104,9 @@ def warned_cli(errtext: str, name: str, reason: str) -> None:
     assert "warning:" in f and name in f and reason in f, errtext
 
 
-def diag_warns(root: Path, mp: pytest.MonkeyPatch, cap: pytest.CaptureFixture[str], name: str, reason: str) -> None:
+def diag_warns(
+    root: Path, mp: pytest.MonkeyPatch, cap: pytest.CaptureFixture[str], name: str, reason: str
+) -> None:
     """``diagnose`` runs cleanly and its stderr warns about ``name`` for ``reason``."""
     _, errtext = diag(root, mp, cap)
     warned_cli(errtext, name, reason)
@@ -133,13 +142,25 @@ def test_exit_codes_as_a_process(tmp_path):
     """The real entry point (``python -m correlator``): 2 and one ``error:`` line for a missing path (at the
     default console width), 0 for a fixture."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    ok = subprocess.run([sys.executable, "-m", "correlator", "diagnose", str(GLOO01), "-f", "json"],
-                        check=False, capture_output=True, text=True, env=env, timeout=120)
+    ok = subprocess.run(
+        [sys.executable, "-m", "correlator", "diagnose", str(GLOO01), "-f", "json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert ok.returncode == 0 and "Traceback" not in ok.stderr, ok.stderr[-2000:]
     json.loads(ok.stdout)
     missing = tmp_path / ("a-rather-long-folder-name-" * 4) / "nope"
-    p = subprocess.run([sys.executable, "-m", "correlator", "diagnose", str(missing)],
-                       check=False, capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "correlator", "diagnose", str(missing)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.startswith("error:") and "nope: no such file or directory" in flat(p.stderr)
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
@@ -231,9 +252,11 @@ def test_crlf(tmp_path, monkeypatch, capsys):
 
 def test_ansi_colour_codes(tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
-    data = ("\x1b[31m[rank1]: Traceback (most recent call last):\x1b[0m\n"
-            "\x1b[1;33m[rank1]:   File \"train.py\", line 3, in <module>\x1b[0m\n"
-            "\x1b[31m[rank1]: RuntimeError: boom\x1b[0m\n\x1b[2K\x1b[?25l[rank0]: step 1\n")
+    data = (
+        "\x1b[31m[rank1]: Traceback (most recent call last):\x1b[0m\n"
+        '\x1b[1;33m[rank1]:   File "train.py", line 3, in <module>\x1b[0m\n'
+        "\x1b[31m[rank1]: RuntimeError: boom\x1b[0m\n\x1b[2K\x1b[?25l[rank0]: step 1\n"
+    )
     n = write(root / "combined.log", data)
     res = check_accounting(root, n)
     t = res.table
@@ -244,7 +267,9 @@ def test_ansi_colour_codes(tmp_path, monkeypatch, capsys):
 
 def test_carriage_return_progress_bars(tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
-    bar = "".join(f"\rEpoch 0: {i // 100:3d}%|{'#' * (i // 1000)}| {i}/10000 [00:01<00:00]" for i in range(10_000))
+    bar = "".join(
+        f"\rEpoch 0: {i // 100:3d}%|{'#' * (i // 1000)}| {i}/10000 [00:01<00:00]" for i in range(10_000)
+    )
     rich_bar = "".join(f"\r\x1b[2K\x1b[32m━━━━\x1b[0m {i}/500" for i in range(500))
     data = "[rank0]: start\n" + bar + "\n[rank0]: after bar\n" + rich_bar + "\n[rank0]: done"
     n = write(root / "rank0.log", data)
@@ -268,7 +293,9 @@ def test_single_50mb_line(tmp_path, monkeypatch, capsys):
     assert res.table.height == 3 and raw[1].startswith(big[: 1024 * 1024])
     assert raw[1].endswith(f" …[truncated: line of {len(big) - 1} bytes]")
     warned(res, "rank0.log", "longer than 1048576 bytes kept truncated")
-    code, out, errtext = run(["diagnose", root, "-f", "json"], monkeypatch, capsys)  # one CLI run: 50 MB is slow
+    code, out, errtext = run(
+        ["diagnose", root, "-f", "json"], monkeypatch, capsys
+    )  # one CLI run: 50 MB is slow
     assert_clean(code, out, errtext)
     json.loads(out)
     # No wall-clock limit here (a loaded CI machine is no measure); speed is measured in benchmarks/.
@@ -340,8 +367,8 @@ def test_garbled_prefixes_and_split_lines(tmp_path, monkeypatch, capsys):
     data = (
         "[rank0]:[rank1]:[E1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 2 failed to pass monitoredBarrier\n"
         "[rank0]:Traceback (most recent call last):[rank1]:Traceback (most recent call last):\n"
-        "[rank1]:  File \"t.py\", line 1, in <module>\n"
-        "[rank0]:  File \"t.py\", line 2, in [rank1]:RuntimeError: boom\n"
+        '[rank1]:  File "t.py", line 1, in <module>\n'
+        '[rank0]:  File "t.py", line 2, in [rank1]:RuntimeError: boom\n'
         "<module>\n"
         "[rank0]:RuntimeError: also boom\n"
         "[default0]:Grouping texts:   8%|8  | 726000/9672101 [02:32<30:38][default2]:[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught \n"
@@ -358,9 +385,11 @@ def test_timestamps_going_backwards(tmp_path, monkeypatch, capsys):
     # (…34.917299611 then …34.140239971) because they come from another clock than the seconds.
     real = [l for l in RANK0_STDERR.read_text().splitlines() if "SequenceNumber=" in l][:8]
     assert any(".917299611" in l for l in real) and any(".140239971" in l for l in real)
-    py = ["2026-11-29 23:08:40,000 INFO [trainer] rank=0 step=3 loss=1.0",
-          "2026-11-29 23:08:35,000 INFO [trainer] rank=0 step=4 loss=1.0",  # wall clock stepped back
-          "2026-11-29 22:00:00,000 INFO [trainer] rank=0 step=5 loss=1.0"]
+    py = [
+        "2026-11-29 23:08:40,000 INFO [trainer] rank=0 step=3 loss=1.0",
+        "2026-11-29 23:08:35,000 INFO [trainer] rank=0 step=4 loss=1.0",  # wall clock stepped back
+        "2026-11-29 22:00:00,000 INFO [trainer] rank=0 step=5 loss=1.0",
+    ]
     n = write(root / "rank0.log", "\n".join(real + py) + "\n")
     res = check_accounting(root, n)
     t = res.table.sort("line")
@@ -376,8 +405,10 @@ def test_two_attempts_in_one_dir(tmp_path, monkeypatch, capsys):
     n = 0
     for a in (0, 1):
         for lr in (0, 1):
-            n += write(root / "run_x" / f"attempt_{a}" / str(lr) / "stderr.log",
-                       f"[rank{lr}]: attempt {a} local rank {lr}\n")
+            n += write(
+                root / "run_x" / f"attempt_{a}" / str(lr) / "stderr.log",
+                f"[rank{lr}]: attempt {a} local rank {lr}\n",
+            )
     res = check_accounting(root, n)
     assert sorted(res.table["attempt"].unique().to_list()) == [0, 1]
     diag(root, monkeypatch, capsys)
@@ -400,7 +431,9 @@ def test_ten_thousand_tiny_files(tmp_path, monkeypatch, capsys):
 def test_concatenated_gzip_members(tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
     a, b = b"[rank0]: first member\n", b"[rank0]: second member\n[rank0]: end\n"
-    n = write(root / "rank0.log.gz", gzip.compress(a) + gzip.compress(b))  # cat a.gz b.gz (logrotate, appends)
+    n = write(
+        root / "rank0.log.gz", gzip.compress(a) + gzip.compress(b)
+    )  # cat a.gz b.gz (logrotate, appends)
     res = check_accounting(root, _nlines(a + b))
     assert res.table.sort("line")["raw"].to_list()[-1] == "[rank0]: end" and n > 0
     diag(root, monkeypatch, capsys)
@@ -413,12 +446,18 @@ def test_root_is_a_fifo(tmp_path, monkeypatch, capsys):
     assert "not a regular file" in flat(errtext)
 
 
-@pytest.mark.parametrize("doc", [
-    '{"message": {"message": "RuntimeError: x", "extraInfo": {"timestamp": "99999999999999999999999"}}}',
-    '{"message": {"message": "RuntimeError: x", "extraInfo": {"timestamp": 1e400}}}',
-    '{"message": {"message": "RuntimeError: x", "errorCode": 99999999999}}',
-    '{"message": 5}', "[1, 2]", "{" * 5000, "",
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '{"message": {"message": "RuntimeError: x", "extraInfo": {"timestamp": "99999999999999999999999"}}}',
+        '{"message": {"message": "RuntimeError: x", "extraInfo": {"timestamp": 1e400}}}',
+        '{"message": {"message": "RuntimeError: x", "errorCode": 99999999999}}',
+        '{"message": 5}',
+        "[1, 2]",
+        "{" * 5000,
+        "",
+    ],
+)
 def test_hostile_error_json(doc, tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
     n = write(root / "run" / "attempt_0" / "0" / "error.json", doc)
@@ -430,21 +469,29 @@ def test_hostile_error_json(doc, tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("mapping", ["{'node-a': 5}", "{'node-a': ['x']}"])
 def test_malformed_deepspeed_rank_mapping(mapping, tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
-    n = write(root / "launcher.log", "[2024-03-05 11:02:15,000] [INFO] [launch.py:162:main] global_rank_mapping="
-              f"defaultdict(<class 'list'>, {mapping})\n")
+    n = write(
+        root / "launcher.log",
+        "[2024-03-05 11:02:15,000] [INFO] [launch.py:162:main] global_rank_mapping="
+        f"defaultdict(<class 'list'>, {mapping})\n",
+    )
     check_accounting(root, n)
     diag(root, monkeypatch, capsys)
 
 
 def test_interleaved_tracebacks_keep_their_rank(tmp_path):
     root = tmp_path / "logs"
-    n = write(root / "combined.log", "[rank0]: Traceback (most recent call last):\n"
-              "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"t.py\", line 1, in <module>\n"
-              "[rank0]:   File \"t.py\", line 2, in <module>\n[rank1]: RuntimeError: boom one\n"
-              "[rank0]: ValueError: boom zero\n")
+    n = write(
+        root / "combined.log",
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank1]: Traceback (most recent call last):\n[rank1]:   File "t.py", line 1, in <module>\n'
+        '[rank0]:   File "t.py", line 2, in <module>\n[rank1]: RuntimeError: boom one\n'
+        "[rank0]: ValueError: boom zero\n",
+    )
     res = check_accounting(root, n)
     t = res.table
     for rank, exc in ((0, "ValueError"), (1, "RuntimeError")):
         rows = t.filter((pl.col("rank") == rank) & (pl.col("kind") == "python_exception"))
         assert rows["exc_type"].to_list() == [exc]
-        assert all(f"[rank{1 - rank}]" not in raw for raw in t.filter(pl.col("rank") == rank)["raw"].to_list())
+        assert all(
+            f"[rank{1 - rank}]" not in raw for raw in t.filter(pl.col("rank") == rank)["raw"].to_list()
+        )

@@ -31,9 +31,24 @@ def test_pyloop_baseline_extracts_rows(tmp_path: Path) -> None:
 
 def test_bench_quick_runs(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    p = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench.py"), "--quick", "--json", str(out),
-                        "--work", str(tmp_path / "w"), "--diag-scale", "128"],
-                       capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench.py"),
+            "--quick",
+            "--json",
+            str(out),
+            "--work",
+            str(tmp_path / "w"),
+            "--diag-scale",
+            "128",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     rep = json.loads(out.read_text())
     (run,) = rep["runs"]

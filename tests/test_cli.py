@@ -20,21 +20,43 @@ PUBLIC02 = CASES / "public-02-oom-rank2-multinode-timeouts" / "logs"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "correlator", *args], capture_output=True, text=True, timeout=120,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "correlator", *args], capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_json_contract() -> None:
     r = _cli("diagnose", str(PUBLIC02), "--format", "json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    for key in ("schema_version", "world_size", "ranks_seen", "attempt", "initiating_ranks", "collateral_ranks",
-                "clean_ranks", "missing_ranks", "failure_kind", "confidence", "summary", "evidence", "per_rank"):
+    for key in (
+        "schema_version",
+        "world_size",
+        "ranks_seen",
+        "attempt",
+        "initiating_ranks",
+        "collateral_ranks",
+        "clean_ranks",
+        "missing_ranks",
+        "failure_kind",
+        "confidence",
+        "summary",
+        "evidence",
+        "per_rank",
+    ):
         assert key in d
-    assert (d["schema_version"], d["world_size"], d["initiating_ranks"], d["failure_kind"]) == (1, 16, [2], "cuda_oom")
+    assert (d["schema_version"], d["world_size"], d["initiating_ranks"], d["failure_kind"]) == (
+        1,
+        16,
+        [2],
+        "cuda_oom",
+    )
     assert 0 <= d["confidence"] <= 1
     # 0.95 less 0.05 for the 11 ranks without a log, less 0.05 for no launcher output
-    assert d["confidence_reasons"] == ["11 of 16 ranks left no log", "no launcher output to confirm exit statuses"]
+    assert d["confidence_reasons"] == [
+        "11 of 16 ranks left no log",
+        "no launcher output to confirm exit statuses",
+    ]
     assert d["confidence"] == 0.85
     ev = d["evidence"][0]
     assert set(ev) >= {"rank", "path", "line", "ts", "kind", "text"}
@@ -95,8 +117,11 @@ def test_graph_exports(tmp_path: Path) -> None:
         assert _cli("graph", str(GLOO05), "-o", str(out), "-q").returncode == 0
     G = nx.read_graphml(tmp_path / "g.graphml")
     assert G.nodes["3"]["status"] == "initiating"
-    assert {(a, b, d["edge"]) for a, b, d in G.edges(data=True)} == {("0", "3", "waits_for"), ("1", "3", "killed_by"),
-                                                                     ("2", "3", "killed_by")}
+    assert {(a, b, d["edge"]) for a, b, d in G.edges(data=True)} == {
+        ("0", "3", "waits_for"),
+        ("1", "3", "killed_by"),
+        ("2", "3", "killed_by"),
+    }
     data = json.loads((tmp_path / "g.json").read_text())
     assert len(data["nodes"]) == 4
     assert '"1" -> "3" [label="killed_by"]' in (tmp_path / "g.dot").read_text()
@@ -106,7 +131,10 @@ def test_eval_command_on_the_corpus() -> None:
     r = _cli("eval", str(CASES), "--format", "json")
     assert r.returncode == 0, r.stdout[-2000:]
     tot = json.loads(r.stdout)["totals"]
-    assert tot["cases"] == sum((p / "expected.json").is_file() for p in CASES.iterdir()) and tot["regressions"] == 0
+    assert (
+        tot["cases"] == sum((p / "expected.json").is_file() for p in CASES.iterdir())
+        and tot["regressions"] == 0
+    )
 
 
 def test_help_explains_every_command() -> None:
@@ -121,13 +149,29 @@ def test_eval_exits_1_on_a_regression(tmp_path: Path) -> None:
 
     case = tmp_path / "cases" / "wrong-label"
     shutil.copytree(GLOO05, case / "logs")
-    (case / "expected.json").write_text(json.dumps({"initiating_ranks": [0], "collateral_ranks": [1, 2, 3],
-                                                    "failure_kind": "oom_kill", "source": "captured"}))
+    (case / "expected.json").write_text(
+        json.dumps(
+            {
+                "initiating_ranks": [0],
+                "collateral_ranks": [1, 2, 3],
+                "failure_kind": "oom_kill",
+                "source": "captured",
+            }
+        )
+    )
     r = _cli("eval", str(tmp_path / "cases"))
     assert r.returncode == 1 and "FAIL" in r.stdout
-    (case / "expected.json").write_text(json.dumps({"initiating_ranks": [0], "collateral_ranks": [1, 2, 3],
-                                                    "failure_kind": "oom_kill", "source": "captured",
-                                                    "known_miss": "deliberately wrong label"}))
+    (case / "expected.json").write_text(
+        json.dumps(
+            {
+                "initiating_ranks": [0],
+                "collateral_ranks": [1, 2, 3],
+                "failure_kind": "oom_kill",
+                "source": "captured",
+                "known_miss": "deliberately wrong label",
+            }
+        )
+    )
     assert _cli("eval", str(tmp_path / "cases")).returncode == 0
 
 

@@ -22,7 +22,11 @@ def test_corpus_size_and_sources() -> None:
 
 def test_no_case_regresses() -> None:
     rep = evaluate(CASES)
-    bad = [f"{c.name}: got {c.got} want {c.want} {c.error or ''}" for c in rep.cases if not c.passed and not c.known_miss]
+    bad = [
+        f"{c.name}: got {c.got} want {c.want} {c.error or ''}"
+        for c in rep.cases
+        if not c.passed and not c.known_miss
+    ]
     assert not bad, "\n".join(bad)
     # Known misses must still be misses: a fixed case should drop its known_miss entry.
     fixed = [c.name for c in rep.cases if c.passed and c.known_miss]

@@ -44,8 +44,14 @@ def _drop_timing(x: object) -> object:
 
 def _run(seed: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONHASHSEED": seed, "NO_COLOR": "1", "COLUMNS": "200"}
-    p = subprocess.run([sys.executable, "-c", _DUMP, str(CASES)], cwd=REPO, env=env, capture_output=True,
-                       text=True, check=True)
+    p = subprocess.run(
+        [sys.executable, "-c", _DUMP, str(CASES)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out: dict[str, str] = {}
     for line in p.stdout.splitlines():
         name, body = line.split("\t", 1)
@@ -65,8 +71,11 @@ def test_corpus_verdicts_identical_across_hash_seeds() -> None:
 #: Cases whose verdict once depended on polars' group_by order (within one process, whatever the seed):
 #: cap-07 and cap-18 quoted a random majority line (config_outlier); real-vllm-6042 named a random PG
 #: among two with as many timeouts at one seq (graph focus).
-ORDER_SENSITIVE = ["cap-07-shape-divergence-plain", "cap-18-shape-divergence-fsdp2-plain",
-                   "real-vllm-6042-rank3-illegal-memory-access-rank0-timeout"]
+ORDER_SENSITIVE = [
+    "cap-07-shape-divergence-plain",
+    "cap-18-shape-divergence-fsdp2-plain",
+    "real-vllm-6042-rank3-illegal-memory-access-rank0-timeout",
+]
 
 
 def test_order_sensitive_cases_repeat_in_process() -> None:
@@ -77,4 +86,8 @@ def test_order_sensitive_cases_repeat_in_process() -> None:
         runs = {json.dumps(correlator.diagnose(table).to_json(), default=str) for _ in range(8)}
         assert len(runs) == 1, name
     vllm = correlator.diagnose(correlator.load(CASES / ORDER_SENSITIVE[2] / "logs"))
-    assert vllm.focus == {"pg": "0", "seq": 2, "op": "ALLREDUCE"}  # the first (pg, seq) in time, then event, order
+    assert vllm.focus == {
+        "pg": "0",
+        "seq": 2,
+        "op": "ALLREDUCE",
+    }  # the first (pg, seq) in time, then event, order

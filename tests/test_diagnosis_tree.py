@@ -20,17 +20,52 @@ from tests.conftest import CASES
 
 # case -> (top-level attempt, then per attempt: (attempt, initiating, collateral, failure kind, confidence, signature ids))
 RESTARTS: dict[str, tuple[int, list[tuple[int, list[int], list[int], str, float, list[str]]]]] = {
-    "cap-12-elastic-restart": (0, [
-        (0, [1], [0, 2, 3], "rank_crash", 0.9, ["data-pipeline-exception", "python-exception-one-rank",
-                                                "elastic-restart-stale-address", "gloo-connection-closed"]),
-        (1, [0, 1], [], "rank_crash", 0.85, ["elastic-restart-stale-address"]),
-    ]),
-    "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r": (0, [
-        (0, [6], [0, 1, 2, 3, 4, 5, 7], "rank_crash", 0.9, ["data-pipeline-exception", "python-exception-one-rank",
-                                                           "elastic-restart-stale-address", "store-rendezvous-timeout"]),
-        # attempt 1: ranks losing the TCPStore point at rank 0, the store's host (main's rule since the fix)
-        (1, [0], [4, 5, 6, 7], "straggler_hang", 0.6, ["store-rendezvous-timeout", "elastic-restart-stale-address"]),
-    ]),
+    "cap-12-elastic-restart": (
+        0,
+        [
+            (
+                0,
+                [1],
+                [0, 2, 3],
+                "rank_crash",
+                0.9,
+                [
+                    "data-pipeline-exception",
+                    "python-exception-one-rank",
+                    "elastic-restart-stale-address",
+                    "gloo-connection-closed",
+                ],
+            ),
+            (1, [0, 1], [], "rank_crash", 0.85, ["elastic-restart-stale-address"]),
+        ],
+    ),
+    "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r": (
+        0,
+        [
+            (
+                0,
+                [6],
+                [0, 1, 2, 3, 4, 5, 7],
+                "rank_crash",
+                0.9,
+                [
+                    "data-pipeline-exception",
+                    "python-exception-one-rank",
+                    "elastic-restart-stale-address",
+                    "store-rendezvous-timeout",
+                ],
+            ),
+            # attempt 1: ranks losing the TCPStore point at rank 0, the store's host (main's rule since the fix)
+            (
+                1,
+                [0],
+                [4, 5, 6, 7],
+                "straggler_hang",
+                0.6,
+                ["store-rendezvous-timeout", "elastic-restart-stale-address"],
+            ),
+        ],
+    ),
 }
 
 
@@ -54,7 +89,12 @@ def test_restarted_diagnosis_is_a_tree(case: str) -> None:
     # The chosen attempt's entry is the same verdict (same ranks, kind, confidence after the restart penalty).
     own = next(a for a in d.attempts if a.attempt == d.attempt)
     assert (own.initiating_ranks, own.collateral_ranks, own.failure_kind, own.confidence, own.summary) == (
-        d.initiating_ranks, d.collateral_ranks, d.failure_kind, d.confidence, d.summary)
+        d.initiating_ranks,
+        d.collateral_ranks,
+        d.failure_kind,
+        d.confidence,
+        d.summary,
+    )
 
 
 @pytest.mark.parametrize("case", sorted(RESTARTS))
@@ -63,8 +103,17 @@ def test_restarted_diagnosis_json_unchanged(case: str) -> None:
     top, attempts = RESTARTS[case]
     j = json.loads(json.dumps(d.to_json(), default=str))
     assert j["attempt"] == top
-    got = [(a["attempt"], a["initiating_ranks"], a["collateral_ranks"], a["failure_kind"], a["confidence"],
-            [s["id"] for s in a["signatures"]]) for a in j["attempts"]]
+    got = [
+        (
+            a["attempt"],
+            a["initiating_ranks"],
+            a["collateral_ranks"],
+            a["failure_kind"],
+            a["confidence"],
+            [s["id"] for s in a["signatures"]],
+        )
+        for a in j["attempts"]
+    ]
     assert got == [tuple(x) for x in attempts]
     # Each entry carries every top-level key but the nested ones.
     keys = set(j) - {"schema_version", "attempts", "per_rank"}

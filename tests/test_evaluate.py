@@ -21,8 +21,12 @@ CASE = CASES / "gloo-01-exception-before-allreduce"
 def _case(tmp: Path, name: str, **label: object) -> Path:
     dst = tmp / name
     shutil.copytree(CASE / "logs", dst / "logs")
-    want = {"initiating_ranks": [2], "collateral_ranks": [0, 1, 3], "failure_kind": "rank_crash",
-            "source": "captured"}
+    want = {
+        "initiating_ranks": [2],
+        "collateral_ranks": [0, 1, 3],
+        "failure_kind": "rank_crash",
+        "source": "captured",
+    }
     want.update(label)
     (dst / "expected.json").write_text(json.dumps(want))
     return dst
@@ -55,13 +59,17 @@ def test_subsets_are_scored_apart(tmp_path: Path) -> None:
     _case(tmp_path, "b-recon", source="reconstructed", initiating_ranks=[0])
     rep = evaluate(tmp_path)
     assert rep.totals("real")["cases"] == 1 and rep.totals("real")["initiating_accuracy"] == 1.0
-    assert rep.totals("reconstructed")["cases"] == 1 and rep.totals("reconstructed")["initiating_accuracy"] == 0.0
+    assert (
+        rep.totals("reconstructed")["cases"] == 1
+        and rep.totals("reconstructed")["initiating_accuracy"] == 0.0
+    )
     assert rep.totals()["initiating_accuracy"] == 0.5
     assert set(rep.to_json()["subsets"]) == {"real", "reconstructed"}  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("label", [{"accept_initiating": [2]}, {"collateral_ranks": ["0"]},
-                                   {"explained_by": {"1": 2}}])
+@pytest.mark.parametrize(
+    "label", [{"accept_initiating": [2]}, {"collateral_ranks": ["0"]}, {"explained_by": {"1": 2}}]
+)
 def test_malformed_labels_name_the_field(tmp_path: Path, label: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=next(iter(label))):
         run_case(_case(tmp_path, "bad", **label))

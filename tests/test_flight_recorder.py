@@ -31,14 +31,32 @@ FR_CASES = sorted(p for p in CASES.iterdir() if p.name.startswith("fr-") or "-fr
 
 def _entry(rid: int, seq: int, name: str = "all_reduce", sizes=((3, 4),), backend: str = "nccl", **kw):
     e = {
-        "record_id": rid, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
-        "p2p_seq_id": 0, "op_id": seq, "profiling_name": f"{backend}:{name}", "time_created_ns": 1724779239936775119 + rid,
-        "input_sizes": [list(s) for s in sizes], "input_dtypes": ["Float"] * len(sizes),
-        "output_sizes": [list(s) for s in sizes], "output_dtypes": ["Float"] * len(sizes), "state": "scheduled",
-        "time_discovered_started_ns": None, "time_discovered_completed_ns": None, "retired": True,
-        "timeout_ms": 600000, "is_p2p": False,
-        "frames": [{"name": "all_reduce", "filename": "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py",
-                    "line": 2696}, {"name": "<module>", "filename": "/opt/app/crash.py", "line": 44}],
+        "record_id": rid,
+        "pg_id": 0,
+        "process_group": ("0", "default_pg"),
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "op_id": seq,
+        "profiling_name": f"{backend}:{name}",
+        "time_created_ns": 1724779239936775119 + rid,
+        "input_sizes": [list(s) for s in sizes],
+        "input_dtypes": ["Float"] * len(sizes),
+        "output_sizes": [list(s) for s in sizes],
+        "output_dtypes": ["Float"] * len(sizes),
+        "state": "scheduled",
+        "time_discovered_started_ns": None,
+        "time_discovered_completed_ns": None,
+        "retired": True,
+        "timeout_ms": 600000,
+        "is_p2p": False,
+        "frames": [
+            {
+                "name": "all_reduce",
+                "filename": "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py",
+                "line": 2696,
+            },
+            {"name": "<module>", "filename": "/opt/app/crash.py", "line": 44},
+        ],
     }
     e.update(kw)
     return e
@@ -48,33 +66,89 @@ def layout(version: str, rank: int = 0) -> dict:
     """A one-entry dump in the given layout (see the module docstring for the sources)."""
     if version == "2.2":
         e = _entry(0, 1)
-        return {"version": "2.2", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-                "entries": [e], "nccl_comm_state": {}}
+        return {
+            "version": "2.2",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "entries": [e],
+            "nccl_comm_state": {},
+        }
     if version == "2.4":
-        e = _entry(0, 1, state="completed", time_discovered_started_ns=1724779239940000000,
-                   time_discovered_completed_ns=1724779239975811724, duration_ms=0.5)
-        return {"version": "2.4", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-                "pg_status": {"0": {"last_enqueued_collective": 1, "last_started_collective": 1,
-                                    "last_completed_collective": 1}}, "entries": [e]}
+        e = _entry(
+            0,
+            1,
+            state="completed",
+            time_discovered_started_ns=1724779239940000000,
+            time_discovered_completed_ns=1724779239975811724,
+            duration_ms=0.5,
+        )
+        return {
+            "version": "2.4",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": 1,
+                    "last_started_collective": 1,
+                    "last_completed_collective": 1,
+                }
+            },
+            "entries": [e],
+        }
     if version == "2.5":  # the tutorial's example entry, verbatim values
-        e = _entry(0, 1, state="completed", time_created_ns=1724779239936775119,
-                   time_discovered_completed_ns=1724779239975811724)
-        return {"version": "2.5", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-                "pg_status": {"0": {"last_enqueued_collective": 2, "last_started_collective": -1,
-                                    "last_completed_collective": 2}}, "entries": [e]}
+        e = _entry(
+            0,
+            1,
+            state="completed",
+            time_created_ns=1724779239936775119,
+            time_discovered_completed_ns=1724779239975811724,
+        )
+        return {
+            "version": "2.5",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": 2,
+                    "last_started_collective": -1,
+                    "last_completed_collective": 2,
+                }
+            },
+            "entries": [e],
+        }
     if version == "2.8":  # the analyzer tests' event shape: numbers as strings, a dtype string, no frames
-        e = _entry(0, 1, collective_seq_id="1", p2p_seq_id="0", input_dtypes="float32", output_dtypes="float32")
+        e = _entry(
+            0, 1, collective_seq_id="1", p2p_seq_id="0", input_dtypes="float32", output_dtypes="float32"
+        )
         del e["frames"]
-        return {"version": "2.8", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-                "entries": [e]}
+        return {
+            "version": "2.8",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "entries": [e],
+        }
     if version == "2.10":  # torch 2.13 gloo: pg_config keyed '', pg_status numbers as strings (JSON)
-        e = _entry(0, 1, backend="gloo", process_group=["0", "default_pg"], thread_id="1", thread_name="python3",
-                   time_discovered_started_ns=0, time_discovered_completed_ns=0)
+        e = _entry(
+            0,
+            1,
+            backend="gloo",
+            process_group=["0", "default_pg"],
+            thread_id="1",
+            thread_name="python3",
+            time_discovered_started_ns=0,
+            time_discovered_completed_ns=0,
+        )
         del e["frames"]
-        return {"version": "2.10", "comm_lib_version": "", "nccl_comm_state": {},
-                "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
-                "pg_status": {"0": {"last_enqueued_collective": "1", "last_started_collective": "-1",
-                                    "last_completed_collective": "1"}}, "entries": [e]}
+        return {
+            "version": "2.10",
+            "comm_lib_version": "",
+            "nccl_comm_state": {},
+            "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": "1",
+                    "last_started_collective": "-1",
+                    "last_completed_collective": "1",
+                }
+            },
+            "entries": [e],
+        }
     raise AssertionError(version)
 
 
@@ -157,9 +231,18 @@ def _trace(tmp_path: Path, seqs: dict[int, list[tuple[int, str, tuple]]], first_
     d.mkdir(exist_ok=True)
     for r, items in seqs.items():
         entries = [_entry(first_rid[r] + i, s, op, sz, backend="gloo") for i, (s, op, sz) in enumerate(items)]
-        obj = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": str(list(range(len(seqs))))}},
-               "pg_status": {"0": {"last_enqueued_collective": items[-1][0], "last_started_collective": -1,
-                                   "last_completed_collective": items[-1][0]}}, "entries": entries}
+        obj = {
+            "version": "2.10",
+            "pg_config": {"": {"name": "", "desc": "", "ranks": str(list(range(len(seqs))))}},
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": items[-1][0],
+                    "last_started_collective": -1,
+                    "last_completed_collective": items[-1][0],
+                }
+            },
+            "entries": entries,
+        }
         (d / f"fr_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
     return d
 
@@ -205,7 +288,10 @@ def test_verdicts_say_what_fr_showed() -> None:
     first = d.evidence[0]
     assert first.path == "fr/fr_rank_1.json" and "record_id 24" in first.text
     d = correlator.diagnose(correlator.load(CASES / "fr-03-size-mismatch-rank0" / "logs"))
-    assert "rank 0 called all_reduce of [48, 16] at pg 0 seq 1 where ranks 1-2 called all_reduce of [32, 16]" in d.summary
+    assert (
+        "rank 0 called all_reduce of [48, 16] at pg 0 seq 1 where ranks 1-2 called all_reduce of [32, 16]"
+        in d.summary
+    )
     assert any("rank 3 left no Flight Recorder dump" in r for r in d.confidence_reasons)
     d = correlator.diagnose(correlator.load(CASES / "fr-04-skip-collective-dumps-only" / "logs"))
     assert "skipped that all_reduce and ran ahead" in d.summary and d.missing_ranks == [1]
@@ -213,22 +299,43 @@ def test_verdicts_say_what_fr_showed() -> None:
     # rank is stuck (first seq not completed).
     t = correlator.load(CASES / "recon-17-fr-nccl-extra-allreduce-rank0-dumps-only" / "logs")
     d = correlator.diagnose(t)
-    assert "rank 0 called all_reduce of [4, 5] at pg 0 seq 3 where ranks 1-3 called all_reduce of [3, 4]" in d.summary
+    assert (
+        "rank 0 called all_reduce of [4, 5] at pg 0 seq 3 where ranks 1-3 called all_reduce of [3, 4]"
+        in d.summary
+    )
     assert "an extra collective" in d.summary
     st = t.filter(pl.col("kind") == "fr_waiting").sort("rank")
     assert st["seq"].to_list() == [3, 3, 3, 3] and st["seq_enqueued"].to_list() == [5, 4, 4, 4]
 
 
-def test_cli_fr_option_and_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_fr_option_and_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     logs = tmp_path / "logs"
     shutil.copytree(CASES / "fr-02-op-mismatch" / "logs", logs)
     shutil.move(logs / "fr", tmp_path / "dumps")
-    code, out, _ = run_cli(["diagnose", logs, "--fr", tmp_path / "dumps", "-f", "json", "-q"], monkeypatch, capsys)
+    code, out, _ = run_cli(
+        ["diagnose", logs, "--fr", tmp_path / "dumps", "-f", "json", "-q"], monkeypatch, capsys
+    )
     got = json.loads(out)
     assert code == 0 and got["initiating_ranks"] == [1] and got["failure_kind"] == "collective_mismatch"
-    code, out, _ = run_cli(["events", logs, "--fr", tmp_path / "dumps", "--kind", "fr_collective", "-n", "0",
-                            "-f", "json", "-q"], monkeypatch, capsys)
+    code, out, _ = run_cli(
+        [
+            "events",
+            logs,
+            "--fr",
+            tmp_path / "dumps",
+            "--kind",
+            "fr_collective",
+            "-n",
+            "0",
+            "-f",
+            "json",
+            "-q",
+        ],
+        monkeypatch,
+        capsys,
+    )
     rows = [json.loads(x) for x in out.splitlines()]
     assert code == 0 and len(rows) == 80 and {r["kind"] for r in rows} == {"fr_collective"}
     code, _, err = run_cli(["diagnose", logs, "--fr", tmp_path / "nope", "-q"], monkeypatch, capsys)
@@ -245,12 +352,18 @@ def test_fr_slices_in_perfetto_and_plot(tmp_path: Path) -> None:
     for r in (0, 1):
         obj = layout("2.5")
         e2 = _entry(1, 2, state="scheduled", time_created_ns=1724779240000000000)  # rank r stuck in seq 2
-        obj["entries"].append(e2 if r == 0 else _entry(1, 2, name="broadcast", time_created_ns=1724779240000000000))
+        obj["entries"].append(
+            e2 if r == 0 else _entry(1, 2, name="broadcast", time_created_ns=1724779240000000000)
+        )
         (d / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
     (d / "nccl_trace_rank_2").write_bytes(pickle.dumps(layout("2.5"), protocol=2))
     t = correlator.load(d)
     diag = correlator.diagnose(t)
-    xs = [e for e in to_trace(t, diag)["traceEvents"] if e.get("ph") == "X" and "flight_recorder" in e.get("cat", "")]
+    xs = [
+        e
+        for e in to_trace(t, diag)["traceEvents"]
+        if e.get("ph") == "X" and "flight_recorder" in e.get("cat", "")
+    ]
     # the seq-1 entry of each rank: created ...936775119, completed ...975811724 -> 39036 µs
     assert len(xs) == 3 and {x["dur"] for x in xs} == {39036}
     fig = timeline_figure(t, diag)
@@ -273,14 +386,22 @@ def test_subgroup_record_ids_do_not_trim_other_ranks(tmp_path: Path) -> None:
                 ents.append(_entry(rid, s, backend="gloo", process_group=("1", "sub"), sizes=((2,),)))
                 rid += 1
         if r == 2:
-            ents.append(_entry(rid, 5, name="all_reduce", sizes=((3, 4),), backend="gloo", input_dtypes=["Half"]))
+            ents.append(
+                _entry(rid, 5, name="all_reduce", sizes=((3, 4),), backend="gloo", input_dtypes=["Half"])
+            )
         else:
             ents.append(_entry(rid, 5, backend="gloo"))
-        obj = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1, 2]"}}, "entries": ents}
+        obj = {
+            "version": "2.10",
+            "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1, 2]"}},
+            "entries": ents,
+        }
         (d / f"fr_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
     v = fr.analyze(correlator.load(d))
     assert v is not None and (v.initiators, v.kind, v.pg, v.seq) == ([2], "dtype_mismatch", "0", 5)
-    assert "rank 2 called all_reduce of Half at pg 0 seq 5 where ranks 0-1 called all_reduce of Float" == v.claim
+    assert (
+        "rank 2 called all_reduce of Half at pg 0 seq 5 where ranks 0-1 called all_reduce of Float" == v.claim
+    )
 
 
 def test_text_lines_of_the_same_seq_are_linked() -> None:
@@ -288,12 +409,26 @@ def test_text_lines_of_the_same_seq_are_linked() -> None:
     from correlator.schema import conform
 
     t = correlator.load(CASES / "fr-02-op-mismatch" / "logs")
-    fp = conform(pl.DataFrame({
-        "event_id": [10**6], "path": ["rank1.log"], "line": [1], "line_count": [1], "rank": [1], "layer": ["c10d"],
-        "kind": ["collective_fingerprint"], "seq": [25], "op": ["BROADCAST"], "duplicate": [False],
-        "raw": ["[rank1]:[I] Running collective: CollectiveFingerPrint(SequenceNumber=25, OpType=BROADCAST)"],
-        "attempt": [0],
-    }))
+    fp = conform(
+        pl.DataFrame(
+            {
+                "event_id": [10**6],
+                "path": ["rank1.log"],
+                "line": [1],
+                "line_count": [1],
+                "rank": [1],
+                "layer": ["c10d"],
+                "kind": ["collective_fingerprint"],
+                "seq": [25],
+                "op": ["BROADCAST"],
+                "duplicate": [False],
+                "raw": [
+                    "[rank1]:[I] Running collective: CollectiveFingerPrint(SequenceNumber=25, OpType=BROADCAST)"
+                ],
+                "attempt": [0],
+            }
+        )
+    )
     v = fr.analyze(pl.concat([t, fp]))
     assert v is not None and 10**6 in v.evidence and v.evidence[0] != 10**6
 
@@ -304,16 +439,34 @@ def test_nccl_state_names_the_rank_that_never_started(tmp_path: Path) -> None:
     d = tmp_path / "dumps"
     d.mkdir()
     for r in range(4):
-        ents = [_entry(0, 1, state="completed", time_discovered_completed_ns=1724779239975811724),
-                _entry(1, 2, state="completed", time_discovered_completed_ns=1724779239985811724),
-                _entry(2, 3, state="scheduled" if r == 2 else "started")]
-        obj = {"version": "2.5", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
-               "pg_status": {"0": {"last_enqueued_collective": 3, "last_started_collective": 2 if r == 2 else 3,
-                                   "last_completed_collective": 2}}, "entries": ents}
+        ents = [
+            _entry(0, 1, state="completed", time_discovered_completed_ns=1724779239975811724),
+            _entry(1, 2, state="completed", time_discovered_completed_ns=1724779239985811724),
+            _entry(2, 3, state="scheduled" if r == 2 else "started"),
+        ]
+        obj = {
+            "version": "2.5",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": 3,
+                    "last_started_collective": 2 if r == 2 else 3,
+                    "last_completed_collective": 2,
+                }
+            },
+            "entries": ents,
+        }
         (d / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
     t = correlator.load(d)
     v = fr.analyze(t)
     assert v is not None and (v.initiators, v.pg, v.seq) == ([2], "0", 3)
-    assert v.claim == "rank 2's all_reduce at pg 0 seq 3 never started (scheduled) while ranks 0-1, 3 had started it"
+    assert (
+        v.claim
+        == "rank 2's all_reduce at pg 0 seq 3 never started (scheduled) while ranks 0-1, 3 had started it"
+    )
     diag = correlator.diagnose(t)
-    assert (diag.initiating_ranks, diag.collateral_ranks, diag.failure_kind) == ([2], [0, 1, 3], "straggler_hang")
+    assert (diag.initiating_ranks, diag.collateral_ranks, diag.failure_kind) == (
+        [2],
+        [0, 1, 3],
+        "straggler_hang",
+    )

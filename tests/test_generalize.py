@@ -12,9 +12,11 @@ import polars as pl
 
 import correlator
 
-WATCHDOG = ("[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
-            "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
-            "Timeout(ms)=600000) ran for 60006{r} milliseconds before timing out.")
+WATCHDOG = (
+    "[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+    "Timeout(ms)=600000) ran for 60006{r} milliseconds before timing out."
+)
 
 
 def _load(tmp_path: Path, text: str, name: str = "console.log") -> pl.DataFrame:
@@ -34,14 +36,17 @@ def test_viewer_line_numbers_do_not_hide_the_c10_prefix(tmp_path: Path) -> None:
 
 def test_progress_bar_glued_to_an_old_c10_line(tmp_path: Path) -> None:
     # pytorch#118369: a Lightning progress bar, then torch <= 2.1's "[E ProcessGroupNCCL.cpp:458] [Rank 0]".
-    line = ("Epoch 0:   6%|██      | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6][E ProcessGroupNCCL.cpp:458] "
-            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, "
-            "Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.")
+    line = (
+        "Epoch 0:   6%|██      | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6][E ProcessGroupNCCL.cpp:458] "
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, "
+        "Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out."
+    )
     t = _load(tmp_path, line)
     # Two rows from one physical line: the bar (elapsed 6:28:43) and the watchdog record (line_count 0).
     assert t.select("kind", "rank", "seq", "layer", "line", "line_count", "elapsed_ms").rows() == [
         ("progress_bar", None, None, "app", 1, 1, (6 * 3600 + 28 * 60 + 43) * 1000),
-        ("watchdog_timeout", 0, 96120, "c10d", 1, 0, 25624887)]
+        ("watchdog_timeout", 0, 96120, "c10d", 1, 0, 25624887),
+    ]
 
 
 def test_indented_excerpt_line_is_its_own_record(tmp_path: Path) -> None:
@@ -53,8 +58,10 @@ def test_indented_excerpt_line_is_its_own_record(tmp_path: Path) -> None:
 
 
 def test_nccl_stamp_is_not_taken_for_leading_junk(tmp_path: Path) -> None:
-    line = ("[2026-03-14 09:12:47] node-a:41240:41523 [3] transport/net_ib.cc:2341 NCCL WARN NET/IB: Got completion "
-            "from peer 192.0.2.12<51123> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV(128)")
+    line = (
+        "[2026-03-14 09:12:47] node-a:41240:41523 [3] transport/net_ib.cc:2341 NCCL WARN NET/IB: Got completion "
+        "from peer 192.0.2.12<51123> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV(128)"
+    )
     r = _load(tmp_path, line).row(0, named=True)
     assert (r["kind"], r["host"], r["ts"].minute, r["ts"].second) == ("nccl_net_error", "node-a", 12, 47)
 
@@ -69,22 +76,29 @@ def test_world_size_of_an_excerpt_comes_from_evidence(tmp_path: Path) -> None:
 
 def test_stated_world_size_names_the_missing_rank(tmp_path: Path) -> None:
     init = "node-a:4242:4242 [{r}] NCCL INFO comm 0x55d0c3a4e2b0 rank {r} nranks 3 cudaDev {r} busId 1b000 - Init COMPLETE"
-    text = "\n".join([init.format(r=r).replace("4242", str(4242 + r)) for r in range(3)]
-                     + [WATCHDOG.format(r=r) for r in (0, 1)])
+    text = "\n".join(
+        [init.format(r=r).replace("4242", str(4242 + r)) for r in range(3)]
+        + [WATCHDOG.format(r=r) for r in (0, 1)]
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert d.world_size == 3
     assert d.initiating_ranks == [2]
 
 
 def test_stacked_prefixes_pdsh_ip_and_excepthook(tmp_path: Path) -> None:
-    text = "\n".join([
-        "192.0.2.12: [rank9]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-        "192.0.2.11: " + WATCHDOG.format(r=1),
-        "192.0.2.11: " + WATCHDOG.format(r=2),
-    ])
+    text = "\n".join(
+        [
+            "192.0.2.12: [rank9]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "192.0.2.11: " + WATCHDOG.format(r=1),
+            "192.0.2.11: " + WATCHDOG.format(r=2),
+        ]
+    )
     t = _load(tmp_path, text).filter(pl.col("kind").is_in(["cuda_oom", "watchdog_timeout"]))
-    assert t.select("kind", "rank", "host").rows() == [("cuda_oom", 9, "192.0.2.12"), ("watchdog_timeout", 1, "192.0.2.11"),
-                                                      ("watchdog_timeout", 2, "192.0.2.11")]
+    assert t.select("kind", "rank", "host").rows() == [
+        ("cuda_oom", 9, "192.0.2.12"),
+        ("watchdog_timeout", 1, "192.0.2.11"),
+        ("watchdog_timeout", 2, "192.0.2.11"),
+    ]
 
 
 def test_user_printed_rank_prefixes(tmp_path: Path) -> None:
@@ -103,24 +117,34 @@ def test_mpirun_timestamp_and_tag_stacked(tmp_path: Path) -> None:
 
 def test_rank_stated_inside_an_unprefixed_message(tmp_path: Path) -> None:
     # torch 2.2-2.4 name the default PG "PG 1"; a line with both prefixes teaches that PG 1 ranks are global.
-    text = "\n".join([
-        ("[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 5] Exception (either an error or timeout) detected by "
-        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733."),
-        ("[rank6]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 6] Exception (either an error or timeout) detected by "
-        "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733."),
-        "terminate called after throwing an instance of 'c10::DistBackendError'",
-        ("  what():  [PG 1 Rank 11] Process group watchdog thread terminated with exception: [Rank 11] Watchdog "
-        "caught collective operation timeout: WorkNCCL(SeqNum=15734, OpType=ALLREDUCE, NumelIn=2, NumelOut=2, "
-        "Timeout(ms)=600000) ran for 600091 milliseconds before timing out."),
-        "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: NCCL error",
-    ])
+    text = "\n".join(
+        [
+            (
+                "[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 5] Exception (either an error or timeout) detected by "
+                "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733."
+            ),
+            (
+                "[rank6]:[E ProcessGroupNCCL.cpp:1316] [PG 1 Rank 6] Exception (either an error or timeout) detected by "
+                "watchdog at work: 15734, last enqueued NCCL work: 15735, last completed NCCL work: 15733."
+            ),
+            "terminate called after throwing an instance of 'c10::DistBackendError'",
+            (
+                "  what():  [PG 1 Rank 11] Process group watchdog thread terminated with exception: [Rank 11] Watchdog "
+                "caught collective operation timeout: WorkNCCL(SeqNum=15734, OpType=ALLREDUCE, NumelIn=2, NumelOut=2, "
+                "Timeout(ms)=600000) ran for 600091 milliseconds before timing out."
+            ),
+            "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: NCCL error",
+        ]
+    )
     t = _load(tmp_path, text)
     assert t.select("rank", "rank_source", "line_count").rows()[2:] == [(11, "message", 2), (3, "message", 1)]
 
 
 def test_gpu_index_is_a_rank_only_on_one_node(tmp_path: Path) -> None:
-    oom = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has a total "
-           "capacity of 79.15 GiB of which 1.25 MiB is free.")
+    oom = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has a total "
+        "capacity of 79.15 GiB of which 1.25 MiB is free."
+    )
     one = _load(tmp_path, "\n".join([oom, WATCHDOG.format(r=0)]))
     assert one.filter(pl.col("kind") == "cuda_oom").select("rank", "rank_source").row(0) == (3, "gpu_index")
     two = tmp_path / "two"
@@ -131,10 +155,14 @@ def test_gpu_index_is_a_rank_only_on_one_node(tmp_path: Path) -> None:
 
 
 def test_fault_without_a_rank_gets_a_low_confidence_verdict(tmp_path: Path) -> None:
-    text = "\n".join([
-        "Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "    loss.backward()",
-        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-    ])
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "train.py", line 3, in <module>',
+            "    loss.backward()",
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        ]
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.failure_kind) == ([], "cuda_oom")
     assert d.confidence <= 0.4
@@ -147,7 +175,9 @@ def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monk
 
     from tests.conftest import run_cli
 
-    (tmp_path / "console.log").write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    (tmp_path / "console.log").write_text(
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
     code, out, _ = run_cli(["diagnose", tmp_path, "--format", "json"], monkeypatch, capsys)
     assert code == 0
     assert json.loads(out)["failure_kind"] == "cuda_error"
@@ -156,8 +186,10 @@ def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monk
     assert code == 2 and "no distributed-training log lines" in err
 
 
-OLD_WD = ("[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=56693, "
-          "OpType={op}, Timeout(ms)=1800000) ran for 180437{r} milliseconds before timing out.")
+OLD_WD = (
+    "[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=56693, "
+    "OpType={op}, Timeout(ms)=1800000) ran for 180437{r} milliseconds before timing out."
+)
 
 
 def test_rank_absent_from_a_block_of_timeouts(tmp_path: Path) -> None:
@@ -168,8 +200,13 @@ def test_rank_absent_from_a_block_of_timeouts(tmp_path: Path) -> None:
 
 
 def test_several_absent_ranks_are_candidates_unless_rank0_has_a_reason(tmp_path: Path) -> None:
-    plain = correlator.diagnose(_load(tmp_path, "\n".join(OLD_WD.format(r=r, op="ALLREDUCE") for r in (3, 2))))
-    assert (plain.initiating_ranks, plain.failure_kind) == ([], "unknown")  # two absent of four: cut from the paste
+    plain = correlator.diagnose(
+        _load(tmp_path, "\n".join(OLD_WD.format(r=r, op="ALLREDUCE") for r in (3, 2)))
+    )
+    assert (plain.initiating_ranks, plain.failure_kind) == (
+        [],
+        "unknown",
+    )  # two absent of four: cut from the paste
     rooted = tmp_path / "rooted"
     rooted.mkdir()
     d = correlator.diagnose(_load(rooted, "\n".join(OLD_WD.format(r=r, op="BROADCAST") for r in (3, 2))))
@@ -180,8 +217,13 @@ def test_several_absent_ranks_are_candidates_unless_rank0_has_a_reason(tmp_path:
 def test_untagged_progress_bar_that_stops_mid_work_points_at_rank0(tmp_path: Path) -> None:
     # LlamaFactory#2424 shape: rank 0 tokenizes (untagged bar at 9 %), ranks 1 and 2 hit the 30-min watchdog.
     bar = "Running tokenizer on dataset:   9%|███▊      | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]"
-    text = "\n".join([bar + OLD_WD.format(r=2, op="ALLREDUCE"), OLD_WD.format(r=1, op="ALLREDUCE"),
-                      OLD_WD.format(r=3, op="ALLREDUCE").replace("[Rank 3]", "[Rank 4]")])
+    text = "\n".join(
+        [
+            bar + OLD_WD.format(r=2, op="ALLREDUCE"),
+            OLD_WD.format(r=1, op="ALLREDUCE"),
+            OLD_WD.format(r=3, op="ALLREDUCE").replace("[Rank 3]", "[Rank 4]"),
+        ]
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert d.initiating_ranks == [0]
     assert any("stops mid-work" in r for r in d.confidence_reasons)
@@ -189,8 +231,10 @@ def test_untagged_progress_bar_that_stops_mid_work_points_at_rank0(tmp_path: Pat
 
 def test_waiting_ranks_name_the_rank_they_wait_for(tmp_path: Path) -> None:
     # NVIDIA/nccl#865 shape: rank 1's store wait names rank 0 as the one that never published the id.
-    text = ("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
-            "store by key '0', but store->get('0') got error: Socket Timeout")
+    text = (
+        "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+        "store by key '0', but store->get('0') got error: Socket Timeout"
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.collateral_ranks) == ([0], [1])
     assert d.initiator_basis == "named by the ranks waiting for it"
@@ -199,27 +243,34 @@ def test_waiting_ranks_name_the_rank_they_wait_for(tmp_path: Path) -> None:
 def test_sigterm_pids_with_gaps_still_map_to_local_ranks(tmp_path: Path) -> None:
     # pytorch#88251: local_rank 5 (pid 59469) fails; the agent SIGTERMs the other seven, pids not consecutive.
     pfx = "WARNING:torch.distributed.elastic.multiprocessing.api:"
-    lines = [f"{pfx}Sending process {p} closing signal SIGTERM" for p in (59460, 59461, 59462, 59463, 59466, 59470, 59471)]
-    lines.append("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 5 (pid: 59469) "
-                 "of binary: /home/user/bin/python")
+    lines = [
+        f"{pfx}Sending process {p} closing signal SIGTERM"
+        for p in (59460, 59461, 59462, 59463, 59466, 59470, 59471)
+    ]
+    lines.append(
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 5 (pid: 59469) "
+        "of binary: /home/user/bin/python"
+    )
     d = correlator.diagnose(_load(tmp_path, "\n".join(lines)))
     assert (d.initiating_ranks, d.collateral_ranks) == ([5], [0, 1, 2, 3, 4, 6, 7])
 
 
 def test_mp_spawn_reports_name_the_worker(tmp_path: Path) -> None:
     # detectron2#3819 shape: the parent's ProcessRaisedException, then worker 1's own traceback.
-    text = "\n".join([
-        "Traceback (most recent call last):",
-        '  File "/usr/lib/python3/dist-packages/torch/multiprocessing/spawn.py", line 150, in join',
-        "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
-        "torch.multiprocessing.spawn.ProcessRaisedException: ",
-        "",
-        "-- Process 1 terminated with the following error:",
-        "Traceback (most recent call last):",
-        '  File "train_net.py", line 120, in train',
-        "    self.train_loop(self.start_iter, self.max_iter)",
-        "FloatingPointError: Loss became infinite or NaN at iteration=12!",
-    ])
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3/dist-packages/torch/multiprocessing/spawn.py", line 150, in join',
+            "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+            "torch.multiprocessing.spawn.ProcessRaisedException: ",
+            "",
+            "-- Process 1 terminated with the following error:",
+            "Traceback (most recent call last):",
+            '  File "train_net.py", line 120, in train',
+            "    self.train_loop(self.start_iter, self.max_iter)",
+            "FloatingPointError: Loss became infinite or NaN at iteration=12!",
+        ]
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.failure_kind) == ([1], "rank_crash")
     assert "FloatingPointError" in d.summary
@@ -231,12 +282,16 @@ def test_mp_spawn_reports_name_the_worker(tmp_path: Path) -> None:
 
 def test_exception_raised_by_a_ranks_own_wait_is_an_effect(tmp_path: Path) -> None:
     # axolotl#2684 shape: rank 1's store wait times out, then its traceback (cut in the paste) follows.
-    text = "\n".join([
-        ("[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
-        "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms"),
-        "[rank1]: Traceback (most recent call last):",
-        '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main',
-    ])
+    text = "\n".join(
+        [
+            (
+                "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
+                "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms"
+            ),
+            "[rank1]: Traceback (most recent call last):",
+            '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main',
+        ]
+    )
     t = _load(tmp_path, text)
     assert t.select("kind", "rank").rows() == [("store_error", 1), ("python_exception", 1)]
     from correlator.faults import fault_rows
@@ -248,77 +303,103 @@ def test_fixed_width_wrap_rejoins_cut_lines(tmp_path: Path) -> None:
     full = [WATCHDOG.format(r=r) for r in (1, 2, 3)]
     width = 100
     # A terminal of 100 columns cuts each 260-character line into 100 + 100 + 60, mid-word.
-    text = "\n".join(line[i:i + width] for line in full for i in range(0, len(line), width))
+    text = "\n".join(line[i : i + width] for line in full for i in range(0, len(line), width))
     rows = _load(tmp_path, text).filter(pl.col("kind") == "watchdog_timeout")
     assert rows.select("rank", "seq", "elapsed_ms", "line_count").rows() == [
-        (1, 1580, 600061, 3), (2, 1580, 600062, 3), (3, 1580, 600063, 3)]
+        (1, 1580, 600061, 3),
+        (2, 1580, 600062, 3),
+        (3, 1580, 600063, 3),
+    ]
 
 
 def test_horovod_stall_reports_name_the_missing_rank(tmp_path: Path) -> None:
-    ready = ("Stalled ops: HorovodBroadcast_InceptionV3_Logits_Conv2d_1c_1x1_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]")
+    ready = "Stalled ops: HorovodBroadcast_InceptionV3_Logits_Conv2d_1c_1x1_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]"
     d = correlator.diagnose(_load(tmp_path, ready))
     assert (d.initiating_ranks, d.failure_kind) == ([2], "straggler_hang")
     assert d.collateral_ranks == [0, 1, 3, 4, 5, 6]
     newer = tmp_path / "newer"
     newer.mkdir()
-    text = "\n".join([
-        ("[1,0]<stderr>:[2020-01-14 13:48:07.704032: W horovod/common/stall_inspector.cc:105] One or more tensors "
-        "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
-        "ranks for more than 60 seconds."),
-        "[1,0]<stderr>:Stalled ranks:",
-        "[1,0]<stderr>:2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0]",
-    ])
+    text = "\n".join(
+        [
+            (
+                "[1,0]<stderr>:[2020-01-14 13:48:07.704032: W horovod/common/stall_inspector.cc:105] One or more tensors "
+                "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
+                "ranks for more than 60 seconds."
+            ),
+            "[1,0]<stderr>:Stalled ranks:",
+            "[1,0]<stderr>:2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0]",
+        ]
+    )
     d = correlator.diagnose(_load(newer, text))
     assert (d.initiating_ranks, d.collateral_ranks) == ([2], [0])
     odd = tmp_path / "odd"
     odd.mkdir()
-    text = "\n".join(["Stalled ops:", "HorovodAllreduce_loss_Mean_0 [ready ranks: 3]",
-                      "HorovodAllreduce_gradients_0 [ready ranks: 2, 0, 1]"])
+    text = "\n".join(
+        [
+            "Stalled ops:",
+            "HorovodAllreduce_loss_Mean_0 [ready ranks: 3]",
+            "HorovodAllreduce_gradients_0 [ready ranks: 2, 0, 1]",
+        ]
+    )
     d = correlator.diagnose(_load(odd, text))
     assert (d.initiating_ranks, d.failure_kind) == ([3], "collective_mismatch")
 
 
 def test_open_mpi_names_the_rank_that_died(tmp_path: Path) -> None:
-    text = "\n".join([
-        "[node-a:19474] *** Process received signal ***",
-        "[node-a:19474] Signal: Segmentation fault (11)",
-        "mpiexec noticed that process rank 0 with PID 19474 on node node-a exited on signal 11 (Segmentation fault).",
-    ])
+    text = "\n".join(
+        [
+            "[node-a:19474] *** Process received signal ***",
+            "[node-a:19474] Signal: Segmentation fault (11)",
+            "mpiexec noticed that process rank 0 with PID 19474 on node node-a exited on signal 11 (Segmentation fault).",
+        ]
+    )
     t = _load(tmp_path, text)
-    assert t.filter(pl.col("kind") == "process_killed").select("rank", "exit_code", "signal").row(0) == (0, -11, "SIGSEGV")
+    assert t.filter(pl.col("kind") == "process_killed").select("rank", "exit_code", "signal").row(0) == (
+        0,
+        -11,
+        "SIGSEGV",
+    )
     d = correlator.diagnose(t)
     assert (d.initiating_ranks, d.failure_kind) == ([0], "rank_crash")
 
 
 def test_lost_peer_with_one_rank_absent(tmp_path: Path) -> None:
     # pytorch#150916 shape: rank 1 reports the remote process exited; rank 0 left nothing in the paste.
-    line = ("[rank1]:[E415 09:00:01.000000000 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
-            "Collective WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) raised the "
-            "following async exception: NCCL error: remote process exited or there was a network error")
+    line = (
+        "[rank1]:[E415 09:00:01.000000000 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
+        "Collective WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) raised the "
+        "following async exception: NCCL error: remote process exited or there was a network error"
+    )
     d = correlator.diagnose(_load(tmp_path, line))
     assert (d.initiating_ranks, d.collateral_ranks) == ([0], [1])
 
 
 def test_srun_task_ids_are_ranks_without_a_launcher_inside(tmp_path: Path) -> None:
     # facebookresearch/deit#102 shape: one task per rank; task 5 exits 1, the step is cancelled, the rest killed.
-    text = "\n".join([
-        "srun: error: node-a: task 5: Exited with exit code 1",
-        "slurmstepd: error: *** STEP 43575862.0 ON node-a CANCELLED AT 2021-07-14T08:00:36 ***",
-        "srun: error: node-a: tasks 0-4,6,7: Killed",
-    ])
+    text = "\n".join(
+        [
+            "srun: error: node-a: task 5: Exited with exit code 1",
+            "slurmstepd: error: *** STEP 43575862.0 ON node-a CANCELLED AT 2021-07-14T08:00:36 ***",
+            "srun: error: node-a: tasks 0-4,6,7: Killed",
+        ]
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.failure_kind) == ([5], "rank_crash")
     assert d.collateral_ranks == [0, 1, 2, 3, 4, 6, 7]
 
 
 def test_nccl_cuda_dev_and_nccl_oom_on_one_node(tmp_path: Path) -> None:
-    text = "\n".join([
-        "node-a:3018451:3018451 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'",
-        "node-a:3018452:3018452 [1] NCCL INFO [Service thread] Connection closed by localRank 0",
-    ])
+    text = "\n".join(
+        [
+            "node-a:3018451:3018451 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'",
+            "node-a:3018452:3018452 [1] NCCL INFO [Service thread] Connection closed by localRank 0",
+        ]
+    )
     t = _load(tmp_path, text)
-    assert t.select("kind", "rank", "rank_source").rows() == [("cuda_oom", 0, "gpu_index"),
-                                                                ("nccl_peer_closed", 1, "gpu_index")]
+    assert t.select("kind", "rank", "rank_source").rows() == [
+        ("cuda_oom", 0, "gpu_index"),
+        ("nccl_peer_closed", 1, "gpu_index"),
+    ]
     d = correlator.diagnose(t)
     assert (d.initiating_ranks, d.failure_kind) == ([0], "cuda_oom")
 
@@ -327,22 +408,30 @@ def test_exit_codes_past_128_are_effects(tmp_path: Path) -> None:
     from correlator.faults import fault_rows
 
     pfx = "ERROR:torch.distributed.elastic.multiprocessing.api:"
-    text = "\n".join([f"{pfx}failed (exitcode: 143) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
-                      f"{pfx}failed (exitcode: 1) local_rank: 0 (pid: 4241) of binary: /usr/bin/python"])
+    text = "\n".join(
+        [
+            f"{pfx}failed (exitcode: 143) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+            f"{pfx}failed (exitcode: 1) local_rank: 0 (pid: 4241) of binary: /usr/bin/python",
+        ]
+    )
     t = _load(tmp_path, text)
     assert fault_rows(t).sort("rank").select("rank", "role").rows() == [(0, "exit"), (1, "effect")]
     assert correlator.diagnose(t).initiating_ranks == [0]
 
 
 def test_truncated_failed_line_still_names_the_worker(tmp_path: Path) -> None:
-    t = _load(tmp_path, "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3")
+    t = _load(
+        tmp_path, "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3"
+    )
     assert t.select("kind", "exit_code", "local_rank").row(0) == ("worker_failed", -9, 3)
 
 
 def test_ranks_losing_the_store_point_at_rank0(tmp_path: Path) -> None:
-    text = "\n".join(f"[rank{r}]:[E1201 10:00:0{r}.000000000 TCPStore.cpp:125] [c10d] recvValue failed on "
-                     f"SocketImpl(fd=6, addr=[node-b]:4321{r}, remote=[node-a]:29500): Connection reset by peer"
-                     for r in (1, 2, 3))
+    text = "\n".join(
+        f"[rank{r}]:[E1201 10:00:0{r}.000000000 TCPStore.cpp:125] [c10d] recvValue failed on "
+        f"SocketImpl(fd=6, addr=[node-b]:4321{r}, remote=[node-a]:29500): Connection reset by peer"
+        for r in (1, 2, 3)
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert d.initiating_ranks == [0]
     assert any("TCPStore" in r for r in d.confidence_reasons)
@@ -352,23 +441,34 @@ def test_rank_that_never_entered_the_collective_is_named(tmp_path: Path) -> None
     # Ranks 0, 1, 3 entered work 88 (enqueued 88, completed 87); rank 2 was only told of the timeout by rank 0's
     # dump signal and had enqueued == completed == 87: it never entered the collective.
     pfx = "[rank{r}]:[E1201 10:00:0{s}.100000000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
-    text = "\n".join([
-        *(pfx.format(r=r, s=0) + "Exception (either an error or timeout) detected by watchdog at work: 88, last "
-          "enqueued NCCL work: 88, last completed NCCL work: 87." for r in (0, 1, 3)),
-        pfx.format(r=2, s=1) + "Received a dump signal due to a collective timeout from  rank 0 and we will try our "
-        "best to dump the debug info. Last enqueued NCCL work: 87, last completed NCCL work: 87.",
-    ])
+    text = "\n".join(
+        [
+            *(
+                pfx.format(r=r, s=0)
+                + "Exception (either an error or timeout) detected by watchdog at work: 88, last "
+                "enqueued NCCL work: 88, last completed NCCL work: 87."
+                for r in (0, 1, 3)
+            ),
+            pfx.format(r=2, s=1)
+            + "Received a dump signal due to a collective timeout from  rank 0 and we will try our "
+            "best to dump the debug info. Last enqueued NCCL work: 87, last completed NCCL work: 87.",
+        ]
+    )
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.collateral_ranks) == ([2], [0, 1, 3])
     assert d.initiator_basis == "behind on the collective sequence"
 
 
 def test_minority_timed_out_in_a_collective_the_majority_went_past(tmp_path: Path) -> None:
-    fp = ("[rank{r}]:[I1201 10:00:0{s}.000000000 ProcessGroupWrapper.cpp:710] [Rank {r}] Running collective: "
-          "CollectiveFingerPrint(SequenceNumber={q}, OpType=ALLREDUCE)")
-    wd = ("[rank0]:[E1201 10:10:05.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
-          "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 "
-          "milliseconds before timing out.")
+    fp = (
+        "[rank{r}]:[I1201 10:00:0{s}.000000000 ProcessGroupWrapper.cpp:710] [Rank {r}] Running collective: "
+        "CollectiveFingerPrint(SequenceNumber={q}, OpType=ALLREDUCE)"
+    )
+    wd = (
+        "[rank0]:[E1201 10:10:05.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 "
+        "milliseconds before timing out."
+    )
     text = "\n".join([*(fp.format(r=r, s=q - 4, q=q) for r in (1, 2, 3) for q in (5, 6)), wd])
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.failure_kind) == ([0], "collective_mismatch")

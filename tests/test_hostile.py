@@ -28,7 +28,12 @@ from tests.hostile_inputs import BASE_LINES, base, nlines, write
 def balanced(root: Path, expected: int | None = None):  # type: ignore[no-untyped-def]
     res = ingest(root)
     covered = int(res.table["line_count"].sum() or 0)
-    assert res.lines_read == covered + res.skipped_lines, (res.lines_read, covered, res.skipped_lines, res.warnings)
+    assert res.lines_read == covered + res.skipped_lines, (
+        res.lines_read,
+        covered,
+        res.skipped_lines,
+        res.warnings,
+    )
     assert res.skipped_lines == sum(int(e["lines"] or 0) for e in res.skipped), res.skipped
     if expected is not None:
         assert res.lines_read == expected, (res.lines_read, expected, res.warnings)
@@ -64,13 +69,13 @@ def test_gzip_damaged_mid_stream_keeps_the_prefix(tmp_path, monkeypatch, capsys)
     text = "".join(f"[rank0]: step {i} loss=0.{i:04d}\n" for i in range(20000)).encode()
     gz = bytearray(gzip.compress(text))
     mid = len(gz) // 2
-    gz[mid:mid + 32] = b"\x00" * 32
+    gz[mid : mid + 32] = b"\x00" * 32
     write(root / "late.log.gz", bytes(gz))
     # independently: what zlib yields byte by byte before it raises
     d, got = zlib.decompressobj(16 + zlib.MAX_WBITS), []
     for i in range(len(gz)):
         try:
-            got.append(d.decompress(bytes(gz[i:i + 1])))
+            got.append(d.decompress(bytes(gz[i : i + 1])))
         except zlib.error:
             break
     want = nlines(b"".join(got))
@@ -88,7 +93,7 @@ def test_decompression_bomb_stops_with_a_message_rest_diagnosed(kind, tmp_path, 
     base(root)
     payload = b"A" * (48 << 20)
     comp = {"gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[kind](payload)
-    write(root / f"bomb.log.{ {'gzip': 'gz', 'bz2': 'bz2', 'xz': 'xz'}[kind]}", comp)
+    write(root / f"bomb.log.{ {'gzip': 'gz', 'bz2': 'bz2', 'xz': 'xz'}[kind] }", comp)
     res = balanced(root)
     w = warned(res, "bomb.log", "stopped reading")
     assert "compression ratio above 500:1" in w or "size cap" in w, w
@@ -185,7 +190,11 @@ def test_nul_head_sparse_hole_and_binary_region(tmp_path):
     n += write(root / "mixed.rank0.log", text + blob + text)
     res = balanced(root, BASE_LINES + n)
     raw = res.table["raw"].to_list()
-    assert "[rank0]: after a NUL head" in raw and "[rank0]: after the hole" in raw and "[rank0]: before the hole" in raw
+    assert (
+        "[rank0]: after a NUL head" in raw
+        and "[rank0]: after the hole" in raw
+        and "[rank0]: before the hole" in raw
+    )
     mixed = res.table.filter(pl.col("path") == "mixed.rank0.log")
     assert mixed.height >= 0.9 * 2 * 20000  # the text around the blob is kept (judged in ~64 KiB regions)
     assert any(e["path"] == "mixed.rank0.log" and e["reason"] == "binary content" for e in res.skipped)
@@ -196,8 +205,11 @@ def test_cr_only_line_endings(tmp_path):
     base(root)
     write(root / "mac.rank1.log", b"[rank1]: one\r[rank1]: two\r[rank1]: three\r")
     res = balanced(root)
-    assert res.table.filter(pl.col("path") == "mac.rank1.log")["raw"].to_list() == ["[rank1]: one", "[rank1]: two",
-                                                                                     "[rank1]: three"]
+    assert res.table.filter(pl.col("path") == "mac.rank1.log")["raw"].to_list() == [
+        "[rank1]: one",
+        "[rank1]: two",
+        "[rank1]: three",
+    ]
     warned(res, "mac.rank1.log", "CR-only")
 
 
@@ -271,7 +283,9 @@ def test_fifo_skipped_with_a_reason_in_the_json(tmp_path, monkeypatch, capsys):
     base(root)
     os.mkfifo(root / "pipe.rank1.log")
     d = same_verdict(root, monkeypatch, capsys)
-    assert {"path": "pipe.rank1.log", "bytes": None, "lines": 0, "reason": "not a regular file"} in d["skipped"]
+    assert {"path": "pipe.rank1.log", "bytes": None, "lines": 0, "reason": "not a regular file"} in d[
+        "skipped"
+    ]
     r = read_lines(root / "pipe.rank1.log", "pipe.rank1.log")  # opened non-blocking, never hangs
     assert r.skipped[0]["reason"] == "not a regular file" and "FIFO" in r.warnings[0]
 
@@ -283,14 +297,20 @@ def test_huge_ranks_and_world_sizes(tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
     base(root)
     n = write(root / "rank99999999999.log", "[rank1]: rank past int32 in the file name\n")
-    n += write(root / "stray.log", "[rank99999]: one stray line\n"
-               "node-a:1:2 [0] NCCL INFO comm 0x5555 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n")
+    n += write(
+        root / "stray.log",
+        "[rank99999]: one stray line\n"
+        "node-a:1:2 [0] NCCL INFO comm 0x5555 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n",
+    )
     res = balanced(root, BASE_LINES + n)
     assert res.table["rank"].max() <= 1
     warned(res, "", "rank 99999", "stated world size 2")
     same_verdict(root, monkeypatch, capsys)
-    write(root / "big.log", "node-b:1:2 [0] NCCL INFO comm 0x6666 rank 0 nranks 100000 cudaDev 0 busId 1000 - Init COMPLETE\n"
-          "node-b:1:2 [0] NCCL INFO comm 0x7777 rank 0 nranks 10000000 cudaDev 0 busId 1000 - Init COMPLETE\n")
+    write(
+        root / "big.log",
+        "node-b:1:2 [0] NCCL INFO comm 0x6666 rank 0 nranks 100000 cudaDev 0 busId 1000 - Init COMPLETE\n"
+        "node-b:1:2 [0] NCCL INFO comm 0x7777 rank 0 nranks 10000000 cudaDev 0 busId 1000 - Init COMPLETE\n",
+    )
     res = balanced(root)
     warned(res, "", "world size of 0 or above 262144")
     out, _ = cli_ok(["diagnose", root, "-f", "json"], monkeypatch, capsys)
@@ -300,15 +320,26 @@ def test_huge_ranks_and_world_sizes(tmp_path, monkeypatch, capsys):
 def test_out_of_range_values_become_nulls(tmp_path, monkeypatch, capsys):
     root = tmp_path / "logs"
     base(root)
-    n = write(root / "odd.rank0.log",
-              "1970-01-01 00:00:00,000 INFO rank=0 epoch\n2100-12-31 23:59:59,999 INFO rank=0 future\n"
-              "36812-02-20 00:00:00,000 INFO rank=0 far future\n"
-              "[rank0]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
-              "operation timeout: WorkNCCL(SeqNum=99999999999999999999999, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-              "Timeout(ms)=99999999999999999999) ran for 99999999999999999999 milliseconds before timing out.\n")
+    n = write(
+        root / "odd.rank0.log",
+        "1970-01-01 00:00:00,000 INFO rank=0 epoch\n2100-12-31 23:59:59,999 INFO rank=0 future\n"
+        "36812-02-20 00:00:00,000 INFO rank=0 far future\n"
+        "[rank0]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=99999999999999999999999, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=99999999999999999999) ran for 99999999999999999999 milliseconds before timing out.\n",
+    )
     for i, stamp in enumerate(("1099511627776000", "-5", "99999999999999999999999")):
-        n += write(root / "run" / "attempt_0" / str(i) / "error.json", json.dumps(
-            {"message": {"message": "RuntimeError: x", "extraInfo": {"py_callstack": "", "timestamp": stamp}}}))
+        n += write(
+            root / "run" / "attempt_0" / str(i) / "error.json",
+            json.dumps(
+                {
+                    "message": {
+                        "message": "RuntimeError: x",
+                        "extraInfo": {"py_callstack": "", "timestamp": stamp},
+                    }
+                }
+            ),
+        )
     res = balanced(root, BASE_LINES + n)
     ts = res.table["ts"].drop_nulls()
     assert ts.len() == 0 or ts.dt.year().max() <= 2100
@@ -336,8 +367,12 @@ def test_parquet_given_to_diagnose_is_validated(tmp_path, monkeypatch, capsys):
     for i in range(len(flipped) // 3, len(flipped) // 3 + 64):
         flipped[i] ^= 0xFF
     (tmp_path / "pages.parquet").write_bytes(bytes(flipped))
-    for name, words in (("cols", "missing column"), ("types", "rank is String"), ("trunc", "parquet"),
-                        ("pages", "parquet")):
+    for name, words in (
+        ("cols", "missing column"),
+        ("types", "rank is String"),
+        ("trunc", "parquet"),
+        ("pages", "parquet"),
+    ):
         _, err = cli_ok(["diagnose", tmp_path / f"{name}.parquet"], monkeypatch, capsys, want=2)
         assert words in " ".join(err.split()), (name, err)
 
@@ -356,14 +391,17 @@ def test_rust_panic_is_exit_2_with_a_message(tmp_path, monkeypatch, capsys):
     assert "index out of bounds" in err and "error:" in err
 
 
-@pytest.mark.parametrize(("doc", "field"), [
-    ('{"initiating_ranks": "1", "collateral_ranks": []}', "initiating_ranks"),
-    ('{"initiating_ranks": [1], "collateral_ranks": [true]}', "collateral_ranks"),
-    ('{"initiating_ranks": [1], "collateral_ranks": [0], "failure_kind": 7}', "failure_kind"),
-    ('{"initiating_ranks": [1]}', "collateral_ranks"),
-    ("[" * 10_000 + "]" * 10_000, "nested too deeply"),
-    ('{"initiating_ranks": [99999999999999999999], "collateral_ranks": []}', "initiating_ranks"),
-])
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ('{"initiating_ranks": "1", "collateral_ranks": []}', "initiating_ranks"),
+        ('{"initiating_ranks": [1], "collateral_ranks": [true]}', "collateral_ranks"),
+        ('{"initiating_ranks": [1], "collateral_ranks": [0], "failure_kind": 7}', "failure_kind"),
+        ('{"initiating_ranks": [1]}', "collateral_ranks"),
+        ("[" * 10_000 + "]" * 10_000, "nested too deeply"),
+        ('{"initiating_ranks": [99999999999999999999], "collateral_ranks": []}', "initiating_ranks"),
+    ],
+)
 def test_eval_malformed_expected_json_names_the_field(doc, field, tmp_path, monkeypatch, capsys):
     case = tmp_path / "cases" / "c1"
     base(case / "logs")

@@ -27,16 +27,29 @@ CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 #: kind -> (line as a tool or a shell prints it, strings that must not survive)
 KINDS: dict[str, tuple[str, list[str]]] = {
     "nccl_host_prefix": ("trn-node-12:4242:4300 [0] NCCL INFO Init COMPLETE", ["trn-node-12"]),
-    "nccl_init_host": (("trn-node-12:4242:4300 [0] NCCL INFO ncclCommInitRank comm 0x55d0c3a4e2b0 rank 0 nranks 4 "
-                        "cudaDev 0 busId 1000 commId 0x1 - Init COMPLETE"), ["trn-node-12"]),
+    "nccl_init_host": (
+        (
+            "trn-node-12:4242:4300 [0] NCCL INFO ncclCommInitRank comm 0x55d0c3a4e2b0 rank 0 nranks 4 "
+            "cudaDev 0 busId 1000 commId 0x1 - Init COMPLETE"
+        ),
+        ["trn-node-12"],
+    ),
     "fqdn": ("connecting to gpu17.cluster.acme-corp.com:29500", ["gpu17", "acme-corp"]),
     "ipv4": ("Bootstrap : Using eth0:10.44.3.21<0>", ["10.44.3.21"]),
-    "ipv6_full": ("peer 2001:0db8:85a3:0000:0000:8a2e:0370:7334 closed", ["2001:0db8:85a3:0000:0000:8a2e:0370:7334",
-                                                                         "2001:db8:85a3::8a2e:370:7334"]),
+    "ipv6_full": (
+        "peer 2001:0db8:85a3:0000:0000:8a2e:0370:7334 closed",
+        ["2001:0db8:85a3:0000:0000:8a2e:0370:7334", "2001:db8:85a3::8a2e:370:7334"],
+    ),
     "ipv6_compressed": ("listening on [2001:db8:4::17]:29400", ["2001:db8:4::17"]),
-    "ipv6_link_local": ("NET/Socket : Using [0]eth0:fe80::a00:27ff:fe4e:66a1%eth0<0>", ["fe80::a00:27ff:fe4e:66a1"]),
+    "ipv6_link_local": (
+        "NET/Socket : Using [0]eth0:fe80::a00:27ff:fe4e:66a1%eth0<0>",
+        ["fe80::a00:27ff:fe4e:66a1"],
+    ),
     "mac": ("link/ether 0c:42:a1:b4:c5:d6 brd ff:ff:ff:ff:ff:ff", ["0c:42:a1:b4:c5:d6"]),
-    "ib_guid": ("Port GUID: 0x0c42a10300b4c5d6 Node GUID 0x0c42a10300b4c5d7", ["0c42a10300b4c5d6", "0c42a10300b4c5d7"]),
+    "ib_guid": (
+        "Port GUID: 0x0c42a10300b4c5d6 Node GUID 0x0c42a10300b4c5d7",
+        ["0c42a10300b4c5d6", "0c42a10300b4c5d7"],
+    ),
     "home": ('  File "/home/quentin/proj/train.py", line 7, in main', ["quentin"]),
     "users_mac": ("cache /Users/rosalind/Library/Caches", ["rosalind"]),
     "lustre": ("saving to /lustre/fsw/home/sebastian/ckpt/step100.pt", ["sebastian"]),
@@ -45,33 +58,63 @@ KINDS: dict[str, tuple[str, list[str]]] = {
     "slurm_user": ("SLURM_JOB_USER=valentina SLURM_JOB_ID=812345", ["valentina"]),
     "slurm_nodelist": ("SLURM_JOB_NODELIST=dgx-h100-[017-018,020]", ["dgx-h100"]),
     "slurm_node_expanded": ("srun: error: dgx-h100-018: task 3: Exited with exit code 1", ["dgx-h100"]),
-    "rdzv_endpoint": ("torchrun --nnodes=2 --rdzv_endpoint=rdzv-host-9:29400 --rdzv_backend=c10d train.py",
-                      ["rdzv-host-9"]),
+    "rdzv_endpoint": (
+        "torchrun --nnodes=2 --rdzv_endpoint=rdzv-host-9:29400 --rdzv_backend=c10d train.py",
+        ["rdzv-host-9"],
+    ),
     "master_addr": ("MASTER_ADDR=master-node-4 MASTER_PORT=29500", ["master-node-4"]),
     "email": ("job owner: wilhelmina.oakes@acme-corp.com", ["wilhelmina.oakes"]),
     "aws_key": ("AWS_ACCESS_KEY_ID=AKIAZQ4EXAMPLE7XK2PB", ["AKIAZQ4EXAMPLE7XK2PB"]),
-    "aws_secret": ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY", ["wJalrXUtnFEMI/K7MDENG"]),
-    "github": ("git clone https://ghp_R2d2C3p0Bb8Ll4Kk6Jj0Hh2Gg4Ff6Ee8Zz1Yy@github.com/acme/x", ["ghp_R2d2C3p0Bb8"]),
-    "huggingface": ("HF_TOKEN=hf_Qw8vZx2LmN4pR6tY0uI3oP5aS7dF9gH1jL huggingface-cli login", ["hf_Qw8vZx2LmN4"]),
+    "aws_secret": (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY",
+        ["wJalrXUtnFEMI/K7MDENG"],
+    ),
+    "github": (
+        "git clone https://ghp_R2d2C3p0Bb8Ll4Kk6Jj0Hh2Gg4Ff6Ee8Zz1Yy@github.com/acme/x",
+        ["ghp_R2d2C3p0Bb8"],
+    ),
+    "huggingface": (
+        "HF_TOKEN=hf_Qw8vZx2LmN4pR6tY0uI3oP5aS7dF9gH1jL huggingface-cli login",
+        ["hf_Qw8vZx2LmN4"],
+    ),
     "openai": ("OpenAI key sk-proj-Ab3De5Gh7Jk9Mn1Pq3St5Vw7Yz9Bc1Ef3Gh5Jk7Mn9Pq", ["sk-proj-Ab3De5Gh7"]),
     "wandb": ("wandb login 3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c2e4b6d8f02", ["3f9a1c7e5b2d4f6a8c0e"]),
     "google": ("GOOGLE_API=AIzaSyD3x4mPl3K3yF0rT3st1ngPurp0s3sXyZw", ["AIzaSyD3x4mPl3K3y"]),
-    "jwt": ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ0cmFpbmVyIn0.c2lnbmF0dXJlLWhlcmUtMTIz", ["eyJzdWIiOiJ0cmFpbmVyIn0"]),
-    "bearer": ('curl -H "Authorization: Bearer tkn9f8e7d6c5b4a3f2e1d0c" https://api.acme-corp.com/v1',
-               ["tkn9f8e7d6c5b4a3f2e1d0c"]),
-    "url_password": ("pip install --index-url https://deploy:Hunt3rTw0pass@pypi.acme-corp.com/simple x",
-                     ["Hunt3rTw0pass"]),
-    "password_arg": ("python train.py --db-password 'c0rrect horse' --password=Tr0ub4dor3x", ["c0rrect horse", "Tr0ub4dor3x"]),
+    "jwt": (
+        "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ0cmFpbmVyIn0.c2lnbmF0dXJlLWhlcmUtMTIz",
+        ["eyJzdWIiOiJ0cmFpbmVyIn0"],
+    ),
+    "bearer": (
+        'curl -H "Authorization: Bearer tkn9f8e7d6c5b4a3f2e1d0c" https://api.acme-corp.com/v1',
+        ["tkn9f8e7d6c5b4a3f2e1d0c"],
+    ),
+    "url_password": (
+        "pip install --index-url https://deploy:Hunt3rTw0pass@pypi.acme-corp.com/simple x",
+        ["Hunt3rTw0pass"],
+    ),
+    "password_arg": (
+        "python train.py --db-password 'c0rrect horse' --password=Tr0ub4dor3x",
+        ["c0rrect horse", "Tr0ub4dor3x"],
+    ),
     "s3": ("loading s3://acme-ml-private-ckpts/run7/step9.pt", ["acme-ml-private-ckpts"]),
     "gcs": ("gsutil cp gs://acme-secret-data/shards/0001.tar .", ["acme-secret-data"]),
-    "azure_sas": ("https://acmestore.blob.core.windows.net/c/x.bin?sv=2021-08-06&se=2026-01-01&sig=abCD12efGH34%2Bij56KL%3D",
-                  ["abCD12efGH34", "acmestore"]),
-    "slack_webhook": ("notify https://hooks.slack.com/services/T0ABCDE12/B0FGHIJ34/xYzAbCdEfGhIjKlMnOpQrStU",
-                      ["T0ABCDE12", "xYzAbCdEfGhIjKlMnOpQrStU"]),
-    "k8s_pod": ("pod/llm-train-7d9c8b7f6-x2k4q restarted; POD_NAME=llm-train-worker-3", ["llm-train-7d9c8b7f6-x2k4q",
-                                                                                      "llm-train-worker-3"]),
+    "azure_sas": (
+        "https://acmestore.blob.core.windows.net/c/x.bin?sv=2021-08-06&se=2026-01-01&sig=abCD12efGH34%2Bij56KL%3D",
+        ["abCD12efGH34", "acmestore"],
+    ),
+    "slack_webhook": (
+        "notify https://hooks.slack.com/services/T0ABCDE12/B0FGHIJ34/xYzAbCdEfGhIjKlMnOpQrStU",
+        ["T0ABCDE12", "xYzAbCdEfGhIjKlMnOpQrStU"],
+    ),
+    "k8s_pod": (
+        "pod/llm-train-7d9c8b7f6-x2k4q restarted; POD_NAME=llm-train-worker-3",
+        ["llm-train-7d9c8b7f6-x2k4q", "llm-train-worker-3"],
+    ),
     "ssh_key_head": ("-----BEGIN OPENSSH PRIVATE KEY-----", []),
-    "ssh_key_body": ("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW", ["b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"]),
+    "ssh_key_body": (
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW",
+        ["b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"],
+    ),
     "ssh_key_tail": ("-----END OPENSSH PRIVATE KEY-----", []),
     "env_secret": ("export MY_SERVICE_TOKEN=st-8812-velvet-otter-9", ["st-8812-velvet-otter-9"]),
 }
@@ -136,7 +179,10 @@ def test_no_kind_leaks_from_the_redacted_copy(corpus, tmp_path, monkeypatch, cap
 
 def test_no_kind_leaks_through_redact_flag(corpus, tmp_path, monkeypatch, capsys):
     outputs = {}
-    for args in (["diagnose", corpus, "-f", "json", "--redact"], ["events", corpus, "-f", "json", "-n", "0", "--redact"]):
+    for args in (
+        ["diagnose", corpus, "-f", "json", "--redact"],
+        ["events", corpus, "-f", "json", "-n", "0", "--redact"],
+    ):
         code, o, e = run_cli(args, monkeypatch, capsys)
         assert code == 0, e
         outputs[args[0]] = o + e
@@ -144,7 +190,9 @@ def test_no_kind_leaks_through_redact_flag(corpus, tmp_path, monkeypatch, capsys
     code, _, e = run_cli(["timeline", corpus, "-o", pq, "--redact"], monkeypatch, capsys)
     assert code == 0, e
     t = pl.read_parquet(pq)
-    outputs["parquet"] = "\n".join("\n".join(t[c].drop_nulls().to_list()) for c, d in t.schema.items() if d == pl.String)
+    outputs["parquet"] = "\n".join(
+        "\n".join(t[c].drop_nulls().to_list()) for c, d in t.schema.items() if d == pl.String
+    )
     bad = {k: leaks(v) for k, v in outputs.items() if leaks(v)}
     assert not bad, bad
 
@@ -162,7 +210,7 @@ def test_pseudonyms_stable_across_files(corpus, tmp_path):
     out = tmp_path / "copy"
     redact_dir(corpus, out)
     a = (out / "slurm-812345.out").read_text().splitlines()
-    b = (out / "gloo" / "launcher.log").read_text().splitlines()[-len(a):]
+    b = (out / "gloo" / "launcher.log").read_text().splitlines()[-len(a) :]
     assert a == b  # the same seeded lines became the same pseudonyms in both files
 
 
@@ -187,8 +235,11 @@ def test_redact_output_refusals(tmp_path, monkeypatch, capsys):
     logs.mkdir()
     (logs / "rank0.log").write_text("[rank0]: hello\n")
     orig = (logs / "rank0.log").read_bytes()
-    for dst, why in ((logs, "must not be the input"), (logs / "in", "must not be inside"),
-                     (tmp_path, "must not hold the input")):
+    for dst, why in (
+        (logs, "must not be the input"),
+        (logs / "in", "must not be inside"),
+        (tmp_path, "must not hold the input"),
+    ):
         code, _, e = run_cli(["redact", logs, "-o", dst], monkeypatch, capsys)
         assert code == 2 and why in " ".join(e.split()), e
     # FILE -o ITS_DIR: must not overwrite the original
@@ -231,5 +282,7 @@ def test_redact_skips_fifo_and_links_out(tmp_path):
     os.symlink(tmp_path / "outside.log", logs / "link.log")
     stats = redact_dir(logs, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rank0.log"]
-    assert any("pipe.log" in s for s in stats.skipped) and any("link.log" in s for s in stats.skipped), stats.skipped
+    assert any("pipe.log" in s for s in stats.skipped) and any("link.log" in s for s in stats.skipped), (
+        stats.skipped
+    )
     json.dumps(stats.skipped)

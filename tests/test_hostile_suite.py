@@ -82,11 +82,16 @@ def test_every_command_on_every_bad_input(name, tmp_path, monkeypatch, capsys, s
     case = tmp_path / "cases" / "c1"
     case.mkdir(parents=True)
     os.symlink(root, case / "logs")
-    (case / "expected.json").write_text(json.dumps({"initiating_ranks": [1], "collateral_ranks": [0],
-                                                    "failure_kind": "rank_crash"}))
+    (case / "expected.json").write_text(
+        json.dumps({"initiating_ranks": [1], "collateral_ranks": [0], "failure_kind": "rank_crash"})
+    )
     commands: list[list[object]] = [
-        ["diagnose", root, "-f", "json"], ["diagnose", root], ["timeline", root, "-o", out / "t.parquet"],
-        ["events", root, "-n", "0"], ["graph", root, "-o", out / "g.json"], ["redact", root, "-o", out / "copy"],
+        ["diagnose", root, "-f", "json"],
+        ["diagnose", root],
+        ["timeline", root, "-o", out / "t.parquet"],
+        ["events", root, "-n", "0"],
+        ["graph", root, "-o", out / "g.json"],
+        ["redact", root, "-o", out / "copy"],
         ["eval", tmp_path / "cases"],
     ]
     if name in _PLOT_ON:
@@ -94,7 +99,11 @@ def test_every_command_on_every_bad_input(name, tmp_path, monkeypatch, capsys, s
     for args in commands:
         code, o, e = _run(args, monkeypatch, capsys)
         assert code in (0, 1, 2), (name, args[0], code, e[-2000:])
-        assert "Traceback (most recent call last)" not in e and "internal error" not in e, (name, args[0], e[-2000:])
+        assert "Traceback (most recent call last)" not in e and "internal error" not in e, (
+            name,
+            args[0],
+            e[-2000:],
+        )
         bad = _RAW_CONTROL.findall(o + e)
         assert not bad, (name, args[0], sorted(set(bad)))
         if args[0] == "diagnose" and "json" in args and code == 0:
@@ -105,15 +114,23 @@ def test_every_command_on_every_bad_input(name, tmp_path, monkeypatch, capsys, s
 
 # ------------------------------------------------------------------------------------- property: balance
 
-_WORDS = st.sampled_from(["[rank0]: step 1 loss=0.5", "[rank1]: RuntimeError: boom", "NCCL INFO comm 0x1 rank 0",
-                          "", "caf\u00e9 \u2713", "2026-11-29 23:08:40,000 INFO rank=0 step=3"])
+_WORDS = st.sampled_from(
+    [
+        "[rank0]: step 1 loss=0.5",
+        "[rank1]: RuntimeError: boom",
+        "NCCL INFO comm 0x1 rank 0",
+        "",
+        "caf\u00e9 \u2713",
+        "2026-11-29 23:08:40,000 INFO rank=0 step=3",
+    ]
+)
 _SHAPE = st.one_of(
     _WORDS.map(str.encode),
-    st.builds(lambda w, n: (w * n).encode(), _WORDS, st.integers(100, 400)),        # long (past a 1 KiB cap)
-    _WORDS.map(lambda w: b"\x00" * 32 + w.encode()),                                 # NUL run
-    _WORDS.map(lambda w: b"\x1b[31m" + w.encode() + b"\x1b[0m\x1b]0;t\x07"),         # colour + OSC
+    st.builds(lambda w, n: (w * n).encode(), _WORDS, st.integers(100, 400)),  # long (past a 1 KiB cap)
+    _WORDS.map(lambda w: b"\x00" * 32 + w.encode()),  # NUL run
+    _WORDS.map(lambda w: b"\x1b[31m" + w.encode() + b"\x1b[0m\x1b]0;t\x07"),  # colour + OSC
     st.just(b"caf\xe9 invalid \xc3\x28 utf-8"),
-    st.just(bytes(range(1, 9)) * 64),                                                # a binary line
+    st.just(bytes(range(1, 9)) * 64),  # a binary line
 )
 _FILE = st.tuples(
     st.lists(_SHAPE, max_size=60),
@@ -125,8 +142,11 @@ _FILE = st.tuples(
 
 def _bytes_of(lines: list[bytes], enc: str, end: str) -> tuple[bytes, int]:
     if enc == "utf16":
-        lines = [ln.decode("utf-8", "replace").encode("ascii", "replace") for ln in lines
-                 if b"\x00" not in ln and not any(b < 9 for b in ln)]
+        lines = [
+            ln.decode("utf-8", "replace").encode("ascii", "replace")
+            for ln in lines
+            if b"\x00" not in ln and not any(b < 9 for b in ln)
+        ]
     sep = b"\r\n" if end == "\r\n" else b"\n"
     body = sep.join(lines) + (sep if lines and end != "none" else b"")
     n = body.count(b"\n") + (0 if body.endswith(b"\n") or not body else 1)  # physical lines, by definition
@@ -135,8 +155,11 @@ def _bytes_of(lines: list[bytes], enc: str, end: str) -> tuple[bytes, int]:
     return body, n
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(files=st.lists(_FILE, min_size=1, max_size=5))
 def test_every_line_is_accounted_for(files, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RANKSCOPE_MAX_LINE_KB", "1")
@@ -177,8 +200,14 @@ def test_fifo_and_bomb_as_a_process(build, tmp_path):
     root.mkdir()
     BUILDERS[build](root)
     env = {**os.environ, "RANKSCOPE_MAX_LINES": "100000"}
-    p = subprocess.run([sys.executable, "-m", "correlator", "diagnose", str(root), "-f", "json"], capture_output=True,
-                       text=True, timeout=180, check=False, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "correlator", "diagnose", str(root), "-f", "json"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env=env,
+    )
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
     d = json.loads(p.stdout)
     assert d["initiating_ranks"] == [1] and d["skipped"], d

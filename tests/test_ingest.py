@@ -73,18 +73,28 @@ def test_watchdog_mismatch_traceback_and_exit_fields() -> None:
     t = correlator.load(CASES / "public-02-oom-rank2-multinode-timeouts" / "logs")
     wd = t.filter(pl.col("kind") == "watchdog_timeout").row(0, named=True)
     assert (wd["rank"], wd["seq"], wd["op"], wd["numel"], wd["timeout_ms"], wd["elapsed_ms"]) == (
-        5, 15734, "ALLREDUCE", 220084533, 600000, 600037)
+        5,
+        15734,
+        "ALLREDUCE",
+        220084533,
+        600000,
+        600037,
+    )
     st = t.filter((pl.col("kind") == "watchdog_status") & (pl.col("rank") == 11)).row(0, named=True)
     assert (st["seq"], st["seq_enqueued"], st["seq_completed"], st["pg"]) == (15734, 15735, 15733, "1")
     oom = t.filter(pl.col("kind") == "cuda_oom").row(0, named=True)
     assert oom["rank"] == 2 and oom["exc_type"] == "torch.cuda.OutOfMemoryError"
 
     m = correlator.load(CASES / "gloo-03-collective-mismatch" / "logs")
-    mm = m.filter((pl.col("kind") == "collective_mismatch") & ~pl.col("duplicate") & (pl.col("rank") == 3)).row(0, named=True)
+    mm = m.filter(
+        (pl.col("kind") == "collective_mismatch") & ~pl.col("duplicate") & (pl.col("rank") == 3)
+    ).row(0, named=True)
     assert (mm["seq"], mm["op"], mm["peer_rank"], mm["exc_type"]) == (34, "BROADCAST", 0, "RuntimeError")
 
     g1 = correlator.load(CASES / "gloo-01-exception-before-allreduce" / "logs")
-    tb = g1.filter((pl.col("kind") == "python_exception") & (pl.col("path").str.ends_with("2/stderr.log"))).row(0, named=True)
+    tb = g1.filter(
+        (pl.col("kind") == "python_exception") & (pl.col("path").str.ends_with("2/stderr.log"))
+    ).row(0, named=True)
     assert tb["exc_type"] == "CorruptBatchError" and tb["line_count"] == 13
 
     k = correlator.load(CASES / "gloo-05-sigkill-oom" / "logs")

@@ -21,47 +21,101 @@ from tests.conftest import CASES, REPO
 sys.path.insert(0, str(REPO / "benchmarks"))
 from generate import generate
 
-_COLL = ("{h}:{p}:{p} [0] NCCL INFO AllReduce: opCount {n:x} sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
-         "count 1024 datatype 7 op 0 root 0 comm 0x55d0c3a4e2b0 [nranks=2] stream 0x55d0c2f1a9e0")
-_INIT = ("{h}:{p}:{p} [0] NCCL INFO comm 0x55d0c3a4e2b0 rank {r} nranks 2 cudaDev 0 nvmlDev 0 busId 9c000 "
-         "commId 0x3f9a6c1be27d4410 - Init COMPLETE")
+_COLL = (
+    "{h}:{p}:{p} [0] NCCL INFO AllReduce: opCount {n:x} sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
+    "count 1024 datatype 7 op 0 root 0 comm 0x55d0c3a4e2b0 [nranks=2] stream 0x55d0c2f1a9e0"
+)
+_INIT = (
+    "{h}:{p}:{p} [0] NCCL INFO comm 0x55d0c3a4e2b0 rank {r} nranks 2 cudaDev 0 nvmlDev 0 busId 9c000 "
+    "commId 0x3f9a6c1be27d4410 - Init COMPLETE"
+)
 
 
 def _mixed(root: Path) -> None:
     d = root / "mixed"
     d.mkdir(parents=True)
     c = lambda n, h="node-x", p=77: _COLL.format(h=h, p=p, n=n)
-    (d / "rank0.log").write_text("\n".join([
-        _INIT.format(h="node-x", p=77, r=0), c(1), c(2),
-        ("node-x:77:77 NCCL INFO Broadcast: opCount 3 sendbuff (nil) recvbuff 0x1 count 1 datatype 4 op 0 root 0 "
-         "comm 0x55d0c3a4e2b0 [nranks=2]"),
-        "[2026-11-29 22:00:01.000123] " + c(4),
-        c(0xFFFFFFFFFFFFFFFFFF),
-        c(5) + " trailing",
-        "node-x:77:99 [0] enqueue.cc:1 NCCL WARN Cuda failure 'unspecified launch failure'", c(6), ""]) + "\n")
-    (d / "rank1.log").write_text("\n".join([
-        _INIT.format(h="node-y", p=88, r=1), c(1, "node-y", 88), "Traceback (most recent call last):",
-        '  File "train.py", line 3, in <module>', c(2, "node-y", 88), "    indented after a COLL line",
-        "RuntimeError: boom", c(3, "node-y", 88)]) + "\n")
-    (d / "tee.log").write_text("\n".join(
-        [f"[default{i % 2}]:" + c(i, "node-z", 90 + i % 2) for i in range(6)] + [c(7, "node-z", 90)]) + "\n")
-    (d / "srun.log").write_text("\n".join([f" {i % 2}: " + c(i, "node-w", 60 + i % 2) for i in range(6)]
-                                          + [c(9, "node-w", 60)]) + "\n")
+    (d / "rank0.log").write_text(
+        "\n".join(
+            [
+                _INIT.format(h="node-x", p=77, r=0),
+                c(1),
+                c(2),
+                (
+                    "node-x:77:77 NCCL INFO Broadcast: opCount 3 sendbuff (nil) recvbuff 0x1 count 1 datatype 4 op 0 root 0 "
+                    "comm 0x55d0c3a4e2b0 [nranks=2]"
+                ),
+                "[2026-11-29 22:00:01.000123] " + c(4),
+                c(0xFFFFFFFFFFFFFFFFFF),
+                c(5) + " trailing",
+                "node-x:77:99 [0] enqueue.cc:1 NCCL WARN Cuda failure 'unspecified launch failure'",
+                c(6),
+                "",
+            ]
+        )
+        + "\n"
+    )
+    (d / "rank1.log").write_text(
+        "\n".join(
+            [
+                _INIT.format(h="node-y", p=88, r=1),
+                c(1, "node-y", 88),
+                "Traceback (most recent call last):",
+                '  File "train.py", line 3, in <module>',
+                c(2, "node-y", 88),
+                "    indented after a COLL line",
+                "RuntimeError: boom",
+                c(3, "node-y", 88),
+            ]
+        )
+        + "\n"
+    )
+    (d / "tee.log").write_text(
+        "\n".join(
+            [f"[default{i % 2}]:" + c(i, "node-z", 90 + i % 2) for i in range(6)] + [c(7, "node-z", 90)]
+        )
+        + "\n"
+    )
+    (d / "srun.log").write_text(
+        "\n".join([f" {i % 2}: " + c(i, "node-w", 60 + i % 2) for i in range(6)] + [c(9, "node-w", 60)])
+        + "\n"
+    )
     # Files whose per-file decisions flip when their COLL lines are left out: tee share 3/8 (no hard-wrap
     # joining) vs 3/4; srun share 2/5 (labels kept) vs 2/2; a traceback of a producer's lines that a COLL
     # line interrupts.
-    (d / "wrap.log").write_text("\n".join([c(i, "node-u", 40) for i in range(4)] + [
-        "[default0]:hello ", "world wrapped", "[default1]:x", "[default0]:y"]) + "\n")
-    (d / "srunfew.log").write_text("\n".join([" 0: hello", " 1: x"] + [c(i, "node-t", 30) for i in range(3)]) + "\n")
+    (d / "wrap.log").write_text(
+        "\n".join(
+            [c(i, "node-u", 40) for i in range(4)]
+            + ["[default0]:hello ", "world wrapped", "[default1]:x", "[default0]:y"]
+        )
+        + "\n"
+    )
+    (d / "srunfew.log").write_text(
+        "\n".join([" 0: hello", " 1: x"] + [c(i, "node-t", 30) for i in range(3)]) + "\n"
+    )
     asc = "2026-11-29 22:00:01,000 ERROR "
-    (d / "tbprod.log").write_text("\n".join([asc + "Traceback (most recent call last):", c(1, "node-s", 20),
-                                             asc + '  File "x.py", line 1', asc + "ValueError: bad",
-                                             c(2, "node-s", 20)]) + "\n")
+    (d / "tbprod.log").write_text(
+        "\n".join(
+            [
+                asc + "Traceback (most recent call last):",
+                c(1, "node-s", 20),
+                asc + '  File "x.py", line 1',
+                asc + "ValueError: bad",
+                c(2, "node-s", 20),
+            ]
+        )
+        + "\n"
+    )
     # Majorities count every COLL line (the fast rows enter identity as weighted summaries): rank 50's host
     # is gpu-a (5 lines) not gpu-b (2 lines), and its progress line takes it.
     warn = "gpu-b:71:71 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer gpu-c<4>"
-    (d / "rank50.log").write_text("\n".join([c(i, "gpu-a", 70) for i in range(5)] + [
-        warn, warn, "2026-11-29 22:00:05,000 INFO [trainer] rank=50 step=7 loss=1.0"]) + "\n")
+    (d / "rank50.log").write_text(
+        "\n".join(
+            [c(i, "gpu-a", 70) for i in range(5)]
+            + [warn, warn, "2026-11-29 22:00:05,000 INFO [trainer] rank=50 step=7 loss=1.0"]
+        )
+        + "\n"
+    )
     (d / "plain.log").write_text("\n".join([c(i, "node-v", 50) for i in range(5)] + ["done "]) + "\n")
 
 

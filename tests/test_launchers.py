@@ -58,9 +58,11 @@ def test_spawn_terminating_is_a_signalled_worker(tmp_path: Path) -> None:
 def test_deepspeed_exit_line_names_no_rank(tmp_path: Path) -> None:
     # cap-27 / cap-29, DeepSpeed 0.19.8: local rank 2 (cap-27) or 1 (cap-29) failed, yet the line carries the LAST
     # spawned command ('--local_rank=3'): sigkill_handler formats the spawn loop's leftover ``cmd``.
-    text = ("[2026-12-01 19:10:25,477] [ERROR] [launch.py:259:sigkill_handler] ['/opt/venv/bin/python3', '-u', "
-            "'train.py', '--local_rank=3', '--fault', 'sigkill', '--fault-rank', '1', '--fault-step', '3'] exits with "
-            "return code = -9")
+    text = (
+        "[2026-12-01 19:10:25,477] [ERROR] [launch.py:259:sigkill_handler] ['/opt/venv/bin/python3', '-u', "
+        "'train.py', '--local_rank=3', '--fault', 'sigkill', '--fault-rank', '1', '--fault-step', '3'] exits with "
+        "return code = -9"
+    )
     r = _kind(_events(tmp_path, text), "worker_failed")
     assert (r["exit_code"], r["rank"], r["local_rank"]) == (-9, None, None)
 
@@ -82,10 +84,12 @@ def test_record_glued_after_progress_bar_keeps_its_prefix(tmp_path: Path) -> Non
 
 def test_progress_bar_postfix_and_plain_text_after_it(tmp_path: Path) -> None:
     # a tqdm postfix stays inside the stats bracket; ordinary text after a bar is not a record start
-    text = ("Epoch 0:  50%|█████     | 5/10 [00:01<00:01, 4.10it/s, v_num=0, train_loss=0.91]"
-            "[rank: 1] Child process with PID 7 terminated with code 1. Forcefully terminating all other processes "
-            "to avoid zombies 🧟\n"
-            "Epoch 0:  60%|██████    | 6/10 [00:01<00:01, 4.10it/s] done")
+    text = (
+        "Epoch 0:  50%|█████     | 5/10 [00:01<00:01, 4.10it/s, v_num=0, train_loss=0.91]"
+        "[rank: 1] Child process with PID 7 terminated with code 1. Forcefully terminating all other processes "
+        "to avoid zombies 🧟\n"
+        "Epoch 0:  60%|██████    | 6/10 [00:01<00:01, 4.10it/s] done"
+    )
     t = _events(tmp_path, text)
     assert t["line"].to_list() == [1, 1, 2]
     assert _kind(t, "worker_failed")["exit_code"] == 1
@@ -94,17 +98,23 @@ def test_progress_bar_postfix_and_plain_text_after_it(tmp_path: Path) -> None:
 
 def test_lightning_child_observer_names_the_local_rank(tmp_path: Path) -> None:
     # cap-30: the observer's [rank: N] is the failed child's local rank (index + 1), not the writer's rank
-    text = ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n"
-            "[rank: 1] Seed set to 1234\n"
-            "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n"
-            "Epoch 0:  30%|███       | 3/10 [00:00<00:00, 41.55it/s][rank: 1] Child process with PID 11896 terminated "
-            "with code -9. Forcefully terminating all other processes to avoid zombies 🧟")
+    text = (
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+        "[rank: 1] Seed set to 1234\n"
+        "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n"
+        "Epoch 0:  30%|███       | 3/10 [00:00<00:00, 41.55it/s][rank: 1] Child process with PID 11896 terminated "
+        "with code -9. Forcefully terminating all other processes to avoid zombies 🧟"
+    )
     t = _events(tmp_path, text)
     r = _kind(t, "worker_failed")
     assert (r["local_rank"], r["rank"], r["pid"], r["exit_code"]) == (1, 1, 11896, -9)
     seed = t.filter(pl.col("message") == "Seed set to 1234").row(0, named=True)
     assert (seed["rank"], seed["layer"]) == (1, "app")
-    init = t.filter(pl.col("message").str.starts_with("Initializing distributed")).select("rank", "world_size").rows()
+    init = (
+        t.filter(pl.col("message").str.starts_with("Initializing distributed"))
+        .select("rank", "world_size")
+        .rows()
+    )
     assert init == [(0, 2), (1, 2)]
 
 

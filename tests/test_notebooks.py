@@ -18,9 +18,13 @@ def test_there_are_notebooks() -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks with outputs stripped"
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), (
+        "commit notebooks with outputs stripped"
+    )
     # nbclient's per-cell timeout only guards against a hung kernel; no wall-clock limit is asserted.
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]

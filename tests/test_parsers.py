@@ -25,14 +25,48 @@ from parsers import (
 )
 from parsers.rules import Prefix, Rule
 
-RULES: list[Rule] = [*nccl.RULES, nccl.WARN_RULE, *c10d.RULES, *elastic.RULES, *elastic.RECORD_RULES, *python.RULES,
-                     python.CATCH_ALL, python.TERMINATE, python.CUT_TRACEBACK, *system.RULES, *deepspeed.RULES,
-                     *spawn.RULES, *app.RULES, *horovod.RULES, *mpi.RULES, *lightning.RULES]
-PREFIXES: list[Prefix] = [nccl.PREFIX, c10d.C10_NEW, c10d.C10_OLD, c10d.GLOG, c10d.EXCEPTHOOK, c10d.PG_PREFIX,
-                          c10d.RANK_PREFIX, elastic.OLD_PYLOG, elastic.TORCH_LOGGING_21, *app.PREFIXES,
-                          transport.KUBECTL_TS, transport.KUBECTL_POD, transport.MPI_TAG, transport.SRUN_LABEL,
-                          transport.PDSH_HOST, transport.TEE, transport.TEE_RANK, app.BRACKET_ASCTIME,
-                          transport.LEAD, transport.USER_RANK, horovod.PREFIX, lightning.RANK_PREFIX]
+RULES: list[Rule] = [
+    *nccl.RULES,
+    nccl.WARN_RULE,
+    *c10d.RULES,
+    *elastic.RULES,
+    *elastic.RECORD_RULES,
+    *python.RULES,
+    python.CATCH_ALL,
+    python.TERMINATE,
+    python.CUT_TRACEBACK,
+    *system.RULES,
+    *deepspeed.RULES,
+    *spawn.RULES,
+    *app.RULES,
+    *horovod.RULES,
+    *mpi.RULES,
+    *lightning.RULES,
+]
+PREFIXES: list[Prefix] = [
+    nccl.PREFIX,
+    c10d.C10_NEW,
+    c10d.C10_OLD,
+    c10d.GLOG,
+    c10d.EXCEPTHOOK,
+    c10d.PG_PREFIX,
+    c10d.RANK_PREFIX,
+    elastic.OLD_PYLOG,
+    elastic.TORCH_LOGGING_21,
+    *app.PREFIXES,
+    transport.KUBECTL_TS,
+    transport.KUBECTL_POD,
+    transport.MPI_TAG,
+    transport.SRUN_LABEL,
+    transport.PDSH_HOST,
+    transport.TEE,
+    transport.TEE_RANK,
+    app.BRACKET_ASCTIME,
+    transport.LEAD,
+    transport.USER_RANK,
+    horovod.PREFIX,
+    lightning.RANK_PREFIX,
+]
 
 
 def _events(tmp_path: Path, text: str, name: str = "combined.log") -> pl.DataFrame:
@@ -60,69 +94,128 @@ def test_prefix_example_matches(pfx: Prefix) -> None:
 
 
 def test_c10_watchdog_line_fields(tmp_path: Path) -> None:
-    line = ("[rank13]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:616] [Rank 13] Watchdog caught collective operation "
-            "timeout: WorkNCCL(SeqNum=4471, OpType=ALLREDUCE, NumelIn=25165824, NumelOut=25165824, Timeout(ms)=600000) ran "
-            "for 600049 milliseconds before timing out.")
+    line = (
+        "[rank13]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:616] [Rank 13] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=4471, OpType=ALLREDUCE, NumelIn=25165824, NumelOut=25165824, Timeout(ms)=600000) ran "
+        "for 600049 milliseconds before timing out."
+    )
     r = _events(tmp_path, line).row(0, named=True)
-    assert (r["kind"], r["rank"], r["pg_rank"], r["seq"], r["op"], r["numel"], r["timeout_ms"], r["elapsed_ms"]) == (
-        "watchdog_timeout", 13, 13, 4471, "ALLREDUCE", 25165824, 600000, 600049)
+    assert (
+        r["kind"],
+        r["rank"],
+        r["pg_rank"],
+        r["seq"],
+        r["op"],
+        r["numel"],
+        r["timeout_ms"],
+        r["elapsed_ms"],
+    ) == ("watchdog_timeout", 13, 13, 4471, "ALLREDUCE", 25165824, 600000, 600049)
     assert (r["severity"], r["layer"], r["ts_quality"]) == ("error", "c10d", "no_year")
     assert (r["ts"].month, r["ts"].day, r["ts"].hour, r["ts"].second) == (11, 29, 22, 55)
 
 
 def test_pg_prefix_and_status_line(tmp_path: Path) -> None:
-    line = ("[rank13]:[E1129 22:58:55.104420117 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 13] "
-            "Exception (either an error or timeout) detected by watchdog at work: 4471, last enqueued NCCL work: 4473, "
-            "last completed NCCL work: 4470.")
+    line = (
+        "[rank13]:[E1129 22:58:55.104420117 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 13] "
+        "Exception (either an error or timeout) detected by watchdog at work: 4471, last enqueued NCCL work: 4473, "
+        "last completed NCCL work: 4470."
+    )
     r = _events(tmp_path, line).row(0, named=True)
-    assert (r["kind"], r["pg"], r["seq"], r["seq_enqueued"], r["seq_completed"]) == ("watchdog_status", "0", 4471, 4473, 4470)
+    assert (r["kind"], r["pg"], r["seq"], r["seq_enqueued"], r["seq_completed"]) == (
+        "watchdog_status",
+        "0",
+        4471,
+        4473,
+        4470,
+    )
 
 
 def test_nccl_prefix_init_and_coll(tmp_path: Path) -> None:
-    text = "\n".join([
-        ("node-b:52011:52066 [5] NCCL INFO comm 0x562e11f03a90 rank 13 nranks 16 cudaDev 5 nvmlDev 5 busId 9c000 "
-        "commId 0x3f9a6c1be27d4410 - Init COMPLETE"),
-        ("node-b:52011:52011 [5] NCCL INFO AllReduce: opCount 1f4 sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
-        "count 25165824 datatype 7 op 0 root 0 comm 0x562e11f03a90 [nranks=16] stream 0x55d0c2f1a9e0"),
-    ])
+    text = "\n".join(
+        [
+            (
+                "node-b:52011:52066 [5] NCCL INFO comm 0x562e11f03a90 rank 13 nranks 16 cudaDev 5 nvmlDev 5 busId 9c000 "
+                "commId 0x3f9a6c1be27d4410 - Init COMPLETE"
+            ),
+            (
+                "node-b:52011:52011 [5] NCCL INFO AllReduce: opCount 1f4 sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
+                "count 25165824 datatype 7 op 0 root 0 comm 0x562e11f03a90 [nranks=16] stream 0x55d0c2f1a9e0"
+            ),
+        ]
+    )
     t = _events(tmp_path, text)
     init, coll = t.row(0, named=True), t.row(1, named=True)
     assert (init["kind"], init["host"], init["pid"], init["world_size"]) == ("nccl_init", "node-b", 52011, 16)
-    assert (coll["kind"], coll["seq"], coll["op"], coll["numel"]) == ("nccl_coll", 0x1F4, "ALLREDUCE", 25165824)
+    assert (coll["kind"], coll["seq"], coll["op"], coll["numel"]) == (
+        "nccl_coll",
+        0x1F4,
+        "ALLREDUCE",
+        25165824,
+    )
     assert init["rank"] == 13 and coll["rank"] == 13 and coll["rank_source"] == "nccl_pid"
 
 
 def test_nccl_warn_names_peer(tmp_path: Path) -> None:
-    text = ("\n[2025-06-02 14:03:11] node-b:52011:52190 [5] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion "
-            "from peer 192.0.2.11<44871> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129")
+    text = (
+        "\n[2025-06-02 14:03:11] node-b:52011:52190 [5] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion "
+        "from peer 192.0.2.11<44871> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129"
+    )
     r = _events(tmp_path, text).filter(pl.col("kind") != "blank").row(0, named=True)
-    assert (r["kind"], r["peer_addr"], r["severity"], r["ts_quality"]) == ("nccl_net_error", "192.0.2.11", "warning", "no_tz")
+    assert (r["kind"], r["peer_addr"], r["severity"], r["ts_quality"]) == (
+        "nccl_net_error",
+        "192.0.2.11",
+        "warning",
+        "no_tz",
+    )
     assert (r["ts"].year, r["ts"].hour) == (2025, 14)
 
 
 def test_traceback_is_one_record(tmp_path: Path) -> None:
-    text = "\n".join([
-        "[rank3]: Traceback (most recent call last):",
-        '[rank3]:   File "/workspace/train.py", line 88, in <module>',
-        "[rank3]:     main()",
-        ("[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
-        "remote process exited or there was a network error, NCCL version 2.26.2"),
-        "[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
-    ])
+    text = "\n".join(
+        [
+            "[rank3]: Traceback (most recent call last):",
+            '[rank3]:   File "/workspace/train.py", line 88, in <module>',
+            "[rank3]:     main()",
+            (
+                "[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+                "remote process exited or there was a network error, NCCL version 2.26.2"
+            ),
+            "[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+        ]
+    )
     t = _events(tmp_path, text)
     assert t.height == 1
     r = t.row(0, named=True)
-    assert (r["kind"], r["rank"], r["line_count"], r["exc_type"]) == ("nccl_error", 3, 5, "torch.distributed.DistBackendError")
+    assert (r["kind"], r["rank"], r["line_count"], r["exc_type"]) == (
+        "nccl_error",
+        3,
+        5,
+        "torch.distributed.DistBackendError",
+    )
 
 
 def test_child_failed_entry_fields(tmp_path: Path) -> None:
-    text = "\n".join([
-        "Root Cause (first observed failure):", "[0]:", "  time      : 2024-11-29_22:58:55",
-        "  host      : node-b.cluster.example", "  rank      : 13 (local_rank: 5)", "  exitcode  : -6 (pid: 52011)",
-        "  error_file: <N/A>", "  traceback : Signal 6 (SIGABRT) received by PID 52011",
-    ])
+    text = "\n".join(
+        [
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2024-11-29_22:58:55",
+            "  host      : node-b.cluster.example",
+            "  rank      : 13 (local_rank: 5)",
+            "  exitcode  : -6 (pid: 52011)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 6 (SIGABRT) received by PID 52011",
+        ]
+    )
     r = _events(tmp_path, text).filter(pl.col("kind") == "root_cause_entry").row(0, named=True)
-    assert (r["rank"], r["local_rank"], r["host"], r["exit_code"], r["pid"], r["line_count"]) == (13, 5, "node-b", -6, 52011, 7)
+    assert (r["rank"], r["local_rank"], r["host"], r["exit_code"], r["pid"], r["line_count"]) == (
+        13,
+        5,
+        "node-b",
+        -6,
+        52011,
+        7,
+    )
     assert r["ts_quality"] == "no_tz" and r["ts"].hour == 22
 
 

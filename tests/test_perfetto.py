@@ -19,10 +19,18 @@ from synthetic import synthetic_table
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 REAL = sorted(p.name for p in CASES.iterdir() if p.name.startswith(("gloo-", "public-")))
-MORE = ["recon-01-straggler-silent-rank13-allreduce-16r", "cap-04-straggler-hang-detail-8r",
-        "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r", "recon-11-fsdp-divergent-init-allgather-numel-rank3-16r"]
-REQUIRED = {"i": {"name", "ph", "ts", "pid", "tid", "s"}, "X": {"name", "ph", "ts", "dur", "pid", "tid"},
-            "M": {"name", "ph", "pid", "tid", "args"}, "C": {"name", "ph", "ts", "pid", "args"}}
+MORE = [
+    "recon-01-straggler-silent-rank13-allreduce-16r",
+    "cap-04-straggler-hang-detail-8r",
+    "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r",
+    "recon-11-fsdp-divergent-init-allgather-numel-rank3-16r",
+]
+REQUIRED = {
+    "i": {"name", "ph", "ts", "pid", "tid", "s"},
+    "X": {"name", "ph", "ts", "dur", "pid", "tid"},
+    "M": {"name", "ph", "pid", "tid", "args"},
+    "C": {"name", "ph", "ts", "pid", "args"},
+}
 
 
 def _is_int(v: object) -> bool:
@@ -135,8 +143,18 @@ def test_256_ranks() -> None:
 
 def test_cli_timeline_perfetto(tmp_path: Path) -> None:
     out = tmp_path / "trace.json"
-    r = CliRunner().invoke(app, ["timeline", str(CASES / "gloo-05-sigkill-oom" / "logs"), "--format", "perfetto",
-                                 "-o", str(out), "-q"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "timeline",
+            str(CASES / "gloo-05-sigkill-oom" / "logs"),
+            "--format",
+            "perfetto",
+            "-o",
+            str(out),
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
     trace = json.loads(out.read_text())
     t = correlator.load(CASES / "gloo-05-sigkill-oom" / "logs")

@@ -25,9 +25,15 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_there_are_real_fixtures() -> None:
-    assert REAL == ["gloo-01-exception-before-allreduce", "gloo-03-collective-mismatch", "gloo-05-sigkill-oom",
-                    "gloo-07-clean-run", "public-02-oom-rank2-multinode-timeouts",
-                    "public-05-oom-kill-local-rank3-sigterm-others", "public-07-straggler-rank0-preprocess-default-prefix"]
+    assert REAL == [
+        "gloo-01-exception-before-allreduce",
+        "gloo-03-collective-mismatch",
+        "gloo-05-sigkill-oom",
+        "gloo-07-clean-run",
+        "public-02-oom-rank2-multinode-timeouts",
+        "public-05-oom-kill-local-rank3-sigterm-others",
+        "public-07-straggler-rank0-preprocess-default-prefix",
+    ]
 
 
 @pytest.mark.parametrize("case", REAL)
@@ -51,15 +57,39 @@ def test_plot_html_and_png(case: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("figure", ["progress", "graph"])
 def test_plot_other_figures(figure: str, tmp_path: Path) -> None:
     out = tmp_path / f"{figure}.png"
-    r = CliRunner().invoke(app, ["plot", str(CASES / "gloo-01-exception-before-allreduce" / "logs"), "-o", str(out),
-                                 "--figure", figure, "-q"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "plot",
+            str(CASES / "gloo-01-exception-before-allreduce" / "logs"),
+            "-o",
+            str(out),
+            "--figure",
+            figure,
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert out.read_bytes().startswith(PNG)
 
 
 def test_plot_bad_extension(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "correlator", "plot", str(CASES / "gloo-01-exception-before-allreduce" / "logs"),
-                        "-o", str(tmp_path / "x.pdf"), "-q"], check=False, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "correlator",
+            "plot",
+            str(CASES / "gloo-01-exception-before-allreduce" / "logs"),
+            "-o",
+            str(tmp_path / "x.pdf"),
+            "-q",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2, r.stderr
     assert "unknown plot format" in " ".join(r.stderr.split()) and r.stderr.startswith("error:")
     assert not (tmp_path / "x.pdf").exists()

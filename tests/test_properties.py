@@ -17,28 +17,74 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "rankscope-hypothesis"))  # no .hypothesis/ in the repo
+set_hypothesis_home_dir(
+    os.path.join(tempfile.gettempdir(), "rankscope-hypothesis")
+)  # no .hypothesis/ in the repo
 
 import parsers
 from correlator.discover import classify
 from correlator.ingest import _plain_lines, ingest
 
-FAST = settings(database=None, derandomize=True, max_examples=int(os.environ.get("RANKSCOPE_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    database=None,
+    derandomize=True,
+    max_examples=int(os.environ.get("RANKSCOPE_HYPOTHESIS_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 #: Fragments real logs are made of, so random text reaches deep into the rules and prefix strippers.
 FRAGMENTS = [
-    "[rank0]:", "[rank13]:", "[default3]:", "[1,3]<stderr>:", " 3: ", "node-a: ", "[pod/w-1/main] ",
-    "2024-11-29T22:58:55.104211337Z ", "[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] ",
-    "[E ProcessGroupNCCL.cpp:563] ", "W1129 23:08:36.614000 13396 torch/distributed/elastic/multiprocessing/api.py:1028] ",
-    "[PG ID 0 PG GUID 0(default_pg) Rank 13] ", "[Rank 5] ", "node-a:15325:16199 [2] NCCL INFO ",
-    "node-b:52011:52190 [5] misc/socket.cc:50 NCCL WARN ", "Traceback (most recent call last):", "  File \"t.py\", line 3, in f",
-    "RuntimeError: boom", "torch.cuda.OutOfMemoryError: CUDA out of memory.", "Watchdog caught collective operation timeout: ",
-    "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)", " ran for 600037 milliseconds",
-    "failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: /usr/bin/python", "Root Cause (first observed failure):",
-    "[0]:", "  time      : 2024-11-29_23:08:36", "  host      : node-a.example.com", "  rank      : 3 (local_rank: 3)",
-    "  exitcode  : -9 (pid: 812917)", "AllReduce: opCount 1f4 sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x5 [nranks=16]",
-    "comm 0x562e rank 13 nranks 16 cudaDev 5 - Init COMPLETE", "\r", "\x1b[31m", "\x1b[0m", "\x00", "\ufffd", "\t", " ",
-    "100%|##########| 10/10", "step=5 loss=1.0", "{", "}", "\"message\": ", "(", ")", "[", "]", ":", "é", "😀",
+    "[rank0]:",
+    "[rank13]:",
+    "[default3]:",
+    "[1,3]<stderr>:",
+    " 3: ",
+    "node-a: ",
+    "[pod/w-1/main] ",
+    "2024-11-29T22:58:55.104211337Z ",
+    "[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] ",
+    "[E ProcessGroupNCCL.cpp:563] ",
+    "W1129 23:08:36.614000 13396 torch/distributed/elastic/multiprocessing/api.py:1028] ",
+    "[PG ID 0 PG GUID 0(default_pg) Rank 13] ",
+    "[Rank 5] ",
+    "node-a:15325:16199 [2] NCCL INFO ",
+    "node-b:52011:52190 [5] misc/socket.cc:50 NCCL WARN ",
+    "Traceback (most recent call last):",
+    '  File "t.py", line 3, in f',
+    "RuntimeError: boom",
+    "torch.cuda.OutOfMemoryError: CUDA out of memory.",
+    "Watchdog caught collective operation timeout: ",
+    "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)",
+    " ran for 600037 milliseconds",
+    "failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: /usr/bin/python",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2024-11-29_23:08:36",
+    "  host      : node-a.example.com",
+    "  rank      : 3 (local_rank: 3)",
+    "  exitcode  : -9 (pid: 812917)",
+    "AllReduce: opCount 1f4 sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x5 [nranks=16]",
+    "comm 0x562e rank 13 nranks 16 cudaDev 5 - Init COMPLETE",
+    "\r",
+    "\x1b[31m",
+    "\x1b[0m",
+    "\x00",
+    "\ufffd",
+    "\t",
+    " ",
+    "100%|##########| 10/10",
+    "step=5 loss=1.0",
+    "{",
+    "}",
+    '"message": ',
+    "(",
+    ")",
+    "[",
+    "]",
+    ":",
+    "é",
+    "😀",
 ]
 
 
@@ -59,8 +105,9 @@ def _rule_examples() -> list[str]:
 
 
 EXAMPLES = _rule_examples()
-line_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.sampled_from(EXAMPLES), st.text(max_size=20)),
-                     max_size=8).map("".join)
+line_text = st.lists(
+    st.one_of(st.sampled_from(FRAGMENTS), st.sampled_from(EXAMPLES), st.text(max_size=20)), max_size=8
+).map("".join)
 texts = st.lists(line_text, min_size=1, max_size=25).map("\n".join)
 
 
@@ -88,9 +135,21 @@ def test_parse_lines_never_raises_and_conserves_lines(lines):
 
 
 @FAST
-@given(text=texts, name=st.sampled_from(["combined.log", "rank3.log", "node-a.rank1.err", "nccl.node-a.4242.log",
-                                          "launcher.log", "error.json"]),
-       newline=st.sampled_from(["\n", "\r\n"]), final=st.booleans())
+@given(
+    text=texts,
+    name=st.sampled_from(
+        [
+            "combined.log",
+            "rank3.log",
+            "node-a.rank1.err",
+            "nccl.node-a.4242.log",
+            "launcher.log",
+            "error.json",
+        ]
+    ),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    final=st.booleans(),
+)
 def test_ingest_arbitrary_text_accounts_for_every_line(text, name, newline, final):
     data = (text.replace("\n", newline) + (newline if final else "")).encode("utf-8", errors="surrogatepass")
     with tempfile.TemporaryDirectory() as d:
@@ -128,60 +187,118 @@ def _one(line: str, name: str = "combined.log") -> dict:
     return t.row(0, named=True)
 
 
-ops = st.sampled_from(["ALLREDUCE", "BROADCAST", "ALLGATHER", "REDUCE_SCATTER", "_ALLGATHER_BASE", "BARRIER", "SEND", "RECV"])
+ops = st.sampled_from(
+    ["ALLREDUCE", "BROADCAST", "ALLGATHER", "REDUCE_SCATTER", "_ALLGATHER_BASE", "BARRIER", "SEND", "RECV"]
+)
 u31 = st.integers(0, 2**31 - 1)
 u62 = st.integers(0, 2**62)
 
 
 @FAST
-@given(r=st.integers(0, 4095), s=u62, op=ops, n=u62, t=u31, e=u31, mm=st.integers(1, 12), dd=st.integers(1, 28),
-       hms=st.tuples(st.integers(0, 23), st.integers(0, 59), st.integers(0, 59)), frac=st.integers(0, 10**9 - 1),
-       src_line=st.integers(1, 99999))
+@given(
+    r=st.integers(0, 4095),
+    s=u62,
+    op=ops,
+    n=u62,
+    t=u31,
+    e=u31,
+    mm=st.integers(1, 12),
+    dd=st.integers(1, 28),
+    hms=st.tuples(st.integers(0, 23), st.integers(0, 59), st.integers(0, 59)),
+    frac=st.integers(0, 10**9 - 1),
+    src_line=st.integers(1, 99999),
+)
 def test_c10d_watchdog_timeout_round_trip(r, s, op, n, t, e, mm, dd, hms, frac, src_line):
-    line = (f"[rank{r}]:[E{mm}{dd:02d} {hms[0]:02d}:{hms[1]:02d}:{hms[2]:02d}.{frac:09d} ProcessGroupNCCL.cpp:{src_line}] "
-            f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={s}, OpType={op}, NumelIn={n}, "
-            f"NumelOut={n}, Timeout(ms)={t}) ran for {e} milliseconds before timing out.")
+    line = (
+        f"[rank{r}]:[E{mm}{dd:02d} {hms[0]:02d}:{hms[1]:02d}:{hms[2]:02d}.{frac:09d} ProcessGroupNCCL.cpp:{src_line}] "
+        f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={s}, OpType={op}, NumelIn={n}, "
+        f"NumelOut={n}, Timeout(ms)={t}) ran for {e} milliseconds before timing out."
+    )
     row = _one(line)
     assert row["kind"] == "watchdog_timeout", row
-    assert (row["rank"], row["seq"], row["op"], row["numel"], row["timeout_ms"], row["elapsed_ms"]) == (r, s, op, n, t, e)
+    assert (row["rank"], row["seq"], row["op"], row["numel"], row["timeout_ms"], row["elapsed_ms"]) == (
+        r,
+        s,
+        op,
+        n,
+        t,
+        e,
+    )
     assert row["ts"] is not None and (row["ts"].month, row["ts"].day, row["ts"].second) == (mm, dd, hms[2])
 
 
-nccl_ops = st.sampled_from([("AllReduce", "ALLREDUCE"), ("Broadcast", "BROADCAST"), ("AllGather", "ALLGATHER"),
-                            ("ReduceScatter", "REDUCE_SCATTER"), ("Reduce", "REDUCE")])
+nccl_ops = st.sampled_from(
+    [
+        ("AllReduce", "ALLREDUCE"),
+        ("Broadcast", "BROADCAST"),
+        ("AllGather", "ALLGATHER"),
+        ("ReduceScatter", "REDUCE_SCATTER"),
+        ("Reduce", "REDUCE"),
+    ]
+)
 
 
 @FAST
-@given(seq=u62, op=nccl_ops, count=u62, nranks=st.integers(1, 65536), pid=st.integers(100, 4_000_000),
-       dev=st.integers(0, 15))
+@given(
+    seq=u62,
+    op=nccl_ops,
+    count=u62,
+    nranks=st.integers(1, 65536),
+    pid=st.integers(100, 4_000_000),
+    dev=st.integers(0, 15),
+)
 def test_nccl_coll_opcount_hex_round_trip(seq, op, count, nranks, pid, dev):
-    line = (f"node-a:{pid}:{pid} [{dev}] NCCL INFO {op[0]}: opCount {seq:x} sendbuff 0x7f3b52000000 recvbuff "
-            f"0x7f3b52000000 count {count} datatype 7 op 0 root 0 comm 0x55d0c3a4e2b0 [nranks={nranks}] stream 0x55d0c2f1a9e0")
+    line = (
+        f"node-a:{pid}:{pid} [{dev}] NCCL INFO {op[0]}: opCount {seq:x} sendbuff 0x7f3b52000000 recvbuff "
+        f"0x7f3b52000000 count {count} datatype 7 op 0 root 0 comm 0x55d0c3a4e2b0 [nranks={nranks}] stream 0x55d0c2f1a9e0"
+    )
     row = _one(line)
     assert row["kind"] == "nccl_coll", row
-    assert (row["seq"], row["numel"], row["world_size"], row["pid"], row["host"]) == (seq, count, nranks, pid, "node-a")
+    assert (row["seq"], row["numel"], row["world_size"], row["pid"], row["host"]) == (
+        seq,
+        count,
+        nranks,
+        pid,
+        "node-a",
+    )
     assert row["op"] == op[1], row["op"]
 
 
 @FAST
-@given(code=st.integers(-64, 255), lr=st.integers(0, 1023), pid=st.integers(1, 4_000_000), agent=st.integers(1, 4_000_000),
-       old=st.booleans())
+@given(
+    code=st.integers(-64, 255),
+    lr=st.integers(0, 1023),
+    pid=st.integers(1, 4_000_000),
+    agent=st.integers(1, 4_000_000),
+    old=st.booleans(),
+)
 def test_torchrun_failed_exitcode_round_trip(code, lr, pid, agent, old):
     msg = f"failed (exitcode: {code}) local_rank: {lr} (pid: {pid}) of binary: /opt/venv/bin/python3"
-    line = (f"ERROR:torch.distributed.elastic.multiprocessing.api:{msg}" if old else
-            f"E1130 00:10:46.579000 {agent} torch/distributed/elastic/multiprocessing/api.py:1002] {msg}")
+    line = (
+        f"ERROR:torch.distributed.elastic.multiprocessing.api:{msg}"
+        if old
+        else f"E1130 00:10:46.579000 {agent} torch/distributed/elastic/multiprocessing/api.py:1002] {msg}"
+    )
     row = _one(line, "launcher.log")
     assert row["kind"] == "worker_failed", row
     assert (row["exit_code"], row["pid"], row["local_rank"]) == (code, pid, lr), row
 
 
 @FAST
-@given(rank=st.integers(0, 8191), extra=st.integers(1, 8192), dev=st.integers(0, 15), pid=st.integers(100, 4_000_000),
-       phase=st.sampled_from(["START", "COMPLETE"]), comm_id=st.integers(0, 2**64 - 1))
+@given(
+    rank=st.integers(0, 8191),
+    extra=st.integers(1, 8192),
+    dev=st.integers(0, 15),
+    pid=st.integers(100, 4_000_000),
+    phase=st.sampled_from(["START", "COMPLETE"]),
+    comm_id=st.integers(0, 2**64 - 1),
+)
 def test_nccl_init_world_size_round_trip(rank, extra, dev, pid, phase, comm_id):
     world = rank + extra
-    line = (f"node-b:{pid}:{pid + 55} [{dev}] NCCL INFO comm 0x562e11f03a90 rank {rank} nranks {world} cudaDev {dev} "
-            f"nvmlDev {dev} busId 9c000 commId 0x{comm_id:x} - Init {phase}")
+    line = (
+        f"node-b:{pid}:{pid + 55} [{dev}] NCCL INFO comm 0x562e11f03a90 rank {rank} nranks {world} cudaDev {dev} "
+        f"nvmlDev {dev} busId 9c000 commId 0x{comm_id:x} - Init {phase}"
+    )
     row = _one(line)
     assert row["kind"] == "nccl_init", row
     assert (row["world_size"], row["rank"], row["pid"], row["host"]) == (world, rank, pid, "node-b"), row

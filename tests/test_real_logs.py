@@ -15,7 +15,9 @@ import pytest
 import correlator
 from tests.conftest import REAL_CASES, SHARED_REAL
 
-SHARED = sorted(p for p in SHARED_REAL.iterdir() if (p / "expected.json").exists()) if SHARED_REAL.is_dir() else []
+SHARED = (
+    sorted(p for p in SHARED_REAL.iterdir() if (p / "expected.json").exists()) if SHARED_REAL.is_dir() else []
+)
 
 
 def _check(case: Path) -> None:

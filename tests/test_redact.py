@@ -39,12 +39,12 @@ NEEDLES = [*SECRETS.values(), *HOSTS, *IPS, *USERS, *EMAILS]
 
 INJECT = f"""\
 [rank0]:[W1129 23:08:30.100000000 ProcessGroupNCCL.cpp:100] login from alice.smith@acme-research.net on gpu-host-3.acme-research.net (10.23.4.5)
-export HF_TOKEN={SECRETS['hf']} WANDB_API_KEY={SECRETS['wandb']}
-AWS_ACCESS_KEY_ID={SECRETS['aws_id']} aws_secret_access_key={SECRETS['aws_secret']}
-git clone https://{SECRETS['ghp']}@github.com/acme/train && gh auth login --with-token {SECRETS['gho']}
-GITHUB_TOKEN={SECRETS['github_pat']}
-curl -H "Authorization: Bearer {SECRETS['bearer']}" https://deploy:{SECRETS['url_pw']}@registry.acme-research.net/v2/
-python /home/alice/proj/train.py --password={SECRETS['password']} --token {SECRETS['token_arg']} --data /data/carol/shards
+export HF_TOKEN={SECRETS["hf"]} WANDB_API_KEY={SECRETS["wandb"]}
+AWS_ACCESS_KEY_ID={SECRETS["aws_id"]} aws_secret_access_key={SECRETS["aws_secret"]}
+git clone https://{SECRETS["ghp"]}@github.com/acme/train && gh auth login --with-token {SECRETS["gho"]}
+GITHUB_TOKEN={SECRETS["github_pat"]}
+curl -H "Authorization: Bearer {SECRETS["bearer"]}" https://deploy:{SECRETS["url_pw"]}@registry.acme-research.net/v2/
+python /home/alice/proj/train.py --password={SECRETS["password"]} --token {SECRETS["token_arg"]} --data /data/carol/shards
   File "/Users/bobby/src/model.py", line 12, in forward
 cache at /scratch/dmitri/hf; USER=alice; notify ops+alerts@gpu-cloud.io
 trn-node-17:4242:4300 [0] NCCL INFO NET/Socket : Using [0]eth0:172.16.9.200<0> [1]ib0:[2001:db8:85a3::8a2e:370:7334]<0>
@@ -128,7 +128,9 @@ def test_nothing_survives_in_any_output(corpus, tmp_path, monkeypatch, capsys):
     joined = "\n".join(outputs.values())
     for pseudo in ("host-1", "ip-1", "user-1", "email-1", "<secret-1>"):
         assert pseudo in joined, pseudo
-    assert "127.0.0.1" in outputs["parquet:raw"] and "::1" in outputs["parquet:raw"]  # loopback kept (documented)
+    assert (
+        "127.0.0.1" in outputs["parquet:raw"] and "::1" in outputs["parquet:raw"]
+    )  # loopback kept (documented)
 
 
 def test_redacted_copy_keeps_layout_and_lines(corpus, tmp_path):
@@ -173,22 +175,42 @@ def test_real_fixture_same_verdict(case, tmp_path):
 def test_redactor_units():
     r = Redactor()
     r.learn_host("node-a")
-    assert r.text("node-a:1:2 [0] NCCL INFO x node-a.corp.acme.com") == "host-1:1:2 [0] NCCL INFO x host-1.domain-1"
+    assert (
+        r.text("node-a:1:2 [0] NCCL INFO x node-a.corp.acme.com")
+        == "host-1:1:2 [0] NCCL INFO x host-1.domain-1"
+    )
     assert r.text("10.0.0.1 then 10.0.0.2 then 10.0.0.1") == "ip-1 then ip-2 then ip-1"
     assert r.text("NODE-A and Node-A.Corp.Acme.com") == "host-1 and host-1.domain-1"  # DNS ignores case
-    assert r.text("[::ffff:10.0.0.2]:29500 [::ffff:127.0.0.1]:1 0.0.0.0 ::") == "[::ffff:ip-2]:29500 [::ffff:127.0.0.1]:1 0.0.0.0 ::"
+    assert (
+        r.text("[::ffff:10.0.0.2]:29500 [::ffff:127.0.0.1]:1 0.0.0.0 ::")
+        == "[::ffff:ip-2]:29500 [::ffff:127.0.0.1]:1 0.0.0.0 ::"
+    )
     # not addresses: versions, timestamps, c10 stamps (MAC addresses are redacted: see test_hostile_redact)
-    for keep in ("NCCL version 2.21.5+cuda12.4", "[I1129 23:08:34.917299611 x.cpp:1]",
-                 "torch.distributed.elastic.multiprocessing.api", "see https://pytorch.org/docs/stable/x.html"):
+    for keep in (
+        "NCCL version 2.21.5+cuda12.4",
+        "[I1129 23:08:34.917299611 x.cpp:1]",
+        "torch.distributed.elastic.multiprocessing.api",
+        "see https://pytorch.org/docs/stable/x.html",
+    ):
         assert r.text(keep) == keep, keep
-    assert r.text("--password s3cret --token=abc123 --api-key XYZ789") == "--password <secret-1> --token=<secret-2> --api-key <secret-3>"
+    assert (
+        r.text("--password s3cret --token=abc123 --api-key XYZ789")
+        == "--password <secret-1> --token=<secret-2> --api-key <secret-3>"
+    )
     assert r.text("MY_SECRET=hunter22") == "MY_SECRET=<secret-4>"
     assert r.text("/home/alice/x and alice") == "/home/user-1/x and user-1"
 
 
 def test_redact_table_every_string_column():
-    t = pl.DataFrame({"raw": ["from node-x:1:2 [0] NCCL INFO 10.9.8.7"], "host": ["node-x"],
-                      "peer_addr": ["10.9.8.7<5555>"], "path": ["node-x.rank0.log"], "n": [1]})
+    t = pl.DataFrame(
+        {
+            "raw": ["from node-x:1:2 [0] NCCL INFO 10.9.8.7"],
+            "host": ["node-x"],
+            "peer_addr": ["10.9.8.7<5555>"],
+            "path": ["node-x.rank0.log"],
+            "n": [1],
+        }
+    )
     out = redact_table(t)
     assert out.row(0) == ("from host-1:1:2 [0] NCCL INFO ip-1", "host-1", "ip-1<5555>", "host-1.rank0.log", 1)
 

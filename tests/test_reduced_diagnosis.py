@@ -45,7 +45,9 @@ def _no_ts(v: object) -> object:
 
 def _check(t: pl.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strip_ts: bool = False) -> None:
     full = _json(t)
-    pq.write_table(t.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA), tmp_path / "t.parquet")
+    pq.write_table(
+        t.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA), tmp_path / "t.parquet"
+    )
     red = reduce_for_diagnosis(t)
     from_pq = reduced_from_parquet(tmp_path / "t.parquet")
     assert from_pq.drop("event_id").equals(red.drop("event_id"))
@@ -62,7 +64,9 @@ def test_reduced_verdict_equals_full(case: str, tmp_path: Path, monkeypatch: pyt
     _check(ingest(CASES / case / "logs").table, tmp_path, monkeypatch)
 
 
-def test_reduced_verdict_equals_full_on_generated_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reduced_verdict_equals_full_on_generated_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A job whose NCCL COLL lines are most of the table (the reduction keeps a few per rank and PG).
 
     Everything but the timestamps must agree: host clock offsets are estimated from the collectives both

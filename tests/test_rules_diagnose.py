@@ -25,29 +25,63 @@ def ev_rows(d: Any) -> list[tuple[int | None, str, str, str]]:
 
 def test_crash_summary_confidence_and_evidence() -> None:
     rows = [progress(r, 9) for r in range(4)] + [
-        ev(2, "cuda_oom", 1, exc_type="torch.cuda.OutOfMemoryError", layer="python",
-           message="torch.OutOfMemoryError: CUDA out of memory.\nTried to allocate 2.00 GiB"),
-        timeout(0, 100), timeout(1, 100), timeout(3, 100)]
+        ev(
+            2,
+            "cuda_oom",
+            1,
+            exc_type="torch.cuda.OutOfMemoryError",
+            layer="python",
+            message="torch.OutOfMemoryError: CUDA out of memory.\nTried to allocate 2.00 GiB",
+        ),
+        timeout(0, 100),
+        timeout(1, 100),
+        timeout(3, 100),
+    ]
     d = diagnose(table(rows))
-    assert d.summary == ("rank 2 (node-a) failed first: torch.cuda.OutOfMemoryError; 3 ranks timed out waiting for it "
-                         "in ALLREDUCE SeqNum 100.")
+    assert d.summary == (
+        "rank 2 (node-a) failed first: torch.cuda.OutOfMemoryError; 3 ranks timed out waiting for it "
+        "in ALLREDUCE SeqNum 100."
+    )
     assert d.confidence == 0.9  # 0.95 - 0.05 (no launcher)
     assert d.confidence_reasons == [NO_LAUNCHER]
     # a cuda_oom row is quoted by its message (first line only); a timeout by its raw line
-    assert ev_rows(d) == [(2, "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory.", "initiating fault"),
-                          (0, "watchdog_timeout", "watchdog_timeout", "collateral: rank 0 waits for rank 2")]
+    assert ev_rows(d) == [
+        (2, "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory.", "initiating fault"),
+        (0, "watchdog_timeout", "watchdog_timeout", "collateral: rank 0 waits for rank 2"),
+    ]
     e = d.evidence[0]
     assert (e.path, e.line, e.ts) == ("rank2.log", 1, "2026-11-29T23:00:01Z")
     assert d.focus == {"pg": "0", "seq": 100, "op": "ALLREDUCE"}
-    assert (d.initiating_ranks, d.collateral_ranks, d.clean_ranks, d.missing_ranks) == ([2], [0, 1, 3], [], [])
-    assert (d.world_size, d.ranks_seen, d.attempt, d.initiator_basis) == (None, [0, 1, 2, 3], 0, "first fault")
+    assert (d.initiating_ranks, d.collateral_ranks, d.clean_ranks, d.missing_ranks) == (
+        [2],
+        [0, 1, 3],
+        [],
+        [],
+    )
+    assert (d.world_size, d.ranks_seen, d.attempt, d.initiator_basis) == (
+        None,
+        [0, 1, 2, 3],
+        0,
+        "first fault",
+    )
     pr = {s.rank: s for s in d.per_rank}
     assert (pr[2].status, pr[2].first_fault_kind, pr[2].first_fault_ts, pr[2].explained_by) == (
-        "initiating", "cuda_oom", "2026-11-29T23:00:01Z", None)
+        "initiating",
+        "cuda_oom",
+        "2026-11-29T23:00:01Z",
+        None,
+    )
     assert (pr[0].status, pr[0].first_fault_ts, pr[0].first_fault_ts_quality) == (
-        "collateral", "2026-11-29T23:10:00Z", "no_tz")
-    assert (pr[0].explained_by.rank, pr[0].explained_by.edge, pr[0].explained_by.pg, pr[0].explained_by.seq) == (
-        2, "waits_for", "0", 100)
+        "collateral",
+        "2026-11-29T23:10:00Z",
+        "no_tz",
+    )
+    assert (
+        pr[0].explained_by.rank,
+        pr[0].explained_by.edge,
+        pr[0].explained_by.pg,
+        pr[0].explained_by.seq,
+    ) == (2, "waits_for", "0", 100)
     assert (pr[0].host, pr[0].local_rank) == ("node-a", None)
 
 
@@ -56,18 +90,26 @@ def test_summary_names_host_and_local_rank() -> None:
     rows += [ev(3, "python_exception", 1, exc_type="KeyError", layer="python", local_rank=1, host="node-b")]
     d = diagnose(table(rows))
     assert d.summary == "rank 3 (node-b, local rank 1) failed first: KeyError."
-    assert [(s.rank, s.host, s.local_rank) for s in d.per_rank] == [(0, "node-a", 0), (1, "node-a", 1),
-                                                                    (2, "node-b", 0), (3, "node-b", 1)]
+    assert [(s.rank, s.host, s.local_rank) for s in d.per_rank] == [
+        (0, "node-a", 0),
+        (1, "node-a", 1),
+        (2, "node-b", 0),
+        (3, "node-b", 1),
+    ]
     assert d.clean_ranks == [0, 1, 2]
 
 
 def test_silent_straggler_summary() -> None:
     d = diagnose(table([progress(r, 5) for r in range(4)] + [timeout(0, 40), timeout(1, 40), timeout(2, 40)]))
-    assert d.summary == ("rank 3 (node-a) went silent (no error) while the others failed; 3 ranks timed out waiting "
-                         "for it in ALLREDUCE SeqNum 40.")
+    assert d.summary == (
+        "rank 3 (node-a) went silent (no error) while the others failed; 3 ranks timed out waiting "
+        "for it in ALLREDUCE SeqNum 40."
+    )
     assert d.confidence == 0.7  # 0.95 - 0.2 (silence) - 0.05 (no launcher)
-    assert ev_rows(d) == [(3, "step_progress", "step=5", "last sign of life of rank 3"),
-                          (0, "watchdog_timeout", "watchdog_timeout", "collateral: rank 0 waits for rank 3")]
+    assert ev_rows(d) == [
+        (3, "step_progress", "step=5", "last sign of life of rank 3"),
+        (0, "watchdog_timeout", "watchdog_timeout", "collateral: rank 0 waits for rank 3"),
+    ]
 
 
 def test_several_silent_ranks_cap_the_confidence() -> None:
@@ -80,8 +122,10 @@ def test_several_silent_ranks_cap_the_confidence() -> None:
     d = diagnose(table(rows))
     assert d.initiating_ranks == [2, 3]
     assert d.confidence == 0.3  # capped at 0.3: 2 * 4 >= 4 ranks seen
-    assert d.summary == ("rank 2 (node-a), rank 3 (node-a) went silent (no error) while the others failed; "
-                         "2 ranks timed out waiting for them in ALLREDUCE SeqNum 3.")
+    assert d.summary == (
+        "rank 2 (node-a), rank 3 (node-a) went silent (no error) while the others failed; "
+        "2 ranks timed out waiting for them in ALLREDUCE SeqNum 3."
+    )
 
 
 def test_behind_summary() -> None:
@@ -89,8 +133,10 @@ def test_behind_summary() -> None:
     rows += [ev(3, "collective_fingerprint", 1, seq=39, op="ALLREDUCE", numel=8)]
     rows += [timeout(r, 40) for r in (0, 1, 2)] + [timeout(3, 39)]
     d = diagnose(table(rows))
-    assert d.summary == ("rank 3 (node-a) fell behind on the collective sequence; 3 ranks timed out waiting for it "
-                         "in ALLREDUCE SeqNum 40.")
+    assert d.summary == (
+        "rank 3 (node-a) fell behind on the collective sequence; 3 ranks timed out waiting for it "
+        "in ALLREDUCE SeqNum 40."
+    )
     assert d.confidence == 0.75  # 0.95 - 0.15 (lagging) - 0.05
 
 
@@ -107,26 +153,45 @@ def test_signal_exit_summary_and_launcher_evidence() -> None:
     rows = [progress(r, 3) for r in range(3)] + [ev(2, "worker_failed", 10, layer="elastic", exit_code=-11)]
     rows += [ev(r, "worker_signalled", 11, layer="elastic", signal="SIGTERM") for r in (0, 1)]
     d = diagnose(table(rows))
-    assert d.summary == "rank 2 (node-a) failed first: exit code -11 (SIGSEGV); 2 other ranks failed as a consequence."
+    assert (
+        d.summary
+        == "rank 2 (node-a) failed first: exit code -11 (SIGSEGV); 2 other ranks failed as a consequence."
+    )
     assert d.confidence == 0.95
-    assert ev_rows(d) == [(2, "worker_failed", "worker_failed", "initiating fault"),
-                          (0, "worker_signalled", "worker_signalled", "collateral: rank 0 killed by rank 2")]
+    assert ev_rows(d) == [
+        (2, "worker_failed", "worker_failed", "initiating fault"),
+        (0, "worker_signalled", "worker_signalled", "collateral: rank 0 killed by rank 2"),
+    ]
 
 
 def test_exception_with_launcher_report() -> None:
     rows = [progress(r, 3) for r in range(3)]
-    rows += [ev(1, "python_exception", 6, exc_type="KeyError", layer="python", message="KeyError: 'label'"),
-             ev(1, "worker_failed", 7, layer="elastic", exit_code=1),
-             ev(1, "root_cause_entry", 8, layer="elastic", exit_code=1, message="rank 1 (local_rank: 1) exitcode 1"),
-             ev(0, "worker_signalled", 7, layer="elastic", signal="SIGTERM")]
+    rows += [
+        ev(1, "python_exception", 6, exc_type="KeyError", layer="python", message="KeyError: 'label'"),
+        ev(1, "worker_failed", 7, layer="elastic", exit_code=1),
+        ev(
+            1,
+            "root_cause_entry",
+            8,
+            layer="elastic",
+            exit_code=1,
+            message="rank 1 (local_rank: 1) exitcode 1",
+        ),
+        ev(0, "worker_signalled", 7, layer="elastic", signal="SIGTERM"),
+    ]
     d = diagnose(table(rows))
     assert d.summary == "rank 1 (node-a) failed first: KeyError; 1 other rank failed as a consequence."
     assert ev_rows(d) == [
         (1, "python_exception", "KeyError: 'label'", "initiating fault"),
         (1, "worker_failed", "worker_failed", "launcher"),
-        (1, "root_cause_entry", "rank 1 (local_rank: 1) exitcode 1",
-         "launcher (weak: torchrun's root cause is often wrong)"),
-        (0, "worker_signalled", "worker_signalled", "collateral: rank 0 killed by rank 1")]
+        (
+            1,
+            "root_cause_entry",
+            "rank 1 (local_rank: 1) exitcode 1",
+            "launcher (weak: torchrun's root cause is often wrong)",
+        ),
+        (0, "worker_signalled", "worker_signalled", "collateral: rank 0 killed by rank 1"),
+    ]
 
 
 def test_cuda_error_summary_quotes_the_message() -> None:
@@ -139,20 +204,29 @@ def test_cuda_error_summary_quotes_the_message() -> None:
 
 def test_network_summaries() -> None:
     msg = "NET/IB : Got completion from peer 10.0.0.2 with error 12"
-    rows = [ev(0, "nccl_net_error", 5, layer="nccl", host="node-a", peer_addr="10.0.0.2", message=msg),
-            ev(1, "nccl_net_error", 5.5, layer="nccl", host="node-a", peer_addr="10.0.0.2", message=msg),
-            ev(2, "log", 0, host="node-b", severity="info", local_addr="10.0.0.2"),
-            ev(3, "log", 0, host="node-b", severity="info")]
+    rows = [
+        ev(0, "nccl_net_error", 5, layer="nccl", host="node-a", peer_addr="10.0.0.2", message=msg),
+        ev(1, "nccl_net_error", 5.5, layer="nccl", host="node-a", peer_addr="10.0.0.2", message=msg),
+        ev(2, "log", 0, host="node-b", severity="info", local_addr="10.0.0.2"),
+        ev(3, "log", 0, host="node-b", severity="info"),
+    ]
     d = diagnose(table(rows))
-    assert d.summary == ("rank 2 (node-b), rank 3 (node-b) became unreachable (their host stopped logging; the others "
-                         "lost their connections to it); 2 other ranks failed as a consequence.")
+    assert d.summary == (
+        "rank 2 (node-b), rank 3 (node-b) became unreachable (their host stopped logging; the others "
+        "lost their connections to it); 2 other ranks failed as a consequence."
+    )
     assert d.confidence == 0.7  # 0.95 - 0.2 (stopped logging) - 0.05
-    assert ev_rows(d) == [(0, "nccl_net_error", msg, "points at rank 2 (reported by rank 0)"),
-                          (2, "log", "log", "last sign of life of rank 2"),
-                          (3, "log", "log", "last sign of life of rank 3")]
-    link = [ev(0, "nccl_net_error", 5, layer="nccl", message="NET/IB : a"),
-            ev(1, "nccl_net_error", 5.4, layer="nccl", message="NET/IB : b"),
-            ev(2, "nccl_net_error", 9, layer="nccl", message="NET/IB : c"), ev(3, "log", 0, severity="info")]
+    assert ev_rows(d) == [
+        (0, "nccl_net_error", msg, "points at rank 2 (reported by rank 0)"),
+        (2, "log", "log", "last sign of life of rank 2"),
+        (3, "log", "log", "last sign of life of rank 3"),
+    ]
+    link = [
+        ev(0, "nccl_net_error", 5, layer="nccl", message="NET/IB : a"),
+        ev(1, "nccl_net_error", 5.4, layer="nccl", message="NET/IB : b"),
+        ev(2, "nccl_net_error", 9, layer="nccl", message="NET/IB : c"),
+        ev(3, "log", 0, severity="info"),
+    ]
     d = diagnose(table(link))
     assert d.summary == "rank 0 (node-a), rank 1 (node-a) failed first; 1 other rank failed as a consequence."
     assert d.confidence == 0.75  # 0.95 - 0.15 (several ranks saw network errors) - 0.05
@@ -160,14 +234,27 @@ def test_network_summaries() -> None:
 
 def test_barrier_summaries() -> None:
     rows = [progress(r, 3) for r in range(4)]
-    rows += [ev(0, "monitored_barrier_failed", 20, pg_rank=0, message="Ranks 2 failed to pass monitoredBarrier in 15000 ms")]
+    rows += [
+        ev(
+            0,
+            "monitored_barrier_failed",
+            20,
+            pg_rank=0,
+            message="Ranks 2 failed to pass monitoredBarrier in 15000 ms",
+        )
+    ]
     d = diagnose(table(rows))
-    assert d.summary == "rank 2 (node-a) never reached the monitored barrier; 1 rank timed out waiting for it."
+    assert (
+        d.summary == "rank 2 (node-a) never reached the monitored barrier; 1 rank timed out waiting for it."
+    )
     assert d.confidence == 0.9
     assert ev_rows(d)[0] == (2, "step_progress", "step=3", "last sign of life of rank 2")
     rows += [ev(2, "watchdog_timeout", 30, seq=5, pg="0", op="ALLREDUCE")]
     d = diagnose(table(rows))
-    assert d.summary == "rank 2 (node-a) never reached the monitored barrier; 1 other rank failed as a consequence."
+    assert (
+        d.summary
+        == "rank 2 (node-a) never reached the monitored barrier; 1 other rank failed as a consequence."
+    )
     assert d.confidence == 0.8  # 0.95 - 0.1 (did not wait in the barrier) - 0.05
 
 
@@ -183,13 +270,17 @@ def test_mismatch_summary_and_evidence() -> None:
     assert [e.rank for e in d.evidence] == [3, 0, 1, 2]
     rows += [ev(r, "collective_mismatch", 2, seq=12, op="ALLREDUCE", peer_rank=3) for r in (0, 1, 2)]
     d = diagnose(table(rows))
-    assert d.summary == ("rank 3 (node-a) ran a different collective than the others; 3 other ranks failed as a "
-                         "consequence in collective SeqNum 12.")
+    assert d.summary == (
+        "rank 3 (node-a) ran a different collective than the others; 3 other ranks failed as a "
+        "consequence in collective SeqNum 12."
+    )
 
 
 def test_even_split_confidence() -> None:
-    rows = [ev(r, "collective_fingerprint", 1, seq=7, op="ALLREDUCE" if r < 2 else "BROADCAST", shape="[4]")
-            for r in range(4)]
+    rows = [
+        ev(r, "collective_fingerprint", 1, seq=7, op="ALLREDUCE" if r < 2 else "BROADCAST", shape="[4]")
+        for r in range(4)
+    ]
     rows += [ev(r, "watchdog_timeout", 600) for r in range(4)]
     d = diagnose(table(rows))
     assert d.initiating_ranks == [0, 1, 2, 3]
@@ -198,8 +289,10 @@ def test_even_split_confidence() -> None:
 
 
 def test_common_mode_summary() -> None:
-    rows = [ev(r, "python_exception", 1, exc_type="RuntimeError", layer="python", host=f"node-{r % 2}")
-            for r in range(4)]
+    rows = [
+        ev(r, "python_exception", 1, exc_type="RuntimeError", layer="python", host=f"node-{r % 2}")
+        for r in range(4)
+    ]
     d = diagnose(table(rows))
     assert d.summary == "ranks 0-3 (node-0, node-1) failed first: RuntimeError."
     assert d.confidence == 0.85  # 0.95 - 0.05 (common mode) - 0.05
@@ -208,11 +301,16 @@ def test_common_mode_summary() -> None:
 def test_independent_failures_confidence() -> None:
     rows = [progress(r, 3) for r in range(4)] + [
         ev(1, "python_exception", 2, exc_type="ValueError", layer="python"),
-        ev(3, "cuda_error", 4, exc_type="RuntimeError", layer="python"), timeout(0, 20), timeout(2, 20)]
+        ev(3, "cuda_error", 4, exc_type="RuntimeError", layer="python"),
+        timeout(0, 20),
+        timeout(2, 20),
+    ]
     d = diagnose(table(rows))
     assert d.confidence == 0.75  # 0.95 - 0.15 (independently) - 0.05
-    assert d.summary == ("rank 1 (node-a), rank 3 (node-a) failed first: ValueError; 2 ranks timed out waiting for "
-                         "them in ALLREDUCE SeqNum 20.")
+    assert d.summary == (
+        "rank 1 (node-a), rank 3 (node-a) failed first: ValueError; 2 ranks timed out waiting for "
+        "them in ALLREDUCE SeqNum 20."
+    )
 
 
 def test_missing_rank_summary_and_confidence() -> None:
@@ -231,19 +329,40 @@ def test_missing_rank_summary_and_confidence() -> None:
 
 def test_no_failure_and_no_rank_summaries() -> None:
     d = diagnose(table([progress(r, 9) for r in range(2)]))
-    assert (d.summary, d.confidence, d.evidence) == ("No failure found: 2 ranks, none reported a fault.", 0.9, [])
+    assert (d.summary, d.confidence, d.evidence) == (
+        "No failure found: 2 ranks, none reported a fault.",
+        0.9,
+        [],
+    )
     d = diagnose(table([progress(0, 9)]))
     assert d.summary == "No failure found: 1 rank, none reported a fault."
-    empty = diagnose(conform(pl.DataFrame({"rank": [], "kind": []}, schema={"rank": pl.Int32, "kind": pl.String})))
+    empty = diagnose(
+        conform(pl.DataFrame({"rank": [], "kind": []}, schema={"rank": pl.Int32, "kind": pl.String}))
+    )
     assert (empty.summary, empty.confidence) == ("No failure found: 0 ranks, none reported a fault.", 0.3)
-    rankless = [ev(None, "python_exception", 3, exc_type="ValueError", layer="python", path="job.log", line=7,
-                   message="ValueError: bad shard")]
+    rankless = [
+        ev(
+            None,
+            "python_exception",
+            3,
+            exc_type="ValueError",
+            layer="python",
+            path="job.log",
+            line=7,
+            message="ValueError: bad shard",
+        )
+    ]
     d = diagnose(table(rankless))
-    assert d.summary == ("No rank could be named: the logs show ValueError at job.log:7, on a line that names no rank "
-                         "(failure kind rank_crash).")
+    assert d.summary == (
+        "No rank could be named: the logs show ValueError at job.log:7, on a line that names no rank "
+        "(failure kind rank_crash)."
+    )
     assert d.confidence == 0.3  # 0.95 - 0.6 (name no rank) - 0.05
     assert ev_rows(d) == [(None, "python_exception", "ValueError: bad shard", "fault (no rank named)")]
-    launcher = [progress(0, 1), ev(None, "launcher_error", 3, layer="elastic", message="RendezvousTimeoutError")]
+    launcher = [
+        progress(0, 1),
+        ev(None, "launcher_error", 3, layer="elastic", message="RendezvousTimeoutError"),
+    ]
     d = diagnose(table(launcher))
     assert d.summary == "Failure of kind launcher_error, but no rank could be named as its origin."
     assert d.confidence == 0.95
@@ -256,18 +375,29 @@ def test_later_failed_attempt_lowers_confidence() -> None:
     rows += [ev(r, "worker_signalled", 101, layer="elastic", attempt=1, signal="SIGTERM") for r in (0, 1, 2)]
     d = diagnose(table(rows))
     assert d.confidence == 0.9  # 0.95 - 0.05 (a later attempt failed too)
-    assert d.confidence_reasons == ["1 later attempt(s) also failed; the verdict is the first failed attempt's"]
+    assert d.confidence_reasons == [
+        "1 later attempt(s) also failed; the verdict is the first failed attempt's"
+    ]
     assert [a.confidence for a in d.attempts] == [0.9, 0.95]
     one = diagnose(table(rows), attempt=1)
     assert (one.attempt, one.confidence, one.confidence_reasons) == (1, 0.95, [])
     j = d.to_json()
     assert next(iter(j)) == "schema_version" and j["schema_version"] == 1
-    assert [(a["attempt"], a["initiating_ranks"], a["confidence"]) for a in j["attempts"]] == [(0, [1], 0.9),
-                                                                                               (1, [3], 0.95)]
+    assert [(a["attempt"], a["initiating_ranks"], a["confidence"]) for a in j["attempts"]] == [
+        (0, [1], 0.9),
+        (1, [3], 0.95),
+    ]
     assert "per_rank" not in j["attempts"][0] and "attempts" not in j["attempts"][1]
-    assert j["per_rank"][1] == {"rank": 1, "host": "node-a", "local_rank": None, "status": "initiating",
-                                "first_fault_ts": "2026-11-29T23:00:01Z", "first_fault_kind": "python_exception",
-                                "explained_by": None, "first_fault_ts_quality": "no_tz"}
+    assert j["per_rank"][1] == {
+        "rank": 1,
+        "host": "node-a",
+        "local_rank": None,
+        "status": "initiating",
+        "first_fault_ts": "2026-11-29T23:00:01Z",
+        "first_fault_kind": "python_exception",
+        "explained_by": None,
+        "first_fault_ts_quality": "no_tz",
+    }
     # an attempt with no fault of its own is diagnosed alone
     rows += [ev(0, "log", 200, severity="info", attempt=2)]
     two = diagnose(table(rows), attempt=2)
@@ -280,7 +410,10 @@ def test_helpers() -> None:
     assert dm._iso(None) is None
     assert dm._iso(T0) == "2026-11-29T23:00:00Z"
     assert dm._iso(T0 + dt.timedelta(microseconds=1500)) == "2026-11-29T23:00:00.001500Z"
-    assert dm._iso(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2)))) == "2026-01-02T01:04:05Z"
+    assert (
+        dm._iso(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+        == "2026-01-02T01:04:05Z"
+    )
     assert dm._iso("x") == "x"
     assert dm._first_line("a\nb") == "a"
     assert dm._first_line(None) == ""
@@ -288,23 +421,43 @@ def test_helpers() -> None:
     assert dm._first_line("y" * 401) == "y" * 399 + "…"
     assert dm._first_line("abcdef", 4) == "abc…"
     assert [dm._signal_name(c) for c in (-11, -9, -15, -6, 0, 1, None, -999)] == [
-        "SIGSEGV", "SIGKILL", "SIGTERM", "SIGABRT", None, None, None, None]
+        "SIGSEGV",
+        "SIGKILL",
+        "SIGTERM",
+        "SIGABRT",
+        None,
+        None,
+        None,
+        None,
+    ]
     assert dm._ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
 
 
 def test_confidence_penalties_add_up_and_floor() -> None:
     import networkx as nx
 
-    def conf(reasons: list[str], basis: str = "first fault", inits: tuple[int, ...] = (0,), kind: str = "rank_crash",
-             seen: tuple[int, ...] = (0, 1)) -> float:
-        G = nx.DiGraph(reasons=reasons, initiators=list(inits), ranks_seen=list(seen), initiator_basis=basis,
-                       failure_kind=kind)
+    def conf(
+        reasons: list[str],
+        basis: str = "first fault",
+        inits: tuple[int, ...] = (0,),
+        kind: str = "rank_crash",
+        seen: tuple[int, ...] = (0, 1),
+    ) -> float:
+        G = nx.DiGraph(
+            reasons=reasons,
+            initiators=list(inits),
+            ranks_seen=list(seen),
+            initiator_basis=basis,
+            failure_kind=kind,
+        )
         return dm._confidence(G)
 
     assert conf([]) == 0.95
     assert conf(["x configuration line y"]) == 0.85
     assert conf(["found by its silence", "left no log"]) == 0.7  # 0.95 - 0.2 - 0.05
-    assert conf(["left no log at all; named because it is missing"]) == 0.6  # the first key it holds: missing 0.35
+    assert (
+        conf(["left no log at all; named because it is missing"]) == 0.6
+    )  # the first key it holds: missing 0.35
     assert conf(["ranks left no log"]) == 0.9
     assert conf(["clocks could not be aligned"]) == 0.85
     assert conf(["the identity is inferred"]) == 0.85
@@ -319,14 +472,29 @@ def test_confidence_penalties_add_up_and_floor() -> None:
 def test_evidence_keeps_table_order_and_skips_duplicates() -> None:
     rows = [progress(r, 9) for r in range(3)] + [
         ev(2, "python_exception", 1, exc_type="ValueError", layer="python", message="ValueError: x"),
-        ev(2, "python_exception", 1, exc_type="ValueError", layer="python", message="ValueError: x", duplicate=True),
-        timeout(0, 5), timeout(1, 5)]
+        ev(
+            2,
+            "python_exception",
+            1,
+            exc_type="ValueError",
+            layer="python",
+            message="ValueError: x",
+            duplicate=True,
+        ),
+        timeout(0, 5),
+        timeout(1, 5),
+    ]
     d = diagnose(table(rows))
-    assert [(e.rank, e.role) for e in d.evidence] == [(2, "initiating fault"), (0, "collateral: rank 0 waits for rank 2")]
+    assert [(e.rank, e.role) for e in d.evidence] == [
+        (2, "initiating fault"),
+        (0, "collateral: rank 0 waits for rank 2"),
+    ]
 
 
 def test_to_json_holds_plain_dicts_for_rows() -> None:
-    rows = [progress(r, 9) for r in range(2)] + [ev(1, "python_exception", 1, exc_type="ValueError", layer="python")]
+    rows = [progress(r, 9) for r in range(2)] + [
+        ev(1, "python_exception", 1, exc_type="ValueError", layer="python")
+    ]
     j = diagnose(table(rows)).to_json()
     assert [type(x) for x in j["evidence"]] == [dict]
     assert [type(x) for x in j["per_rank"]] == [dict, dict]
@@ -334,10 +502,12 @@ def test_to_json_holds_plain_dicts_for_rows() -> None:
 
 
 def test_rankless_faults_kind_from_the_first_cause_and_all_quoted() -> None:
-    rows = [ev(None, "python_exception", 3, exc_type="ValueError", layer="python", path="job.log"),  # id 0
-            ev(None, "cuda_oom", 4, exc_type="torch.OutOfMemoryError", layer="python", path="job.log"),  # id 1
-            ev(None, "cuda_error", 5, layer="python", path="job.log"),  # id 2
-            ev(None, "python_exception", 6, exc_type="KeyError", layer="python", path="job.log")]  # id 3
+    rows = [
+        ev(None, "python_exception", 3, exc_type="ValueError", layer="python", path="job.log"),  # id 0
+        ev(None, "cuda_oom", 4, exc_type="torch.OutOfMemoryError", layer="python", path="job.log"),  # id 1
+        ev(None, "cuda_error", 5, layer="python", path="job.log"),  # id 2
+        ev(None, "python_exception", 6, exc_type="KeyError", layer="python", path="job.log"),
+    ]  # id 3
     from correlator import build_graph
 
     G = build_graph(table(rows))

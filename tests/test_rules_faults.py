@@ -19,55 +19,63 @@ def _role(**row: Any) -> str | None:
     return f["role"][0] if f.height else None
 
 
-@pytest.mark.parametrize(("row", "role"), [
-    ({"kind": "python_exception"}, "cause"),
-    ({"kind": "cuda_oom"}, "cause"),
-    ({"kind": "cuda_error"}, "cause"),
-    ({"kind": "ddp_error"}, "cause"),
-    ({"kind": "watchdog_hang"}, "cause"),
-    ({"kind": "process_killed", "signal": "SIGKILL"}, "cause"),
-    ({"kind": "process_killed"}, "cause"),
-    # SIGTERM on a cause kind: the agent's kill, an effect
-    ({"kind": "python_exception", "signal": "SIGTERM"}, "effect"),
-    ({"kind": "process_killed", "signal": "SIGTERM"}, "effect"),
-    # SIGABRT is the NCCL watchdog taking the process down: an exit
-    ({"kind": "process_killed", "signal": "SIGABRT"}, "exit"),
-    # launcher exit statuses
-    ({"kind": "worker_failed", "exit_code": -9}, "cause"),
-    ({"kind": "worker_failed", "signal": "SIGKILL"}, "cause"),
-    ({"kind": "worker_failed", "exit_code": -11}, "cause"),
-    ({"kind": "worker_failed", "exit_code": -7}, "cause"),
-    ({"kind": "worker_failed", "exit_code": -4}, "cause"),
-    ({"kind": "worker_failed", "exit_code": -8}, "cause"),
-    ({"kind": "worker_failed", "signal": "SIGSEGV"}, "cause"),
-    ({"kind": "process_exit", "exit_code": -11}, "cause"),
-    ({"kind": "failure_entry", "exit_code": -9}, "cause"),
-    ({"kind": "root_cause_entry", "exit_code": -9}, "cause"),
-    ({"kind": "worker_failed", "exit_code": -15}, "effect"),
-    ({"kind": "worker_failed", "signal": "SIGTERM"}, "effect"),
-    ({"kind": "worker_failed", "exit_code": -2}, "effect"),
-    ({"kind": "worker_failed", "exit_code": 1}, "exit"),
-    ({"kind": "worker_failed", "exit_code": -6}, "exit"),
-    ({"kind": "worker_failed"}, "exit"),
-    ({"kind": "root_cause_entry", "exit_code": 1}, "exit"),
-    ({"kind": "worker_failed", "exit_code": 0}, None),  # a clean exit is no fault: dropped
-    ({"kind": "error_file"}, "exit"),
-    ({"kind": "nccl_warn"}, "weak"),
-    ({"kind": "store_error", "severity": "warning"}, "weak"),
-    ({"kind": "store_error", "severity": "error"}, "effect"),
-    ({"kind": "watchdog_timeout"}, "effect"),
-    ({"kind": "gloo_connection_closed"}, "effect"),
-    ({"kind": "nccl_net_error"}, "effect"),
-    ({"kind": "worker_signalled", "signal": "SIGTERM"}, "effect"),
-    ({"kind": "step_progress", "severity": "info"}, None),  # not a fault kind
-], ids=lambda x: "-".join(f"{v}" for v in x.values()) if isinstance(x, dict) else str(x))
+@pytest.mark.parametrize(
+    ("row", "role"),
+    [
+        ({"kind": "python_exception"}, "cause"),
+        ({"kind": "cuda_oom"}, "cause"),
+        ({"kind": "cuda_error"}, "cause"),
+        ({"kind": "ddp_error"}, "cause"),
+        ({"kind": "watchdog_hang"}, "cause"),
+        ({"kind": "process_killed", "signal": "SIGKILL"}, "cause"),
+        ({"kind": "process_killed"}, "cause"),
+        # SIGTERM on a cause kind: the agent's kill, an effect
+        ({"kind": "python_exception", "signal": "SIGTERM"}, "effect"),
+        ({"kind": "process_killed", "signal": "SIGTERM"}, "effect"),
+        # SIGABRT is the NCCL watchdog taking the process down: an exit
+        ({"kind": "process_killed", "signal": "SIGABRT"}, "exit"),
+        # launcher exit statuses
+        ({"kind": "worker_failed", "exit_code": -9}, "cause"),
+        ({"kind": "worker_failed", "signal": "SIGKILL"}, "cause"),
+        ({"kind": "worker_failed", "exit_code": -11}, "cause"),
+        ({"kind": "worker_failed", "exit_code": -7}, "cause"),
+        ({"kind": "worker_failed", "exit_code": -4}, "cause"),
+        ({"kind": "worker_failed", "exit_code": -8}, "cause"),
+        ({"kind": "worker_failed", "signal": "SIGSEGV"}, "cause"),
+        ({"kind": "process_exit", "exit_code": -11}, "cause"),
+        ({"kind": "failure_entry", "exit_code": -9}, "cause"),
+        ({"kind": "root_cause_entry", "exit_code": -9}, "cause"),
+        ({"kind": "worker_failed", "exit_code": -15}, "effect"),
+        ({"kind": "worker_failed", "signal": "SIGTERM"}, "effect"),
+        ({"kind": "worker_failed", "exit_code": -2}, "effect"),
+        ({"kind": "worker_failed", "exit_code": 1}, "exit"),
+        ({"kind": "worker_failed", "exit_code": -6}, "exit"),
+        ({"kind": "worker_failed"}, "exit"),
+        ({"kind": "root_cause_entry", "exit_code": 1}, "exit"),
+        ({"kind": "worker_failed", "exit_code": 0}, None),  # a clean exit is no fault: dropped
+        ({"kind": "error_file"}, "exit"),
+        ({"kind": "nccl_warn"}, "weak"),
+        ({"kind": "store_error", "severity": "warning"}, "weak"),
+        ({"kind": "store_error", "severity": "error"}, "effect"),
+        ({"kind": "watchdog_timeout"}, "effect"),
+        ({"kind": "gloo_connection_closed"}, "effect"),
+        ({"kind": "nccl_net_error"}, "effect"),
+        ({"kind": "worker_signalled", "signal": "SIGTERM"}, "effect"),
+        ({"kind": "step_progress", "severity": "info"}, None),  # not a fault kind
+    ],
+    ids=lambda x: "-".join(f"{v}" for v in x.values()) if isinstance(x, dict) else str(x),
+)
 def test_role_of_one_fault_row(row: dict[str, Any], role: str | None) -> None:
     assert _role(**dict(row)) == role
 
 
 def test_duplicates_dropped_and_rankless_agent_rows_kept() -> None:
-    rows = [ev(0, "python_exception", 1), ev(0, "python_exception", 1, duplicate=True),
-            ev(None, "worker_signalled", 2, layer="elastic", signal="SIGTERM"), ev(1, "log", 3, severity="info")]
+    rows = [
+        ev(0, "python_exception", 1),
+        ev(0, "python_exception", 1, duplicate=True),
+        ev(None, "worker_signalled", 2, layer="elastic", signal="SIGTERM"),
+        ev(1, "log", 3, severity="info"),
+    ]
     f = fault_rows(table(rows))
     assert f["event_id"].to_list() == [0, 2]
     assert f["rank"].to_list() == [0, None]
@@ -75,10 +83,15 @@ def test_duplicates_dropped_and_rankless_agent_rows_kept() -> None:
 
 
 def test_watchdog_hang_after_own_timeout_is_an_effect() -> None:
-    rows = [ev(0, "watchdog_timeout", 10), ev(0, "watchdog_hang", 20),  # rank 0: the abort hanging
-            ev(1, "watchdog_hang", 5), ev(1, "watchdog_timeout", 30),  # rank 1: hung before its own timeout
-            ev(2, "watchdog_status", 10), ev(2, "watchdog_hang", 10),  # same second: not after
-            ev(3, "watchdog_hang", 1)]  # no timeout at all
+    rows = [
+        ev(0, "watchdog_timeout", 10),
+        ev(0, "watchdog_hang", 20),  # rank 0: the abort hanging
+        ev(1, "watchdog_hang", 5),
+        ev(1, "watchdog_timeout", 30),  # rank 1: hung before its own timeout
+        ev(2, "watchdog_status", 10),
+        ev(2, "watchdog_hang", 10),  # same second: not after
+        ev(3, "watchdog_hang", 1),
+    ]  # no timeout at all
     f = fault_rows(table(rows))
     roles = {(r, k): role for r, k, role in f.select("rank", "kind", "role").iter_rows()}
     assert roles[(0, "watchdog_hang")] == "effect"
@@ -89,15 +102,18 @@ def test_watchdog_hang_after_own_timeout_is_an_effect() -> None:
     assert roles[(0, "watchdog_timeout")] == roles[(1, "watchdog_timeout")] == "effect"
 
 
-@pytest.mark.parametrize(("spec", "ids"), [
-    ("0-7", list(range(8))),
-    ("8-10,12-15", [8, 9, 10, 12, 13, 14, 15]),
-    ("[3,5]", [3, 5]),
-    ("[3, 5-6]", [3, 5, 6]),
-    (" 4 ", [4]),
-    ("a-b,7", [7]),
-    ("x", []),
-])
+@pytest.mark.parametrize(
+    ("spec", "ids"),
+    [
+        ("0-7", list(range(8))),
+        ("8-10,12-15", [8, 9, 10, 12, 13, 14, 15]),
+        ("[3,5]", [3, 5]),
+        ("[3, 5-6]", [3, 5, 6]),
+        (" 4 ", [4]),
+        ("a-b,7", [7]),
+        ("x", []),
+    ],
+)
 def test_slurm_task_ids(spec: str, ids: list[int]) -> None:
     assert faults._task_ids(spec) == ids
 
@@ -115,8 +131,10 @@ def test_srun_task_list_expands_to_one_row_per_rank() -> None:
 
 def test_srun_task_list_untouched_when_a_launcher_ran_inside_the_tasks() -> None:
     msg = "srun: error: node-b: task 3: Exited with exit code 1"
-    rows = [ev(0, "log", 0, severity="info", rank_source="path"),
-            ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg)]
+    rows = [
+        ev(0, "log", 0, severity="info", rank_source="path"),
+        ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg),
+    ]
     # torchrun inside the srun task: task ids are nodes, not ranks
     f = fault_rows(table([*rows, ev(0, "log", 0, severity="info", layer="elastic", rank_source="path")]))
     assert f["rank"].to_list() == [None]
@@ -126,31 +144,48 @@ def test_srun_task_list_untouched_when_a_launcher_ran_inside_the_tasks() -> None
 
 
 def test_srun_rows_without_a_task_list_are_kept() -> None:
-    rows = [ev(0, "log", 0, severity="info", rank_source="transport_prefix"),
-            ev(None, "worker_failed", 9, layer="system", exit_code=1, message="srun: error: node-b: task 1: Killed"),
-            ev(None, "job_cancelled", 9, layer="system", message="srun: Job step aborted")]
+    rows = [
+        ev(0, "log", 0, severity="info", rank_source="transport_prefix"),
+        ev(
+            None,
+            "worker_failed",
+            9,
+            layer="system",
+            exit_code=1,
+            message="srun: error: node-b: task 1: Killed",
+        ),
+        ev(None, "job_cancelled", 9, layer="system", message="srun: Job step aborted"),
+    ]
     f = fault_rows(table(rows))
     assert sorted(f["rank"].to_list(), key=lambda x: (x is None, x)) == [1, None]
     assert f.height == 2
 
 
 def test_mismatch_peers_reads_the_peer_collective() -> None:
-    msg = ("Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint("
-           "SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float), but Rank 3 is running "
-           "collective: CollectiveFingerPrint(SequenceNumber=12, OpType=BROADCAST, TensorShape=[4, 2], "
-           "TensorDtypes=Float).")
+    msg = (
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint("
+        "SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float), but Rank 3 is running "
+        "collective: CollectiveFingerPrint(SequenceNumber=12, OpType=BROADCAST, TensorShape=[4, 2], "
+        "TensorDtypes=Float)."
+    )
     assert mismatch_peers(msg) == ("BROADCAST", "[4, 2]")
     no_shape = "but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=3OpType=BARRIER)"
     assert mismatch_peers(no_shape) == ("BARRIER", None)
-    assert mismatch_peers("Rank 0 is running collective: CollectiveFingerPrint(OpType=ALLREDUCE)") == (None, None)
+    assert mismatch_peers("Rank 0 is running collective: CollectiveFingerPrint(OpType=ALLREDUCE)") == (
+        None,
+        None,
+    )
 
 
-@pytest.mark.parametrize(("msg", "ranks"), [
-    ("Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms", [1, 3]),
-    ("Rank 2 failed to pass monitoredBarrier in 15000 ms", [2]),
-    ("[Rank 0]: Ranks 12 timed out in monitoredBarrier", [12]),
-    ("Rank 0 successfully reached monitoredBarrier", []),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    ("msg", "ranks"),
+    [
+        ("Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms", [1, 3]),
+        ("Rank 2 failed to pass monitoredBarrier in 15000 ms", [2]),
+        ("[Rank 0]: Ranks 12 timed out in monitoredBarrier", [12]),
+        ("Rank 0 successfully reached monitoredBarrier", []),
+        ("", []),
+    ],
+)
 def test_barrier_ranks(msg: str, ranks: list[int]) -> None:
     assert barrier_ranks(msg) == ranks

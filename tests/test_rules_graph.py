@@ -20,7 +20,10 @@ def test_world_size_from_evidence() -> None:
     assert gm._world_size(table(per_file)) == 4
     # two per-rank folders at least: one rank's file alone says nothing of its peers
     assert gm._world_size(table([ev(2, "log", 0, severity="info", rank_source="folder+offset")])) is None
-    assert gm._world_size(table([ev(r, "log", 0, severity="info", rank_source="folder+offset") for r in (1, 2)])) == 3
+    assert (
+        gm._world_size(table([ev(r, "log", 0, severity="info", rank_source="folder+offset") for r in (1, 2)]))
+        == 3
+    )
     # an excerpt of a combined stream states nothing about the ranks it lacks
     excerpt = [ev(r, "log", 0, severity="info", rank_source="prefix") for r in (0, 3)]
     assert gm._world_size(table(excerpt)) is None
@@ -28,28 +31,40 @@ def test_world_size_from_evidence() -> None:
 
 
 def test_failing_attempts_ignore_weak_faults_and_clean_exits() -> None:
-    rows = [ev(0, "nccl_warn", 1, attempt=0), ev(0, "worker_failed", 2, exit_code=0, layer="elastic", attempt=1),
-            ev(1, "python_exception", 3, attempt=3), ev(1, "watchdog_timeout", 4, attempt=2), progress(0, 1)]
+    rows = [
+        ev(0, "nccl_warn", 1, attempt=0),
+        ev(0, "worker_failed", 2, exit_code=0, layer="elastic", attempt=1),
+        ev(1, "python_exception", 3, attempt=3),
+        ev(1, "watchdog_timeout", 4, attempt=2),
+        progress(0, 1),
+    ]
     assert gm.failing_attempts(table(rows)) == [2, 3]
     assert gm.failing_attempts(table([progress(0, 1)])) == []
 
 
 def test_node_attributes_host_by_majority_and_missing_ranks() -> None:
-    rows = [ev(0, "log", 0, severity="info", host="node-a", local_rank=0),
-            ev(0, "log", 1, severity="info", host="node-a", local_rank=0),
-            ev(0, "log", 2, severity="info", host="other", local_rank=0),
-            ev(1, "log", 0, severity="info", host="node-b", local_rank=None),
-            ev(1, "nccl_init", 0, layer="nccl", world_size=3, severity="info", host=None)]
+    rows = [
+        ev(0, "log", 0, severity="info", host="node-a", local_rank=0),
+        ev(0, "log", 1, severity="info", host="node-a", local_rank=0),
+        ev(0, "log", 2, severity="info", host="other", local_rank=0),
+        ev(1, "log", 0, severity="info", host="node-b", local_rank=None),
+        ev(1, "nccl_init", 0, layer="nccl", world_size=3, severity="info", host=None),
+    ]
     G = build_graph(table(rows))
     assert {r: (G.nodes[r]["host"], G.nodes[r]["local_rank"], G.nodes[r]["status"]) for r in G} == {
-        0: ("node-a", 0, "clean"), 1: ("node-b", None, "clean"), 2: (None, None, "missing")}
+        0: ("node-a", 0, "clean"),
+        1: ("node-b", None, "clean"),
+        2: (None, None, "missing"),
+    }
     assert (G.graph["world_size"], G.graph["missing"], G.graph["ranks_seen"]) == (3, [2], [0, 1])
 
 
 def test_first_fault_puts_launcher_summaries_last() -> None:
-    rows = [ev(0, "failure_entry", 1, layer="elastic", exit_code=1),  # id 0, stamped first but a summary
-            ev(0, "python_exception", 5, exc_type="ValueError", layer="python"),  # id 1
-            progress(1, 1)]
+    rows = [
+        ev(0, "failure_entry", 1, layer="elastic", exit_code=1),  # id 0, stamped first but a summary
+        ev(0, "python_exception", 5, exc_type="ValueError", layer="python"),  # id 1
+        progress(1, 1),
+    ]
     G = build_graph(table(rows))
     assert (G.nodes[0]["first_fault_kind"], G.nodes[0]["first_fault_event"]) == ("python_exception", 1)
     assert G.nodes[1].get("first_fault_kind") is None
@@ -61,7 +76,11 @@ def test_rank_named_only_by_the_launcher_becomes_a_node() -> None:
     rows += [ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg)]
     G = build_graph(table(rows))
     assert G.graph["initiators"] == [3] and G.nodes[3]["status"] == "initiating"
-    assert (G.nodes[3]["host"], G.nodes[3]["local_rank"], G.nodes[3]["first_fault_kind"]) == (None, None, "worker_failed")
+    assert (G.nodes[3]["host"], G.nodes[3]["local_rank"], G.nodes[3]["first_fault_kind"]) == (
+        None,
+        None,
+        "worker_failed",
+    )
 
 
 def _edge(rows: list[dict[str, Any]], r: int) -> tuple[str, int, Any, Any]:
@@ -79,18 +98,33 @@ def test_edge_type_per_collateral_rank() -> None:
     assert _edge([*crash, ev(1, "store_error", 5)], 1) == ("peer_error", 0, None, None)
     assert _edge([*crash, ev(1, "nccl_error", 5)], 1) == ("peer_error", 0, None, None)
     assert _edge([*crash, ev(1, "worker_signalled", 5, layer="elastic", signal="SIGTERM")], 1) == (
-        "killed_by", 0, None, None)
-    assert _edge([*crash, ev(1, "worker_failed", 5, layer="elastic", exit_code=-15)], 1) == ("killed_by", 0, None, None)
+        "killed_by",
+        0,
+        None,
+        None,
+    )
+    assert _edge([*crash, ev(1, "worker_failed", 5, layer="elastic", exit_code=-15)], 1) == (
+        "killed_by",
+        0,
+        None,
+        None,
+    )
     assert _edge([*crash, ev(1, "watchdog_teardown", 5)], 1) == ("waits_for", 0, None, None)
     # a timeout with a seq but no PG is reported in PG "0"
     assert _edge([*crash, dict(timeout(1, 9), pg=None)], 1) == ("waits_for", 0, "0", 9)
 
 
 def test_edge_target_is_the_initiator_the_rank_names() -> None:
-    rows = [ev(0, "python_exception", 1, exc_type="ValueError", layer="python"),
-            ev(2, "python_exception", 1, exc_type="ValueError", layer="python"), progress(3, 1), progress(4, 1),
-            progress(5, 1), ev(1, "gloo_connection_closed", 5, peer_rank=2), ev(3, "gloo_connection_closed", 5),
-            ev(4, "gloo_connection_closed", 5, peer_rank=5)]
+    rows = [
+        ev(0, "python_exception", 1, exc_type="ValueError", layer="python"),
+        ev(2, "python_exception", 1, exc_type="ValueError", layer="python"),
+        progress(3, 1),
+        progress(4, 1),
+        progress(5, 1),
+        ev(1, "gloo_connection_closed", 5, peer_rank=2),
+        ev(3, "gloo_connection_closed", 5),
+        ev(4, "gloo_connection_closed", 5, peer_rank=5),
+    ]
     G = build_graph(table(rows))
     assert G.graph["initiators"] == [0, 2]
     assert [G.nodes[r]["explained_by"]["rank"] for r in (1, 3, 4)] == [2, 0, 0]

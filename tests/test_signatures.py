@@ -44,309 +44,591 @@ def _ids(tmp: Path, files: dict[str, str]) -> list[str]:
 def _wd(rank: int, seq: int, op: str, numel: int, timeout: int = 600000, pg_rank: int | None = None) -> str:
     """A torch 2.5 c10 watchdog line (docs/log-formats.md §3.5; the layout of recon-01/recon-11)."""
     r = rank if pg_rank is None else pg_rank
-    return (f"[rank{rank}]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
-            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel * 16}, "
-            f"Timeout(ms)={timeout}) ran for {timeout + 49} milliseconds before timing out.")
+    return (
+        f"[rank{rank}]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel * 16}, "
+        f"Timeout(ms)={timeout}) ran for {timeout + 49} milliseconds before timing out."
+    )
 
 
 def _wd_old(rank: int, seq: int, numel: int = 1) -> str:
     """torch 2.2 unstamped watchdog line (recon-10: `[rankN]:[E ProcessGroupNCCL.cpp:563]`)."""
-    return (f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation timeout: "
-            f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, Timeout(ms)=600000) ran for "
-            "600309 milliseconds before timing out.")
+    return (
+        f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation timeout: "
+        f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, Timeout(ms)=600000) ran for "
+        "600309 milliseconds before timing out."
+    )
 
 
 def _tb(rank: int, exc_line: str) -> str:
     """A Python traceback with the torch excepthook prefix (docs/log-formats.md §2.4)."""
-    return "\n".join([
-        f"[rank{rank}]: Traceback (most recent call last):",
-        f'[rank{rank}]:   File "/workspace/train.py", line 88, in <module>',
-        f"[rank{rank}]:     main()",
-        f"[rank{rank}]: {exc_line}",
-    ])
+    return "\n".join(
+        [
+            f"[rank{rank}]: Traceback (most recent call last):",
+            f'[rank{rank}]:   File "/workspace/train.py", line 88, in <module>',
+            f"[rank{rank}]:     main()",
+            f"[rank{rank}]: {exc_line}",
+        ]
+    )
 
 
 # One entry per signature: (id, trigger files, near-miss files). Sources are quoted in the comments.
 EXAMPLES: list[tuple[str, dict[str, str], dict[str, str]]] = [
     # recon-11 (reconstructed): 15 ranks NumelIn=5242880, rank 3 NumelIn=5505024, SeqNum=2, nothing else.
-    ("fsdp-divergent-init-allgather",
-     {f"rank{r}.log": _wd(r, 2, "_ALLGATHER_BASE", 5505024 if r == 3 else 5242880) for r in range(4)},
-     # near miss: same op and SeqNum but the same NumelIn everywhere (a straggler, not divergent shapes)
-     {f"rank{r}.log": _wd(r, 2, "_ALLGATHER_BASE", 5242880) for r in range(4)}),
+    (
+        "fsdp-divergent-init-allgather",
+        {f"rank{r}.log": _wd(r, 2, "_ALLGATHER_BASE", 5505024 if r == 3 else 5242880) for r in range(4)},
+        # near miss: same op and SeqNum but the same NumelIn everywhere (a straggler, not divergent shapes)
+        {f"rank{r}.log": _wd(r, 2, "_ALLGATHER_BASE", 5242880) for r in range(4)},
+    ),
     # gloo-03 / docs/log-formats.md §4.1 (DETAIL fingerprint mismatch)
-    ("collective-mismatch-desync",
-     {"rank3.log": "[rank3]: RuntimeError: Detected mismatch between collectives on ranks. Rank 3 is running collective: "
-      "CollectiveFingerPrint(SequenceNumber=34, OpType=BROADCAST, TensorShape=[2], TensorDtypes=Float, "
-      "TensorDeviceTypes=cpu), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=34, "
-      "OpType=ALLREDUCE, TensorShape=[2], TensorDtypes=Float, TensorDeviceTypes=cpu)."},
-     # near miss: cap-15 (clean DETAIL run) ordinary fingerprint INFO line
-     {"rank2.log": "[rank2]:[I1129 23:08:34.843647925 ProcessGroupWrapper.cpp:710] [Rank 2] Running collective: "
-      "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[32, 16], TensorDtypes=Float)"}),
+    (
+        "collective-mismatch-desync",
+        {
+            "rank3.log": "[rank3]: RuntimeError: Detected mismatch between collectives on ranks. Rank 3 is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=34, OpType=BROADCAST, TensorShape=[2], TensorDtypes=Float, "
+            "TensorDeviceTypes=cpu), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=34, "
+            "OpType=ALLREDUCE, TensorShape=[2], TensorDtypes=Float, TensorDeviceTypes=cpu)."
+        },
+        # near miss: cap-15 (clean DETAIL run) ordinary fingerprint INFO line
+        {
+            "rank2.log": "[rank2]:[I1129 23:08:34.843647925 ProcessGroupWrapper.cpp:710] [Rank 2] Running collective: "
+            "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[32, 16], TensorDtypes=Float)"
+        },
+    ),
     # cap-07 (captured): gloo::EnforceNotMet size mismatch on the correct-shaped neighbour
-    ("gloo-size-mismatch",
-     {"rank2.log": "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
-      "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
-      "op.preamble.length <= op.nbytes. 384 vs 256. Received data size doesn't match expected size. Is there a "
-      "distributed collective mismatch in your code?"},
-     # near miss: cap-02 gloo connection closed (a dead peer, no size message)
-     {"rank0.log": "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
-      "Connection closed by peer [127.0.0.1]:33979"}),
+    (
+        "gloo-size-mismatch",
+        {
+            "rank2.log": "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+            "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
+            "op.preamble.length <= op.nbytes. 384 vs 256. Received data size doesn't match expected size. Is there a "
+            "distributed collective mismatch in your code?"
+        },
+        # near miss: cap-02 gloo connection closed (a dead peer, no size message)
+        {
+            "rank0.log": "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+            "Connection closed by peer [127.0.0.1]:33979"
+        },
+    ),
     # parsers/c10d.py ddp_params example (docs/log-formats.md §4.3)
-    ("ddp-param-shape-mismatch",
-     {"rank1.log": _tb(1, "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 2 params, while rank 0 "
-                       "has inconsistent 4 params.")},
-     {"rank1.log": _tb(1, "RuntimeError: Expected to have finished reduction in the prior iteration before starting a "
-                       "new one. This error indicates that your module has parameters that were not used in producing loss.")}),
+    (
+        "ddp-param-shape-mismatch",
+        {
+            "rank1.log": _tb(
+                1,
+                "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 2 params, while rank 0 "
+                "has inconsistent 4 params.",
+            )
+        },
+        {
+            "rank1.log": _tb(
+                1,
+                "RuntimeError: Expected to have finished reduction in the prior iteration before starting a "
+                "new one. This error indicates that your module has parameters that were not used in producing loss.",
+            )
+        },
+    ),
     # docs/log-formats.md §4.3 reducer message
-    ("ddp-unused-parameters",
-     {"rank1.log": _tb(1, "RuntimeError: Expected to have finished reduction in the prior iteration before starting a "
-                       "new one. This error indicates that your module has parameters that were not used in producing loss.")},
-     {"rank1.log": _tb(1, "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 2 params, while rank 0 "
-                       "has inconsistent 4 params.")}),
+    (
+        "ddp-unused-parameters",
+        {
+            "rank1.log": _tb(
+                1,
+                "RuntimeError: Expected to have finished reduction in the prior iteration before starting a "
+                "new one. This error indicates that your module has parameters that were not used in producing loss.",
+            )
+        },
+        {
+            "rank1.log": _tb(
+                1,
+                "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 2 params, while rank 0 "
+                "has inconsistent 4 params.",
+            )
+        },
+    ),
     # public-02 (real): torch.cuda.OutOfMemoryError on rank 2
-    ("cuda-oom-one-rank",
-     {"rank2.log": _tb(2, "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 336.00 MiB. GPU  has a "
-                       "total capacity of 79.15 GiB of which 141.25 MiB is free.")},
-     # near miss: public-05 host OOM kill (exit -9, no CUDA error)
-     {"launcher.log": "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
-      "(pid: 812917) of binary: /usr/bin/python"}),
+    (
+        "cuda-oom-one-rank",
+        {
+            "rank2.log": _tb(
+                2,
+                "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 336.00 MiB. GPU  has a "
+                "total capacity of 79.15 GiB of which 141.25 MiB is free.",
+            )
+        },
+        # near miss: public-05 host OOM kill (exit -9, no CUDA error)
+        {
+            "launcher.log": "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
+            "(pid: 812917) of binary: /usr/bin/python"
+        },
+    ),
     # public-05 (real): agent reports local_rank 3 exitcode -9
-    ("host-oom-kill",
-     {"launcher.log": "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM\n"
-      "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: "
-      "/usr/bin/python"},
-     # near miss: recon-09 SIGTERM->SIGKILL escalation of a worker, and an ordinary exit code 1
-     {"launcher.log": "W1129 09:31:44.512000 41200 torch/distributed/elastic/multiprocessing/api.py:897] Unable to shutdown "
-      "process 41237 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL\n"
-      "E1129 09:31:45.000000 41200 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
-      "local_rank: 2 (pid: 52013) of binary: /usr/bin/python3"}),
+    (
+        "host-oom-kill",
+        {
+            "launcher.log": "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM\n"
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: "
+            "/usr/bin/python"
+        },
+        # near miss: recon-09 SIGTERM->SIGKILL escalation of a worker, and an ordinary exit code 1
+        {
+            "launcher.log": "W1129 09:31:44.512000 41200 torch/distributed/elastic/multiprocessing/api.py:897] Unable to shutdown "
+            "process 41237 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL\n"
+            "E1129 09:31:45.000000 41200 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+            "local_rank: 2 (pid: 52013) of binary: /usr/bin/python3"
+        },
+    ),
     # reconstructed from the message quoted in pytorch/pytorch#8976 (torch/utils/data/_utils/signal_handling.py)
-    ("dataloader-worker-killed",
-     {"rank0.log": _tb(0, "RuntimeError: DataLoader worker (pid 19597) is killed by signal: Killed.")},
-     # near miss: the DataLoader worker-count UserWarning (torch/utils/data/dataloader.py)
-     {"rank0.log": "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will "
-      "create 16 worker processes in total. Our suggested max number of worker in current system is 8"}),
+    (
+        "dataloader-worker-killed",
+        {"rank0.log": _tb(0, "RuntimeError: DataLoader worker (pid 19597) is killed by signal: Killed.")},
+        # near miss: the DataLoader worker-count UserWarning (torch/utils/data/dataloader.py)
+        {
+            "rank0.log": "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will "
+            "create 16 worker processes in total. Our suggested max number of worker in current system is 8"
+        },
+    ),
     # docs/log-formats.md §1.1 synthetic NET/IB WARN (2.28.7 layout; recon-02 uses the same)
-    ("nccl-ib-retry-exceeded",
-     {"nccl.node-b.52011.log": "\nnode-b:52011:52190 [5] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion from "
-      "peer 192.0.2.11<44871> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129 "
-      "req_type=Send localGid ::ffff:192.0.2.12 remoteGids::ffff:192.0.2.11 hca mlx5_3"},
-     # near miss: the collateral flush error (status 5) on another rank
-     {"nccl.node-a.41237.log": "\nnode-a:41237:41355 [0] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion from "
-      "peer 192.0.2.12<51123> with status=IBV_WC_WR_FLUSH_ERR(5) opcode=IBV_WC_RECV(128) reqSize=0 vendor_err=244 "
-      "req_type=Recv hca mlx5_3"}),
+    (
+        "nccl-ib-retry-exceeded",
+        {
+            "nccl.node-b.52011.log": "\nnode-b:52011:52190 [5] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion from "
+            "peer 192.0.2.11<44871> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129 "
+            "req_type=Send localGid ::ffff:192.0.2.12 remoteGids::ffff:192.0.2.11 hca mlx5_3"
+        },
+        # near miss: the collateral flush error (status 5) on another rank
+        {
+            "nccl.node-a.41237.log": "\nnode-a:41237:41355 [0] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion from "
+            "peer 192.0.2.12<51123> with status=IBV_WC_WR_FLUSH_ERR(5) opcode=IBV_WC_RECV(128) reqSize=0 vendor_err=244 "
+            "req_type=Recv hca mlx5_3"
+        },
+    ),
     # docs/log-formats.md §1.1 / recon-03: socketProgress closed by remote peer
-    ("nccl-socket-closed",
-     {"nccl.node-b.52011.log": "\nnode-b:52011:52190 [5] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed "
-      "by remote peer node-a<41983>"},
-     # near miss: public-02 same-node proxy notice (INFO, kind nccl_peer_closed)
-     {"nccl.node-a.15325.log": "node-a:15325:16199 [2] NCCL INFO [Service thread] Connection closed by localRank 2"}),
+    (
+        "nccl-socket-closed",
+        {
+            "nccl.node-b.52011.log": "\nnode-b:52011:52190 [5] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed "
+            "by remote peer node-a<41983>"
+        },
+        # near miss: public-02 same-node proxy notice (INFO, kind nccl_peer_closed)
+        {
+            "nccl.node-a.15325.log": "node-a:15325:16199 [2] NCCL INFO [Service thread] Connection closed by localRank 2"
+        },
+    ),
     # docs/log-formats.md §2.4 (excepthook DistBackendError)
-    ("nccl-remote-error",
-     {"rank3.log": _tb(3, "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
-                       "NCCLUtils.cpp:77, remote process exited or there was a network error, NCCL version 2.26.2")},
-     # near miss: parsers/c10d.py nccl_error_cuda example (a different NCCL result)
-     {"rank3.log": _tb(3, "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:121, unhandled "
-                       "cuda error, NCCL version 2.14.3")}),
+    (
+        "nccl-remote-error",
+        {
+            "rank3.log": _tb(
+                3,
+                "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+                "NCCLUtils.cpp:77, remote process exited or there was a network error, NCCL version 2.26.2",
+            )
+        },
+        # near miss: parsers/c10d.py nccl_error_cuda example (a different NCCL result)
+        {
+            "rank3.log": _tb(
+                3,
+                "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:121, unhandled "
+                "cuda error, NCCL version 2.14.3",
+            )
+        },
+    ),
     # docs/log-formats.md §1.5 version banner (INFO form, 2.22+) on two nodes with different versions
-    ("nccl-version-mismatch",
-     {"rank0.log": "node-a:41237:41237 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
-      "rank8.log": "node-b:52011:52011 [0] NCCL INFO NCCL version 2.19.3+cuda12.2"},
-     {"rank0.log": "node-a:41237:41237 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
-      "rank8.log": "node-b:52011:52011 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"}),
+    (
+        "nccl-version-mismatch",
+        {
+            "rank0.log": "node-a:41237:41237 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+            "rank8.log": "node-b:52011:52011 [0] NCCL INFO NCCL version 2.19.3+cuda12.2",
+        },
+        {
+            "rank0.log": "node-a:41237:41237 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+            "rank8.log": "node-b:52011:52011 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+        },
+    ),
     # docs/log-formats.md §1.10 / §2.6: ncclInternalError text (2.18+) inside a DistBackendError
-    ("nccl-internal-error",
-     {"rank0.log": _tb(0, "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
-                       "ProcessGroupNCCL.cpp:1691, internal error - please report this issue to the NCCL developers, "
-                       "NCCL version 2.19.3")},
-     {"rank0.log": _tb(0, "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
-                       "NCCLUtils.cpp:77, remote process exited or there was a network error, NCCL version 2.26.2")}),
+    (
+        "nccl-internal-error",
+        {
+            "rank0.log": _tb(
+                0,
+                "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                "ProcessGroupNCCL.cpp:1691, internal error - please report this issue to the NCCL developers, "
+                "NCCL version 2.19.3",
+            )
+        },
+        {
+            "rank0.log": _tb(
+                0,
+                "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+                "NCCLUtils.cpp:77, remote process exited or there was a network error, NCCL version 2.26.2",
+            )
+        },
+    ),
     # reconstructed from NVIDIA/nccl#290 (include/shm.h WARN), with this corpus' synthetic host names
-    ("p2p-shm-transport-failure",
-     {"nccl.node-a.2143.log": "\nnode-a:2143:2561 [1] include/shm.h:48 NCCL WARN Error while creating shared memory "
-      "segment nccl-shm-recv-250a7cc850ba9298-0-1-3 (size 9637888)"},
-     # near miss: a full checkpoint disk, not /dev/shm
-     {"rank0.log": _tb(0, "OSError: [Errno 28] No space left on device: '/mnt/ckpt/step_000100/model.pt'")}),
+    (
+        "p2p-shm-transport-failure",
+        {
+            "nccl.node-a.2143.log": "\nnode-a:2143:2561 [1] include/shm.h:48 NCCL WARN Error while creating shared memory "
+            "segment nccl-shm-recv-250a7cc850ba9298-0-1-3 (size 9637888)"
+        },
+        # near miss: a full checkpoint disk, not /dev/shm
+        {
+            "rank0.log": _tb(
+                0, "OSError: [Errno 28] No space left on device: '/mnt/ckpt/step_000100/model.pt'"
+            )
+        },
+    ),
     # cap-02 (captured): gloo connection closed by peer
-    ("gloo-connection-closed",
-     {"rank0.log": _tb(0, "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
-                       "Connection closed by peer [127.0.0.1]:33979. This is typically caused by a remote worker crashing.")},
-     # near miss: cap-12 attempt-1 init failure (connectFullMesh, connection refused)
-     {"rank2.log": "[rank2]:[E1130 00:12:52.568447709 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with "
-      "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
-      "Connection refused, remote=[127.0.0.1]:22936$2"}),
+    (
+        "gloo-connection-closed",
+        {
+            "rank0.log": _tb(
+                0,
+                "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+                "Connection closed by peer [127.0.0.1]:33979. This is typically caused by a remote worker crashing.",
+            )
+        },
+        # near miss: cap-12 attempt-1 init failure (connectFullMesh, connection refused)
+        {
+            "rank2.log": "[rank2]:[E1130 00:12:52.568447709 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with "
+            "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
+            "Connection refused, remote=[127.0.0.1]:22936$2"
+        },
+    ),
     # recon-01 (reconstructed): watchdog timeouts at SeqNum 4471 on ranks 0-2, rank 3 silent
-    ("silent-straggler-hang",
-     {**{f"rank{r}.log": _wd(r, 4471, "ALLREDUCE", 25165824) for r in range(3)},
-      "rank3.log": "2024-11-29 22:48:58,000 INFO step=1110 loss=2.31"},
-     # near miss: recon-04 shape - the timeouts follow a CUDA OOM on the missing rank
-     {**{f"rank{r}.log": _wd(r, 4471, "ALLREDUCE", 25165824) for r in range(3)},
-      "rank3.log": _tb(3, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB.")}),
+    (
+        "silent-straggler-hang",
+        {
+            **{f"rank{r}.log": _wd(r, 4471, "ALLREDUCE", 25165824) for r in range(3)},
+            "rank3.log": "2024-11-29 22:48:58,000 INFO step=1110 loss=2.31",
+        },
+        # near miss: recon-04 shape - the timeouts follow a CUDA OOM on the missing rank
+        {
+            **{f"rank{r}.log": _wd(r, 4471, "ALLREDUCE", 25165824) for r in range(3)},
+            "rank3.log": _tb(3, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB."),
+        },
+    ),
     # recon-10 (reconstructed): rank 0 saving, ranks 1-3 time out in the 1-element barrier
-    ("rank0-only-checkpoint-or-eval-barrier",
-     {"rank0.log": "[2024-04-10 05:23:11,327][checkpoint][INFO] - Saving checkpoint to /mnt/ckpt/run17/step_012000 "
-      "(full state dict, rank 0 only) ...",
-      **{f"rank{r}.log": _wd_old(r, 48122) for r in (1, 2, 3)}},
-     # near miss: rank 0 timed out too (it was not the one busy saving)
-     {"rank0.log": "[2024-04-10 05:23:11,327][checkpoint][INFO] - Saving checkpoint to /mnt/ckpt/run17/step_012000 "
-      "(full state dict, rank 0 only) ...\n" + _wd_old(0, 48122),
-      **{f"rank{r}.log": _wd_old(r, 48122) for r in (1, 2, 3)}}),
+    (
+        "rank0-only-checkpoint-or-eval-barrier",
+        {
+            "rank0.log": "[2024-04-10 05:23:11,327][checkpoint][INFO] - Saving checkpoint to /mnt/ckpt/run17/step_012000 "
+            "(full state dict, rank 0 only) ...",
+            **{f"rank{r}.log": _wd_old(r, 48122) for r in (1, 2, 3)},
+        },
+        # near miss: rank 0 timed out too (it was not the one busy saving)
+        {
+            "rank0.log": "[2024-04-10 05:23:11,327][checkpoint][INFO] - Saving checkpoint to /mnt/ckpt/run17/step_012000 "
+            "(full state dict, rank 0 only) ...\n" + _wd_old(0, 48122),
+            **{f"rank{r}.log": _wd_old(r, 48122) for r in (1, 2, 3)},
+        },
+    ),
     # public-07 (real): rank 0 'Grouping texts' progress while ranks 2, 3 time out at SeqNum 3
-    ("rank0-preprocessing-straggler",
-     {"rank0.log": "Grouping texts in chunks of 2049:   8%|▊         | 726000/9672101 [02:32<30:38, 4866.01 examples/s]",
-      "rank2.log": "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600888 milliseconds before timing out."},
-     # near miss: rank 0 shows ordinary training progress, not preprocessing
-     {"rank0.log": "2024-11-29 22:48:58,000 INFO step=3 loss=2.31",
-      "rank2.log": "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600888 milliseconds before timing out."}),
+    (
+        "rank0-preprocessing-straggler",
+        {
+            "rank0.log": "Grouping texts in chunks of 2049:   8%|▊         | 726000/9672101 [02:32<30:38, 4866.01 examples/s]",
+            "rank2.log": "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600888 milliseconds before timing out.",
+        },
+        # near miss: rank 0 shows ordinary training progress, not preprocessing
+        {
+            "rank0.log": "2024-11-29 22:48:58,000 INFO step=3 loss=2.31",
+            "rank2.log": "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600888 milliseconds before timing out.",
+        },
+    ),
     # cap-10 (captured): rank 3 'data exhausted ... leaving training loop', the others see closed connections
-    ("early-exit-uneven-inputs",
-     {"rank3.log": "2026-11-30 00:21:09,397 INFO [trainer] rank=3 step=4 data exhausted after 4 steps, leaving training loop",
-      **{f"rank{r}.log": _tb(r, "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
-                                "Connection closed by peer [127.0.0.1]:12424.") for r in (0, 1, 2)}},
-     # near miss: cap-14 (clean run) - every rank finishes, nobody waits
-     {f"rank{r}.log": f"2026-11-30 00:21:09,397 INFO [trainer] rank={r} step=9 training finished" for r in range(4)}),
+    (
+        "early-exit-uneven-inputs",
+        {
+            "rank3.log": "2026-11-30 00:21:09,397 INFO [trainer] rank=3 step=4 data exhausted after 4 steps, leaving training loop",
+            **{
+                f"rank{r}.log": _tb(
+                    r,
+                    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+                    "Connection closed by peer [127.0.0.1]:12424.",
+                )
+                for r in (0, 1, 2)
+            },
+        },
+        # near miss: cap-14 (clean run) - every rank finishes, nobody waits
+        {
+            f"rank{r}.log": f"2026-11-30 00:21:09,397 INFO [trainer] rank={r} step=9 training finished"
+            for r in range(4)
+        },
+    ),
     # reconstructed: torch.compile log line + a first-collective timeout (pytorch/pytorch#108971)
-    ("watchdog-timeout-slow-first-step",
-     {"rank0.log": "2024-11-29 22:30:01,000 INFO Compiling model with torch.compile (mode=max-autotune)",
-      "rank1.log": _wd(1, 1, "ALLREDUCE", 1024)},
-     # near miss: the same compile line, but the timeout is thousands of collectives later
-     {"rank0.log": "2024-11-29 22:30:01,000 INFO Compiling model with torch.compile (mode=max-autotune)",
-      "rank1.log": _wd(1, 4471, "ALLREDUCE", 1024)}),
+    (
+        "watchdog-timeout-slow-first-step",
+        {
+            "rank0.log": "2024-11-29 22:30:01,000 INFO Compiling model with torch.compile (mode=max-autotune)",
+            "rank1.log": _wd(1, 1, "ALLREDUCE", 1024),
+        },
+        # near miss: the same compile line, but the timeout is thousands of collectives later
+        {
+            "rank0.log": "2024-11-29 22:30:01,000 INFO Compiling model with torch.compile (mode=max-autotune)",
+            "rank1.log": _wd(1, 4471, "ALLREDUCE", 1024),
+        },
+    ),
     # recon-05 (reconstructed): torch 2.3 heartbeat monitor
-    ("heartbeat-watchdog-stuck",
-     {"rank3.log": "[rank3]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 3] Heartbeat monitor timed out! Process will be "
-      "terminated after dumping debug info. workMetaList_.size()=2"},
-     # near miss: parsers/c10d.py dump_signal example (flight recorder reacting to an ordinary timeout)
-     {"rank3.log": "[rank3]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:1715] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
-      "Received a dump signal due to a collective timeout from this local rank and we will try our best to dump the "
-      "debug info. Last enqueued NCCL work: 88, last completed NCCL work: 87."}),
+    (
+        "heartbeat-watchdog-stuck",
+        {
+            "rank3.log": "[rank3]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 3] Heartbeat monitor timed out! Process will be "
+            "terminated after dumping debug info. workMetaList_.size()=2"
+        },
+        # near miss: parsers/c10d.py dump_signal example (flight recorder reacting to an ordinary timeout)
+        {
+            "rank3.log": "[rank3]:[E1129 22:58:55.104211337 ProcessGroupNCCL.cpp:1715] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+            "Received a dump signal due to a collective timeout from this local rank and we will try our best to dump the "
+            "debug info. Last enqueued NCCL work: 88, last completed NCCL work: 87."
+        },
+    ),
     # gloo-01 (captured): rank 0 names rank 2
-    ("monitored-barrier-failed",
-     {"rank0.log": "[rank0]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 2 failed to pass "
-      "monitoredBarrier in 15000 ms"},
-     # near miss: cap-04 non-zero rank's 'check rank 0 logs' (names nobody)
-     {"rank1.log": "[rank1]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:2907] Rank 1 successfully reached "
-      "monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for "
-      "faulty rank."}),
+    (
+        "monitored-barrier-failed",
+        {
+            "rank0.log": "[rank0]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 2 failed to pass "
+            "monitoredBarrier in 15000 ms"
+        },
+        # near miss: cap-04 non-zero rank's 'check rank 0 logs' (names nobody)
+        {
+            "rank1.log": "[rank1]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:2907] Rank 1 successfully reached "
+            "monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for "
+            "faulty rank."
+        },
+    ),
     # cap-09 (captured): rank 0 names rank 1, but rank 1 ('skipping checkpoint barrier') timed out in its all_reduce
-    ("monitored-barrier-skipped-by-live-rank",
-     {"rank0.log": "[rank0]:[E1130 00:20:55.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 1 failed to pass "
-      "monitoredBarrier in 10000 ms",
-      "rank1.log": "2026-11-30 00:20:45,321 INFO [trainer] rank=1 step=4 skipping checkpoint barrier (stale resume flag)\n"
-      + _tb(1, "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
-               "waiting 10000ms for recv operation to complete")},
-     # near miss: gloo-05 - the named rank 3 is silent (it was SIGKILLed), not waiting elsewhere
-     {"rank0.log": "[rank0]:[E1130 00:20:55.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 3 failed to pass "
-      "monitoredBarrier in 15000 ms",
-      "rank3.log": "2026-11-30 00:20:45,321 INFO [trainer] rank=3 step=5 loss=0.91"}),
+    (
+        "monitored-barrier-skipped-by-live-rank",
+        {
+            "rank0.log": "[rank0]:[E1130 00:20:55.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 1 failed to pass "
+            "monitoredBarrier in 10000 ms",
+            "rank1.log": "2026-11-30 00:20:45,321 INFO [trainer] rank=1 step=4 skipping checkpoint barrier (stale resume flag)\n"
+            + _tb(
+                1,
+                "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+                "waiting 10000ms for recv operation to complete",
+            ),
+        },
+        # near miss: gloo-05 - the named rank 3 is silent (it was SIGKILLed), not waiting elsewhere
+        {
+            "rank0.log": "[rank0]:[E1130 00:20:55.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 3 failed to pass "
+            "monitoredBarrier in 15000 ms",
+            "rank3.log": "2026-11-30 00:20:45,321 INFO [trainer] rank=3 step=5 loss=0.91",
+        },
+    ),
     # recon-09 (reconstructed): store client connect timeout
-    ("store-rendezvous-timeout",
-     {"rank4.log": "[rank4]:[W1129 09:41:14.000000000 socket.cpp:752] [c10d] The client socket has timed out after "
-      "600000ms while trying to connect to (node-a.cluster.example, 29500)."},
-     # near miss: gloo-07 benign exit noise
-     {"rank0.log": "[rank0]:[I1129 23:08:11.380901383 TCPStoreLibUvBackend.cpp:1354] [c10d] uv_loop_close failed "
-      "with:-16 errn:EBUSY desc:resource busy or locked"}),
+    (
+        "store-rendezvous-timeout",
+        {
+            "rank4.log": "[rank4]:[W1129 09:41:14.000000000 socket.cpp:752] [c10d] The client socket has timed out after "
+            "600000ms while trying to connect to (node-a.cluster.example, 29500)."
+        },
+        # near miss: gloo-07 benign exit noise
+        {
+            "rank0.log": "[rank0]:[I1129 23:08:11.380901383 TCPStoreLibUvBackend.cpp:1354] [c10d] uv_loop_close failed "
+            "with:-16 errn:EBUSY desc:resource busy or locked"
+        },
+    ),
     # recon-09 (reconstructed): attempt 1 cannot bind the store port
-    ("elastic-restart-stale-address",
-     {"rank0.log": _tb(0, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
-                       "network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use")},
-     # near miss: a connectFullMesh failure in attempt 0 (no restart happened)
-     {"rank2.log": "[rank2]:[E1130 00:12:52.568447709 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with "
-      "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
-      "Connection refused, remote=[127.0.0.1]:22936$2"}),
+    (
+        "elastic-restart-stale-address",
+        {
+            "rank0.log": _tb(
+                0,
+                "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+                "network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+            )
+        },
+        # near miss: a connectFullMesh failure in attempt 0 (no restart happened)
+        {
+            "rank2.log": "[rank2]:[E1130 00:12:52.568447709 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with "
+            "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
+            "Connection refused, remote=[127.0.0.1]:22936$2"
+        },
+    ),
     # recon-06 (reconstructed): NCCL 'Cuda failure' WARN on rank 10
-    ("cuda-illegal-memory-access",
-     {"nccl.node-b.52013.log": "\nnode-b:52013:52200 [2] enqueue.cc:1423 NCCL WARN Cuda failure 'an illegal memory "
-      "access was encountered'"},
-     # near miss: parsers/system.py xid example (Xid 79, hardware)
-     {"node-b.dmesg.txt": "Nov 29 21:14:03 node-b kernel: [2291114.118230] NVRM: Xid (PCI:0000:1b:00): 79, pid=41237, "
-      "GPU has fallen off the bus."}),
-    ("gpu-hardware-xid",
-     {"node-b.dmesg.txt": "Nov 29 21:14:03 node-b kernel: [2291114.118230] NVRM: Xid (PCI:0000:1b:00): 79, pid=41237, "
-      "GPU has fallen off the bus."},
-     # near miss: recon-06 Xid 31 (MMU fault from an application bug)
-     {"node-b.dmesg.txt": "Nov 29 21:14:03 node-b kernel: [2291114.118230] NVRM: Xid (PCI:0000:3a:00): 31, pid=52013, "
-      "name=python3, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_2 faulted @ 0x7f1c_a4000000."}),
+    (
+        "cuda-illegal-memory-access",
+        {
+            "nccl.node-b.52013.log": "\nnode-b:52013:52200 [2] enqueue.cc:1423 NCCL WARN Cuda failure 'an illegal memory "
+            "access was encountered'"
+        },
+        # near miss: parsers/system.py xid example (Xid 79, hardware)
+        {
+            "node-b.dmesg.txt": "Nov 29 21:14:03 node-b kernel: [2291114.118230] NVRM: Xid (PCI:0000:1b:00): 79, pid=41237, "
+            "GPU has fallen off the bus."
+        },
+    ),
+    (
+        "gpu-hardware-xid",
+        {
+            "node-b.dmesg.txt": "Nov 29 21:14:03 node-b kernel: [2291114.118230] NVRM: Xid (PCI:0000:1b:00): 79, pid=41237, "
+            "GPU has fallen off the bus."
+        },
+        # near miss: recon-06 Xid 31 (MMU fault from an application bug)
+        {
+            "node-b.dmesg.txt": "Nov 29 21:14:03 node-b kernel: [2291114.118230] NVRM: Xid (PCI:0000:3a:00): 31, pid=52013, "
+            "name=python3, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_2 faulted @ 0x7f1c_a4000000."
+        },
+    ),
     # parsers/python.py device_assert example
-    ("cuda-device-side-assert",
-     {"rank1.log": _tb(1, "RuntimeError: CUDA error: device-side assert triggered")},
-     {"rank1.log": _tb(1, "AssertionError: batch size mismatch: 32 vs 31")}),
+    (
+        "cuda-device-side-assert",
+        {"rank1.log": _tb(1, "RuntimeError: CUDA error: device-side assert triggered")},
+        {"rank1.log": _tb(1, "AssertionError: batch size mismatch: 32 vs 31")},
+    ),
     # recon-13 (reconstructed): faulthandler output on node-b
-    ("segfault",
-     {"rank12.log": "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f3b8c9ff700 (most recent call first):\n"
-      '  File "/workspace/ext/fused_op.py", line 41 in forward'},
-     # near miss: the SIGABRT (-6) of a rank torn down by the watchdog
-     {"launcher.log": "E1129 09:31:45.000000 41200 torch/distributed/elastic/multiprocessing/api.py:869] failed "
-      "(exitcode: -6) local_rank: 0 (pid: 41237) of binary: /usr/bin/python3"}),
+    (
+        "segfault",
+        {
+            "rank12.log": "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f3b8c9ff700 (most recent call first):\n"
+            '  File "/workspace/ext/fused_op.py", line 41 in forward'
+        },
+        # near miss: the SIGABRT (-6) of a rank torn down by the watchdog
+        {
+            "launcher.log": "E1129 09:31:45.000000 41200 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+            "(exitcode: -6) local_rank: 0 (pid: 41237) of binary: /usr/bin/python3"
+        },
+    ),
     # cap-11 (captured): ValueError: loss is NaN
-    ("nan-inf-loss",
-     {"rank3.log": _tb(3, "ValueError: loss is NaN at step 4 (node b, local_rank 1); aborting")},
-     # near miss: an ordinary progress line and an unrelated NaN conversion error
-     {"rank3.log": "2026-11-30 00:21:09,397 INFO [trainer] rank=3 step=4 loss=1.2039\n"
-      + _tb(3, "ValueError: cannot convert float NaN to integer")}),
+    (
+        "nan-inf-loss",
+        {"rank3.log": _tb(3, "ValueError: loss is NaN at step 4 (node b, local_rank 1); aborting")},
+        # near miss: an ordinary progress line and an unrelated NaN conversion error
+        {
+            "rank3.log": "2026-11-30 00:21:09,397 INFO [trainer] rank=3 step=4 loss=1.2039\n"
+            + _tb(3, "ValueError: cannot convert float NaN to integer")
+        },
+    ),
     # cap-01 (captured): CorruptBatchError on rank 2
-    ("data-pipeline-exception",
-     {"rank2.log": _tb(2, "CorruptBatchError: corrupt sample in shard 17 (record 4485): expected 16 features, got 15")},
-     {"rank3.log": _tb(3, "ValueError: loss is NaN at step 4 (node b, local_rank 1); aborting")}),
+    (
+        "data-pipeline-exception",
+        {
+            "rank2.log": _tb(
+                2, "CorruptBatchError: corrupt sample in shard 17 (record 4485): expected 16 features, got 15"
+            )
+        },
+        {"rank3.log": _tb(3, "ValueError: loss is NaN at step 4 (node b, local_rank 1); aborting")},
+    ),
     # cap-17 (captured): an exception on one rank
-    ("python-exception-one-rank",
-     {"rank7.log": _tb(7, "CorruptBatchError: corrupt sample in shard 52 (record 4194): expected 16 features, got 15")},
-     # near miss: the same import error on every rank (common mode, not one bad rank)
-     {f"rank{r}.log": _tb(r, "ImportError: cannot import name 'flash_attn_func' from 'flash_attn'") for r in range(4)}),
+    (
+        "python-exception-one-rank",
+        {
+            "rank7.log": _tb(
+                7, "CorruptBatchError: corrupt sample in shard 52 (record 4194): expected 16 features, got 15"
+            )
+        },
+        # near miss: the same import error on every rank (common mode, not one bad rank)
+        {
+            f"rank{r}.log": _tb(r, "ImportError: cannot import name 'flash_attn_func' from 'flash_attn'")
+            for r in range(4)
+        },
+    ),
     # recon-16 (reconstructed): Slurm node failure
-    ("slurm-node-failure",
-     {"slurm-812400.out": "srun: error: Node failure on node-b\nslurmstepd: error: *** STEP 812400.0 ON node-a CANCELLED "
-      "AT 2024-07-02T04:13:01 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"},
-     # near miss: recon-07 - srun cancels the step after a task failed (no reason)
-     {"slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-06-14T03:12:42 ***"}),
+    (
+        "slurm-node-failure",
+        {
+            "slurm-812400.out": "srun: error: Node failure on node-b\nslurmstepd: error: *** STEP 812400.0 ON node-a CANCELLED "
+            "AT 2024-07-02T04:13:01 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+        },
+        # near miss: recon-07 - srun cancels the step after a task failed (no reason)
+        {
+            "slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-06-14T03:12:42 ***"
+        },
+    ),
     # docs/log-formats.md §7.1 synthetic stepd line
-    ("slurm-time-limit-or-preemption",
-     {"slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-11-29T23:08:55 DUE TO TIME "
-      "LIMIT ***"},
-     {"slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-06-14T03:12:42 ***"}),
+    (
+        "slurm-time-limit-or-preemption",
+        {
+            "slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-11-29T23:08:55 DUE TO TIME "
+            "LIMIT ***"
+        },
+        {
+            "slurm-812345.out": "slurmstepd: error: *** STEP 812345.0 ON node-a CANCELLED AT 2024-06-14T03:12:42 ***"
+        },
+    ),
 ]
 
 
 #: Other branches of any_of rules, each with its source.
 MORE_TRIGGERS: list[tuple[str, dict[str, str]]] = [
     # parsers/nccl.py nccl_cuda_failure layout with the CUDA OOM string (NCCL include/checks.h)
-    ("cuda-oom-one-rank", {"nccl.node-a.41237.log": "\nnode-a:41237:41237 [0] enqueue.cc:1423 NCCL WARN Cuda failure "
-                           "'out of memory'"}),
+    (
+        "cuda-oom-one-rank",
+        {
+            "nccl.node-a.41237.log": "\nnode-a:41237:41237 [0] enqueue.cc:1423 NCCL WARN Cuda failure "
+            "'out of memory'"
+        },
+    ),
     # parsers/system.py srun_oom example (Slurm task_state.c)
     ("host-oom-kill", {"slurm.out": "srun: error: node-b: task 11: Out Of Memory"}),
     # recon-07 (reconstructed): kernel OOM killer line from node-b.dmesg.txt
-    ("host-oom-kill", {"node-b.dmesg.txt": "[Fri Jun 14 03:12:41 2024] Out of memory: Killed process 52014 (python3) "
-                       "total-vm:212441876kB, anon-rss:98322112kB, file-rss:512300kB"}),
+    (
+        "host-oom-kill",
+        {
+            "node-b.dmesg.txt": "[Fri Jun 14 03:12:41 2024] Out of memory: Killed process 52014 (python3) "
+            "total-vm:212441876kB, anon-rss:98322112kB, file-rss:512300kB"
+        },
+    ),
     # recon-13 (reconstructed): DeepSpeed launcher reports -11
-    ("segfault", {"launcher.log": "[2024-03-05 11:47:32,400] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
-                  "'-u', 'train.py', '--local_rank=4', '--deepspeed', 'ds_config.json'] exits with return code = -11"}),
+    (
+        "segfault",
+        {
+            "launcher.log": "[2024-03-05 11:47:32,400] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+            "'-u', 'train.py', '--local_rank=4', '--deepspeed', 'ds_config.json'] exits with return code = -11"
+        },
+    ),
     # cap-12 (captured): attempt 1 fails in connectFullMesh against attempt 0's addresses (torchrun --log-dir layout)
-    ("elastic-restart-stale-address", {"none_k2j4x9/attempt_1/2/stderr.log": "[rank2]:[E1130 00:12:52.568447709 "
-                                       "ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with [/__w/pytorch/pytorch/"
-                                       "third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
-                                       "Connection refused, remote=[127.0.0.1]:22936$2"}),
+    (
+        "elastic-restart-stale-address",
+        {
+            "none_k2j4x9/attempt_1/2/stderr.log": "[rank2]:[E1130 00:12:52.568447709 "
+            "ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with [/__w/pytorch/pytorch/"
+            "third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
+            "Connection refused, remote=[127.0.0.1]:22936$2"
+        },
+    ),
     # docs/log-formats.md §1.9 'Mismatched NCCL version detected' WARN (parsers/nccl.py WARN_RULE example)
-    ("nccl-version-mismatch", {"nccl.node-a.41237.log": "\nnode-a:41237:41237 [0] init.cc:1234 NCCL WARN Mismatched NCCL "
-                               "version detected : rank 0 version 22105 rank 8 version 21903"}),
+    (
+        "nccl-version-mismatch",
+        {
+            "nccl.node-a.41237.log": "\nnode-a:41237:41237 [0] init.cc:1234 NCCL WARN Mismatched NCCL "
+            "version detected : rank 0 version 22105 rank 8 version 21903"
+        },
+    ),
     # docs/log-formats.md §5.2 agent received a death signal (scheduler/operator stopped the job)
-    ("slurm-time-limit-or-preemption", {"launcher.log": "W1129 23:08:55.000000 9120 torch/distributed/elastic/agent/server/"
-                                        "api.py:704] Received 15 death signal, shutting down workers"}),
+    (
+        "slurm-time-limit-or-preemption",
+        {
+            "launcher.log": "W1129 23:08:55.000000 9120 torch/distributed/elastic/agent/server/"
+            "api.py:704] Received 15 death signal, shutting down workers"
+        },
+    ),
     # DETAIL variant of the FSDP case: cap-06 (captured) fingerprint mismatch in _ALLGATHER_BASE, SequenceNumber=0
-    ("fsdp-divergent-init-allgather", {
-        "rank0.log": "[rank0]: RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
-        "CollectiveFingerPrint(SequenceNumber=0, OpType=_ALLGATHER_BASE, TensorShape=[136], TensorDtypes=Float, "
-        "TensorDeviceTypes=cpu), but Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=0, "
-        "OpType=_ALLGATHER_BASE, TensorShape=[204], TensorDtypes=Float, TensorDeviceTypes=cpu).",
-        "rank2.log": "[rank2]: RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is running collective: "
-        "CollectiveFingerPrint(SequenceNumber=0, OpType=_ALLGATHER_BASE, TensorShape=[204], TensorDtypes=Float, "
-        "TensorDeviceTypes=cpu), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0, "
-        "OpType=_ALLGATHER_BASE, TensorShape=[136], TensorDtypes=Float, TensorDeviceTypes=cpu)."}),
+    (
+        "fsdp-divergent-init-allgather",
+        {
+            "rank0.log": "[rank0]: RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=0, OpType=_ALLGATHER_BASE, TensorShape=[136], TensorDtypes=Float, "
+            "TensorDeviceTypes=cpu), but Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=0, "
+            "OpType=_ALLGATHER_BASE, TensorShape=[204], TensorDtypes=Float, TensorDeviceTypes=cpu).",
+            "rank2.log": "[rank2]: RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=0, OpType=_ALLGATHER_BASE, TensorShape=[204], TensorDtypes=Float, "
+            "TensorDeviceTypes=cpu), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0, "
+            "OpType=_ALLGATHER_BASE, TensorShape=[136], TensorDtypes=Float, TensorDeviceTypes=cpu).",
+        },
+    ),
 ]
 
 
-@pytest.mark.parametrize("sig_id,files", MORE_TRIGGERS, ids=[f"{e[0]}-{i}" for i, e in enumerate(MORE_TRIGGERS)])
+@pytest.mark.parametrize(
+    "sig_id,files", MORE_TRIGGERS, ids=[f"{e[0]}-{i}" for i, e in enumerate(MORE_TRIGGERS)]
+)
 def test_other_rule_branches_trigger(tmp_path: Path, sig_id: str, files: dict[str, str]) -> None:
     hit = _ids(tmp_path, files)
     assert sig_id in hit, f"{sig_id} did not match; matched {hit}"
@@ -354,12 +636,15 @@ def test_other_rule_branches_trigger(tmp_path: Path, sig_id: str, files: dict[st
 
 def test_every_signature_has_an_example() -> None:
     covered = {sid for sid, _, _ in EXAMPLES}
-    assert covered == SIG_IDS, f"missing examples: {sorted(SIG_IDS - covered)}; unknown: {sorted(covered - SIG_IDS)}"
+    assert covered == SIG_IDS, (
+        f"missing examples: {sorted(SIG_IDS - covered)}; unknown: {sorted(covered - SIG_IDS)}"
+    )
 
 
 @pytest.mark.parametrize("sig_id,trigger,near", EXAMPLES, ids=[e[0] for e in EXAMPLES])
-def test_signature_triggers_and_near_miss(tmp_path: Path, sig_id: str, trigger: dict[str, str],
-                                          near: dict[str, str]) -> None:
+def test_signature_triggers_and_near_miss(
+    tmp_path: Path, sig_id: str, trigger: dict[str, str], near: dict[str, str]
+) -> None:
     hit = _ids(tmp_path / "hit", trigger)
     assert sig_id in hit, f"{sig_id} did not match its example; matched {hit}"
     miss = _ids(tmp_path / "miss", near)
@@ -388,7 +673,17 @@ def test_library_is_complete_and_consistent() -> None:
 def test_results_carry_the_documented_keys(tmp_path: Path) -> None:
     table = correlator.load(_write(tmp_path, EXAMPLES[0][1]))
     hits = match(correlator.diagnose(table), table, SIGS)
-    keys = {"id", "title", "meaning", "root_cause", "fix", "confirm", "verify", "references", "matched_events"}
+    keys = {
+        "id",
+        "title",
+        "meaning",
+        "root_cause",
+        "fix",
+        "confirm",
+        "verify",
+        "references",
+        "matched_events",
+    }
     assert hits and keys <= set(hits[0])
     ids = set(table["event_id"].to_list())
     assert hits[0]["matched_events"] and set(hits[0]["matched_events"]) <= ids
@@ -396,7 +691,12 @@ def test_results_carry_the_documented_keys(tmp_path: Path) -> None:
 
 
 def test_duplicate_rows_are_ignored() -> None:
-    base = {"kind": ["cuda_oom"], "rank": [2], "event_id": [1], "message": ["torch.cuda.OutOfMemoryError: CUDA out of memory."]}
+    base = {
+        "kind": ["cuda_oom"],
+        "rank": [2],
+        "event_id": [1],
+        "message": ["torch.cuda.OutOfMemoryError: CUDA out of memory."],
+    }
     dup = conform(pl.DataFrame({**base, "duplicate": [True]}))
     d = SimpleNamespace(initiating_ranks=[2], collateral_ranks=[], failure_kind="cuda_oom")
     assert "cuda-oom-one-rank" not in [h["id"] for h in match(d, dup, SIGS)]
@@ -440,8 +740,11 @@ def _table(**cols: list) -> pl.DataFrame:
 def test_where_initiating_vs_collateral(tmp_path: Path) -> None:
     # Diagnosis context matters: the same exception row matches `where = "initiating"` only when its rank is
     # an initiating rank of the diagnosis.
-    f = _user_file(tmp_path, _USER_SIG.format(id="x-init", match='kinds = ["python_exception"]\nwhere = "initiating"')
-                   + _USER_SIG.format(id="x-coll", match='kinds = ["python_exception"]\nwhere = "collateral"'))
+    f = _user_file(
+        tmp_path,
+        _USER_SIG.format(id="x-init", match='kinds = ["python_exception"]\nwhere = "initiating"')
+        + _USER_SIG.format(id="x-coll", match='kinds = ["python_exception"]\nwhere = "collateral"'),
+    )
     sigs = load_signatures([f])
     t = _table(kind=["python_exception"], rank=[3], exc_type=["ValueError"], message=["ValueError: boom"])
     init = SimpleNamespace(initiating_ranks=[3], collateral_ranks=[0], failure_kind="rank_crash")
@@ -453,7 +756,10 @@ def test_where_initiating_vs_collateral(tmp_path: Path) -> None:
 
 
 def test_failure_kind_gate_and_ranking_bonus(tmp_path: Path) -> None:
-    f = _user_file(tmp_path, _USER_SIG.format(id="x-gated", match='kinds = ["watchdog_timeout"]\nfailure_kind = ["early_exit"]'))
+    f = _user_file(
+        tmp_path,
+        _USER_SIG.format(id="x-gated", match='kinds = ["watchdog_timeout"]\nfailure_kind = ["early_exit"]'),
+    )
     sigs = load_signatures([f])
     t = _table(kind=["watchdog_timeout"] * 2, rank=[0, 1], seq=[9, 9], op=["ALLREDUCE"] * 2, numel=[4, 4])
     yes = SimpleNamespace(initiating_ranks=[2], collateral_ranks=[0, 1], failure_kind="early_exit")
@@ -470,8 +776,14 @@ def test_failure_kind_gate_and_ranking_bonus(tmp_path: Path) -> None:
 
 def test_differs_position_and_none_of_guard() -> None:
     d = SimpleNamespace(initiating_ranks=[], collateral_ranks=[], failure_kind="unknown")
-    rows = {"kind": ["watchdog_timeout"] * 3, "rank": [0, 1, 2], "seq": [2, 2, 2], "op": ["_ALLGATHER_BASE"] * 3,
-            "numel": [10, 10, 12], "message": ["Watchdog caught collective operation timeout"] * 3}
+    rows = {
+        "kind": ["watchdog_timeout"] * 3,
+        "rank": [0, 1, 2],
+        "seq": [2, 2, 2],
+        "op": ["_ALLGATHER_BASE"] * 3,
+        "numel": [10, 10, 12],
+        "message": ["Watchdog caught collective operation timeout"] * 3,
+    }
     assert "fsdp-divergent-init-allgather" in [h["id"] for h in match(d, _table(**rows), SIGS)]
     late = {**rows, "seq": [900, 900, 900]}
     assert "fsdp-divergent-init-allgather" not in [h["id"] for h in match(d, _table(**late), SIGS)]
@@ -482,8 +794,11 @@ def test_differs_position_and_none_of_guard() -> None:
 
 
 def test_user_file_adds_and_overrides(tmp_path: Path) -> None:
-    f = _user_file(tmp_path, _USER_SIG.format(id="my-thing", match="message_regex = 'MY_APP_FATAL'")
-                   + _USER_SIG.format(id="cuda-oom-one-rank", match="message_regex = 'NEVER_MATCHES_ANYTHING_123'"))
+    f = _user_file(
+        tmp_path,
+        _USER_SIG.format(id="my-thing", match="message_regex = 'MY_APP_FATAL'")
+        + _USER_SIG.format(id="cuda-oom-one-rank", match="message_regex = 'NEVER_MATCHES_ANYTHING_123'"),
+    )
     sigs = load_signatures([f])
     assert len(sigs) == len(SIGS) + 1
     assert next(s for s in sigs if s.id == "cuda-oom-one-rank").source == str(f)
@@ -495,21 +810,32 @@ def test_user_file_adds_and_overrides(tmp_path: Path) -> None:
     assert "my-thing" in [s["id"] for s in d.signatures]
 
 
-@pytest.mark.parametrize("body,reason", [
-    ("this is = = not toml", "not valid TOML"),
-    ("title = 'no signature tables'", "unknown top-level key"),
-    (_USER_SIG.format(id="a", match="kinds = ['no_such_kind']"), "unknown event kind"),
-    (_USER_SIG.format(id="a", match="message_regex = '(unclosed'"), "bad regular expression"),
-    (_USER_SIG.format(id="a", match="colour = 'red'"), "unknown rule key"),
-    (_USER_SIG.format(id="a", match="failure_kind = ['exploded']"), "unknown failure kind"),
-    (_USER_SIG.format(id="a", match="where = 'somewhere'"), "must be one of"),
-    (_USER_SIG.format(id="a", match="differs = ['message']"), "cannot compare"),
-    (_USER_SIG.format(id="a", match="kinds = ['log']").replace('fix = "f"\n', ""), "missing or empty 'fix'"),
-    (_USER_SIG.format(id="a", match="kinds = ['log']") + _USER_SIG.format(id="a", match="kinds = ['log']"),
-     "duplicate signature id"),
-    (_USER_SIG.format(id="a", match="any_of = []"), "non-empty list"),
-])
-def test_bad_user_file_raises_value_error_with_file_and_reason(tmp_path: Path, body: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    "body,reason",
+    [
+        ("this is = = not toml", "not valid TOML"),
+        ("title = 'no signature tables'", "unknown top-level key"),
+        (_USER_SIG.format(id="a", match="kinds = ['no_such_kind']"), "unknown event kind"),
+        (_USER_SIG.format(id="a", match="message_regex = '(unclosed'"), "bad regular expression"),
+        (_USER_SIG.format(id="a", match="colour = 'red'"), "unknown rule key"),
+        (_USER_SIG.format(id="a", match="failure_kind = ['exploded']"), "unknown failure kind"),
+        (_USER_SIG.format(id="a", match="where = 'somewhere'"), "must be one of"),
+        (_USER_SIG.format(id="a", match="differs = ['message']"), "cannot compare"),
+        (
+            _USER_SIG.format(id="a", match="kinds = ['log']").replace('fix = "f"\n', ""),
+            "missing or empty 'fix'",
+        ),
+        (
+            _USER_SIG.format(id="a", match="kinds = ['log']")
+            + _USER_SIG.format(id="a", match="kinds = ['log']"),
+            "duplicate signature id",
+        ),
+        (_USER_SIG.format(id="a", match="any_of = []"), "non-empty list"),
+    ],
+)
+def test_bad_user_file_raises_value_error_with_file_and_reason(
+    tmp_path: Path, body: str, reason: str
+) -> None:
     f = _user_file(tmp_path, body, "bad.toml")
     with pytest.raises(ValueError) as e:
         load_signatures([f])
@@ -525,7 +851,9 @@ def test_missing_user_file(tmp_path: Path) -> None:
 
 
 def _case(name: str) -> Path:
-    return next(p for p in sorted(CASES.iterdir()) if p.name.startswith(name))  # fr-01-x before fr-01-x-dumps-only
+    return next(
+        p for p in sorted(CASES.iterdir()) if p.name.startswith(name)
+    )  # fr-01-x before fr-01-x-dumps-only
 
 
 def test_fsdp_divergent_init_case_gets_the_fsdp_signature() -> None:
@@ -625,8 +953,9 @@ CORPUS: dict[str, list[str]] = {
 
 def test_corpus_list_covers_every_case() -> None:
     # real-* cases (mined public pastes, issue #11) are scored by the corpus eval; signatures come later
-    names = sorted(p.name for p in CASES.iterdir()
-                   if (p / "expected.json").is_file() and not p.name.startswith("real-"))
+    names = sorted(
+        p.name for p in CASES.iterdir() if (p / "expected.json").is_file() and not p.name.startswith("real-")
+    )
     assert all(any(n.startswith(k + "-") for k in CORPUS) for n in names), names
     assert len(CORPUS) == len(names)
 
@@ -637,8 +966,15 @@ def test_corpus_list_covers_every_case() -> None:
 SIGNATURE_MISSES = {"cap-32", "cap-33"}
 
 
-@pytest.mark.parametrize("prefix", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="known miss"))
-                                    if p in SIGNATURE_MISSES else p for p in sorted(CORPUS)])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="known miss"))
+        if p in SIGNATURE_MISSES
+        else p
+        for p in sorted(CORPUS)
+    ],
+)
 def test_corpus_case_gets_a_fitting_signature_or_none(prefix: str) -> None:
     table = correlator.load(_case(prefix + "-") / "logs")
     d = correlator.diagnose(table)
@@ -668,7 +1004,15 @@ def test_cli_signatures_and_explain() -> None:
     assert r.exit_code == 0 and "fsdp-divergent-init-allgather" in r.output
     r = runner.invoke(app, ["explain", "fsdp-divergent-init-allgather"])
     assert r.exit_code == 0
-    for part in ("What it means", "Root cause", "Fix", "Confirm", "Verify", "References", "TORCH_DISTRIBUTED_DEBUG=DETAIL"):
+    for part in (
+        "What it means",
+        "Root cause",
+        "Fix",
+        "Confirm",
+        "Verify",
+        "References",
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL",
+    ):
         assert part in r.output
     r = runner.invoke(app, ["explain", "no-such-signature"])
     assert r.exit_code == 2

@@ -25,8 +25,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 from generate import generate
 
-KEYS = ["initiating_ranks", "collateral_ranks", "clean_ranks", "missing_ranks", "failure_kind", "world_size",
-        "ranks_seen"]
+KEYS = [
+    "initiating_ranks",
+    "collateral_ranks",
+    "clean_ranks",
+    "missing_ranks",
+    "failure_kind",
+    "world_size",
+    "ranks_seen",
+]
 CASES = sorted((REPO / "fixtures" / "cases").glob("*/logs"))
 
 
@@ -81,8 +88,12 @@ def test_streaming_matches_normal_path(gen: tuple[Path, dict[str, object]], tmp_
     # rank as global; a per-node batch pairs them and gets the global rank right.
     ranked = ["path", "line", "rank"]
     not_launcher = pl.col("stream") != "launcher"
-    assert (written.filter(not_launcher).select(ranked).sort(ranked)
-            .equals(full.table.filter(not_launcher).select(ranked).sort(ranked)))
+    assert (
+        written.filter(not_launcher)
+        .select(ranked)
+        .sort(ranked)
+        .equals(full.table.filter(not_launcher).select(ranked).sort(ranked))
+    )
 
 
 def test_reduced_table_keeps_faults_and_is_small(gen: tuple[Path, dict[str, object]]) -> None:
@@ -137,21 +148,51 @@ def test_torchrun_log_dir_is_batched_by_size(gen: tuple[Path, dict[str, object]]
     assert summary["batches"] >= 4
     assert summary["lines_read"] == full.lines_read
     written = pl.read_parquet(tmp_path / "e.parquet")
-    cols = ["path", "line", "line_count", "kind", "rank", "rank_source", "local_rank", "host", "attempt", "seq", "pg",
-            "ts", "ts_quality"]
+    cols = [
+        "path",
+        "line",
+        "line_count",
+        "kind",
+        "rank",
+        "rank_source",
+        "local_rank",
+        "host",
+        "attempt",
+        "seq",
+        "pg",
+        "ts",
+        "ts_quality",
+    ]
     assert written.select(cols).sort("path", "line").equals(full.table.select(cols).sort("path", "line"))
     assert _verdict(reduced) == _verdict(full.table)
 
 
-def test_split_nodes_give_the_same_table_as_whole_nodes(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+def test_split_nodes_give_the_same_table_as_whole_nodes(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
     root, _ = gen
     whole, s1 = stream_ingest(root, tmp_path / "a.parquet", batch_bytes=_node_bytes(root))
     split, s2 = stream_ingest(root, tmp_path / "b.parquet", batch_bytes=1)
     assert s2["batches"] == 24 and s1["batches"] == 3
-    assert {k: v for k, v in s1.items() if k not in ("batches", "peak_rss_mib", "reduced_rows")} == \
-        {k: v for k, v in s2.items() if k not in ("batches", "peak_rss_mib", "reduced_rows")}
-    cols = ["path", "line", "line_count", "kind", "rank", "rank_source", "local_rank", "host", "attempt", "seq", "pg",
-            "ts", "ts_quality", "duplicate"]
+    assert {k: v for k, v in s1.items() if k not in ("batches", "peak_rss_mib", "reduced_rows")} == {
+        k: v for k, v in s2.items() if k not in ("batches", "peak_rss_mib", "reduced_rows")
+    }
+    cols = [
+        "path",
+        "line",
+        "line_count",
+        "kind",
+        "rank",
+        "rank_source",
+        "local_rank",
+        "host",
+        "attempt",
+        "seq",
+        "pg",
+        "ts",
+        "ts_quality",
+        "duplicate",
+    ]
     a = pl.read_parquet(tmp_path / "a.parquet").select(cols).sort("path", "line")
     b = pl.read_parquet(tmp_path / "b.parquet").select(cols).sort("path", "line")
     assert a.equals(b)
@@ -195,11 +236,15 @@ def test_rules_engine_fills_a_field_from_several_rules() -> None:
     from parsers import nccl
     from parsers.rules import apply_rules
 
-    df = pl.DataFrame({"message": [
-        "comm 0x1 rank 3 nranks 16 cudaDev 3 - Init COMPLETE",
-        "AllReduce: opCount 1f sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x2 [nranks=8] stream 0x3",
-        "nothing to see",
-    ]})
+    df = pl.DataFrame(
+        {
+            "message": [
+                "comm 0x1 rank 3 nranks 16 cudaDev 3 - Init COMPLETE",
+                "AllReduce: opCount 1f sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x2 [nranks=8] stream 0x3",
+                "nothing to see",
+            ]
+        }
+    )
     out = apply_rules(df, nccl.RULES)
     assert out["kind"].to_list() == ["nccl_init", "nccl_coll", None]
     assert out["comm"].to_list() == ["0x1", "0x2", None]
@@ -213,7 +258,11 @@ def test_streaming_into_partitioned_dataset(gen: tuple[Path, dict[str, object]],
     merged = read_partitioned(tmp_path / "ds")
     assert merged.height == summary["rows"]
     assert diagnose(reduced).initiating_ranks == [info["culprit"]]
-    assert {p.name for p in (tmp_path / "ds").iterdir()} >= {"host=node-0000", "host=node-0001", "host=node-0002"}
+    assert {p.name for p in (tmp_path / "ds").iterdir()} >= {
+        "host=node-0000",
+        "host=node-0001",
+        "host=node-0002",
+    }
     assert diagnose(reduced_from_parquet(tmp_path / "ds")).initiating_ranks == [info["culprit"]]
     with pytest.raises(ValueError):
         stream_ingest(root, tmp_path / "bad", partition_by="kind")

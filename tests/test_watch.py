@@ -42,10 +42,18 @@ def schedule(logs: Path) -> list[tuple[float, str, int, bytes]]:
         t0 = t1 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
         t = t.with_columns(pl.lit(t0).alias("ts"))
     key = pl.concat_str([pl.col("rank").cast(pl.String), pl.col("kind")], separator="|")
-    known = dict(t.filter(pl.col("ts").is_not_null() & pl.col("rank").is_not_null()).group_by(key.alias("k"))
-                 .agg(pl.col("ts").min()).iter_rows())
-    t = t.with_columns(pl.when(pl.col("ts").is_null()).then(key.replace_strict(known, default=t1, return_dtype=t["ts"].dtype))
-                       .otherwise(pl.col("ts")).alias("ts"))
+    known = dict(
+        t.filter(pl.col("ts").is_not_null() & pl.col("rank").is_not_null())
+        .group_by(key.alias("k"))
+        .agg(pl.col("ts").min())
+        .iter_rows()
+    )
+    t = t.with_columns(
+        pl.when(pl.col("ts").is_null())
+        .then(key.replace_strict(known, default=t1, return_dtype=t["ts"].dtype))
+        .otherwise(pl.col("ts"))
+        .alias("ts")
+    )
     out: list[tuple[float, str, int, bytes]] = []
     for f in sorted(p for p in logs.rglob("*") if p.is_file()):
         rel = f.relative_to(logs).as_posix()
@@ -115,14 +123,19 @@ class Replay:
         return next(i for i, e in enumerate(self.events) if text in e[3])
 
 
-def replay(case: str, tmp: Path, stall: float = 5.0, until_exit: bool = True
-           ) -> tuple[Watcher, list[tuple[int, Alert]], Replay]:
+def replay(
+    case: str, tmp: Path, stall: float = 5.0, until_exit: bool = True
+) -> tuple[Watcher, list[tuple[int, Alert]], Replay]:
     """Replay ``case`` into ``tmp`` under a watcher driven one pass per tick; returns the alerts with the
     number of events written when each was raised. ``until_exit``: run until the launcher's exit (else
     until two passes after the last line)."""
     r = Replay(case, tmp)
-    w = Watcher(tmp, stall=stall, clock=lambda: r.now,
-                wallclock=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=r.now))
+    w = Watcher(
+        tmp,
+        stall=stall,
+        clock=lambda: r.now,
+        wallclock=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=r.now),
+    )
     got: list[tuple[int, Alert]] = []
     after = 0
     try:
@@ -169,7 +182,9 @@ def test_replay_crash_alerts_initiator_once(tmp_path: Path) -> None:
     assert [(a.alert, a.rank) for _, a in got] == [("initiator", 1)]
     a = got[0][1]
     assert a.kind == "python_exception"
-    assert a.evidence and a.evidence.split(":")[0].endswith(("attempt_0/1/stderr.log", "attempt_0/1/error.json"))
+    assert a.evidence and a.evidence.split(":")[0].endswith(
+        ("attempt_0/1/stderr.log", "attempt_0/1/error.json")
+    )
     assert a.verdict["failure_kind"] == "rank_crash" and a.verdict["initiating_ranks"] == [1]
     # raised before torchrun's ChildFailedError summary was written
     assert got[0][0] <= r.first_event(b"ChildFailedError")
@@ -185,8 +200,21 @@ def test_cli_until_exit_prints_what_diagnose_prints(tmp_path: Path) -> None:
     logs = CASES / CRASH / "logs"
     prom = tmp_path / "job.prom"
     runner = CliRunner()
-    res = runner.invoke(app, ["watch", str(logs), "--until-exit", "--interval", "10ms", "--format", "json",
-                              "--prometheus", str(prom), "-q"])
+    res = runner.invoke(
+        app,
+        [
+            "watch",
+            str(logs),
+            "--until-exit",
+            "--interval",
+            "10ms",
+            "--format",
+            "json",
+            "--prometheus",
+            str(prom),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
     alerts = [json.loads(ln) for ln in lines[:-1]]
@@ -251,8 +279,12 @@ def test_tail_partial_lines_truncation_and_rotation(tmp_path: Path) -> None:
 def test_traceback_split_across_passes_is_one_record(tmp_path: Path) -> None:
     w, _ = _w(tmp_path)
     f = tmp_path / "rank2.log"
-    lines = [b"[rank2]: Traceback (most recent call last):\n", b'[rank2]:   File "/opt/app/train.py", line 9, in <module>\n',
-             b"[rank2]:     main()\n", b"[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered\n"]
+    lines = [
+        b"[rank2]: Traceback (most recent call last):\n",
+        b'[rank2]:   File "/opt/app/train.py", line 9, in <module>\n',
+        b"[rank2]:     main()\n",
+        b"[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered\n",
+    ]
     for ln in lines:
         with open(f, "ab") as fh:
             fh.write(ln)
@@ -328,19 +360,50 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.skipif(not (VENV / "bin" / "torchrun").exists(),
-                    reason="needs the capture venv with torch (.venv-capture, see fixtures/capture/README.md)")
+@pytest.mark.skipif(
+    not (VENV / "bin" / "torchrun").exists(),
+    reason="needs the capture venv with torch (.venv-capture, see fixtures/capture/README.md)",
+)
 def test_live_torchrun_hang_alert_before_pg_timeout(tmp_path: Path) -> None:
     """A real 4-rank gloo job in which rank 3 sleeps in step 4 with a 300 s process-group timeout: the
     watcher (stall 3 s) names rank 3 while the job is still hung, before any timeout is logged."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "NCCL", "MASTER_", "RANKSCOPE_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "NCCL", "MASTER_", "RANKSCOPE_"))
+    }
     env.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", PATH=f"{VENV / 'bin'}:{env.get('PATH', '')}")
-    cmd = [str(VENV / "bin" / "torchrun"), "--nproc-per-node", "4", "--master-port", str(_free_port()),
-           "--log-dir", str(tmp_path / "torchrun_logs"), "--redirects", "3", "--tee", "3", "train.py",
-           "--fault", "hang", "--fault-rank", "3", "--fault-step", "4", "--pg-timeout", "300", "--hang-seconds", "600"]
+    cmd = [
+        str(VENV / "bin" / "torchrun"),
+        "--nproc-per-node",
+        "4",
+        "--master-port",
+        str(_free_port()),
+        "--log-dir",
+        str(tmp_path / "torchrun_logs"),
+        "--redirects",
+        "3",
+        "--tee",
+        "3",
+        "train.py",
+        "--fault",
+        "hang",
+        "--fault-rank",
+        "3",
+        "--fault-step",
+        "4",
+        "--pg-timeout",
+        "300",
+        "--hang-seconds",
+        "600",
+    ]
     with open(tmp_path / "launcher.log", "wb") as out:
-        job = subprocess.Popen(cmd, cwd=ROOT / "fixtures" / "capture", env=env, stdout=out, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+        job = subprocess.Popen(
+            cmd,
+            cwd=ROOT / "fixtures" / "capture",
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     w = Watcher(tmp_path, stall=3.0)
     alert = None
     try:
@@ -351,7 +414,9 @@ def test_live_torchrun_hang_alert_before_pg_timeout(tmp_path: Path) -> None:
                 alert = hits[0]
                 break
             time.sleep(0.5)
-        faults = w.table.filter(pl.col("kind").is_in(["gloo_timeout", "watchdog_timeout", "monitored_barrier_failed"]))
+        faults = w.table.filter(
+            pl.col("kind").is_in(["gloo_timeout", "watchdog_timeout", "monitored_barrier_failed"])
+        )
         still_running = job.poll() is None
     finally:
         if job.poll() is None:
@@ -363,7 +428,9 @@ def test_live_torchrun_hang_alert_before_pg_timeout(tmp_path: Path) -> None:
                 job.wait()
     assert alert is not None, f"no alert on rank 3; alerts state: {w.status_line()}"
     assert still_running and faults.height == 0, "the job's own timeout fired first"
-    assert alert.evidence is not None and ("attempt_0/3/" in alert.evidence or alert.evidence.startswith("launcher.log"))
+    assert alert.evidence is not None and (
+        "attempt_0/3/" in alert.evidence or alert.evidence.startswith("launcher.log")
+    )
     assert "step 4" in alert.reason
 
 
@@ -374,8 +441,13 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
 
     logs = tmp_path / "logs"
     shutil.copytree(CASES / CRASH / "logs", logs)
-    p = subprocess.Popen([sys.executable, "-m", "correlator", "watch", str(logs), "--interval", "100ms"],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "correlator", "watch", str(logs), "--interval", "100ms"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out: queue.Queue[str | None] = queue.Queue()
     err: list[str] = []
 
@@ -384,12 +456,16 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
             out.put(line)
         out.put(None)
 
-    threads = [threading.Thread(target=pump, daemon=True),
-               threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)]
+    threads = [
+        threading.Thread(target=pump, daemon=True),
+        threading.Thread(target=lambda: err.extend(p.stderr), daemon=True),
+    ]
     for t in threads:
         t.start()
     try:
-        first = out.get(timeout=120)  # the first alert: the watcher is in its loop (a guard, not a speed limit)
+        first = out.get(
+            timeout=120
+        )  # the first alert: the watcher is in its loop (a guard, not a speed limit)
         assert first is not None and "ALERT initiator: rank 1" in first, "".join(err)
         p.send_signal(signal.SIGINT)
         p.wait(timeout=120)
@@ -401,7 +477,10 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
         t.join(timeout=60)
     rest = "".join(iter(lambda: out.get(timeout=10) or "", ""))
     assert p.returncode == 130, "".join(err)
-    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError"), (rest[-500:], "".join(err)[-2000:])
+    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError"), (
+        rest[-500:],
+        "".join(err)[-2000:],
+    )
     assert "interrupted; verdict so far" in "".join(err)
 
 
@@ -417,11 +496,16 @@ def test_collective_every_rank_but_one_entered(tmp_path: Path) -> None:
     for r in range(4):
         pfx = f"node-a:{4000 + r}:{4000 + r} [{r}] NCCL INFO "
         comm = f"0x55aa{r:08x}"
-        init = (f"{pfx}ncclCommInitRank comm {comm} rank {r} nranks 4 cudaDev {r} nvmlDev {r} busId 1{r}000 "
-                f"commId {comm_id} - Init COMPLETE")
+        init = (
+            f"{pfx}ncclCommInitRank comm {comm} rank {r} nranks 4 cudaDev {r} nvmlDev {r} busId 1{r}000 "
+            f"commId {comm_id} - Init COMPLETE"
+        )
         last = 0x9 if r == 3 else 0xA
-        colls = [f"{pfx}AllReduce: opCount {s:x} sendbuff 0x7f0000 recvbuff 0x7f0000 count 1024 datatype 7 op 0 root 0 "
-                 f"comm {comm} [nranks=4] stream 0x55bb" for s in range(last + 1)]
+        colls = [
+            f"{pfx}AllReduce: opCount {s:x} sendbuff 0x7f0000 recvbuff 0x7f0000 count 1024 datatype 7 op 0 root 0 "
+            f"comm {comm} [nranks=4] stream 0x55bb"
+            for s in range(last + 1)
+        ]
         (tmp_path / f"nccl.node-a.{4000 + r}.log").write_text("\n".join([init, *colls]) + "\n")
     assert w.poll() == []
     now[0] += 11  # nothing more is written for longer than --stall (10 s)

@@ -18,14 +18,19 @@ import polars as pl
 import parsers.python as P
 
 _orig = P.group_records
-_CAND = (r"^(?:[ \t]|Traceback|Exception raised from |frame #\d+: |\s*what\(\): |Last error:|ncclRemoteError|"
-         r"ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalid)")
+_CAND = (
+    r"^(?:[ \t]|Traceback|Exception raised from |frame #\d+: |\s*what\(\): |Last error:|ncclRemoteError|"
+    r"ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalid)"
+)
 
 
 def group_records_fast(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
     body = pl.col("body")
-    cand = df.select((body.str.contains(_CAND) | pl.col("wrap_cont").fill_null(False)
-                      | body.str.contains(P.EXC_LINE)).alias("c"))["c"]
+    cand = df.select(
+        (
+            body.str.contains(_CAND) | pl.col("wrap_cont").fill_null(False) | body.str.contains(P.EXC_LINE)
+        ).alias("c")
+    )["c"]
     paths = df.filter(cand)["path"].unique()
     inside = df["path"].is_in(paths.implode()) if paths.len() else pl.Series([False] * df.height)
     if inside.all():
