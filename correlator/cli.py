@@ -191,11 +191,11 @@ def _load(
 
 def _summary(res: IngestResult | dict[str, object]) -> None:
     s = res.summary() if isinstance(res, IngestResult) else res
-    kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[union-attr]
-    why = s.get("skipped_by_reason") or {}
+    kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[attr-defined]
+    why: dict[str, int] = s.get("skipped_by_reason") or {}  # type: ignore[assignment]
     skipped = f"{s['lines_skipped']} skipped" + (
         f": {escape(', '.join(f'{v} {k}' for k, v in why.items()))}" if why else ""
-    )  # type: ignore[union-attr]
+    )
     err.print(
         f"[bold]{s['files']}[/] files, [bold]{s['lines_read']}[/] lines ({skipped}), "
         f"[bold]{s['rows']}[/] events; ranks {_r(s['ranks'])}; hosts {', '.join(s['hosts']) or 'unknown'}; "  # type: ignore[arg-type]
@@ -684,10 +684,10 @@ def events(
         # Pipes and narrow terminals: one plain line per event (grep- and less-friendly).
         for r in t.iter_rows(named=True):
             ts = r["ts"].strftime("%Y-%m-%d %H:%M:%S") if r["ts"] else "-"
-            seq = f" SeqNum={r['seq']}" if r["seq"] is not None and r["kind"] != "step_progress" else ""
-            rank = "-" if r["rank"] is None else str(r["rank"])
+            seq_s = f" SeqNum={r['seq']}" if r["seq"] is not None and r["kind"] != "step_progress" else ""
+            rank_s = "-" if r["rank"] is None else str(r["rank"])
             msg = (r["message"] or "").split("\n")[0]
-            print(f"{ts}  rank {rank:>4}  {r['kind']}{seq}  {r['path']}:{r['line']}  {msg}")
+            print(f"{ts}  rank {rank_s:>4}  {r['kind']}{seq_s}  {r['path']}:{r['line']}  {msg}")
     else:
         from rich.table import Table
         from rich.text import Text

@@ -256,8 +256,8 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
     try:
         st = os.stat(rootp)
         seen_dirs.add((st.st_dev, st.st_ino))
-    except OSError as e:
-        raise DiscoveryError(f"{printable(str(rootp))}: cannot read ({e.strerror or e})") from None
+    except OSError as err:
+        raise DiscoveryError(f"{printable(str(rootp))}: cannot read ({err.strerror or err})") from None
     stack = [str(rootp)]
     while stack:
         d = stack.pop()

@@ -23,6 +23,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 from correlator.diagnose import FAILURE_KINDS, diagnose
 from correlator.ingest import load
@@ -67,8 +68,8 @@ class EvalReport:
         for c in cases:
             if not c.collateral_scored:
                 continue
-            want = set(c.want.get("collateral_ranks") or [])  # type: ignore[arg-type]
-            got = set(c.got.get("collateral_ranks") or [])  # type: ignore[arg-type]
+            want = set(c.want.get("collateral_ranks") or [])  # type: ignore[call-overload]
+            got = set(c.got.get("collateral_ranks") or [])  # type: ignore[call-overload]
             tp += len(want & got)
             fp += len(got - want)
             fn += len(want - got)
@@ -172,7 +173,7 @@ def _edges(want: dict[str, object], d: dict[str, object], where: Path) -> tuple[
     exp = want.get("explained_by") or {}
     if not isinstance(exp, dict):
         raise LabelError(f"{where}: explained_by must map a collateral rank to {{rank, edge}}")
-    got = {int(p["rank"]): p.get("explained_by") or {} for p in d.get("per_rank") or []}  # type: ignore[union-attr]
+    got = {int(p["rank"]): p.get("explained_by") or {} for p in d.get("per_rank") or []}  # type: ignore[attr-defined]
     ok = 0
     for r, e in exp.items():
         if not isinstance(e, dict) or "rank" not in e or "edge" not in e or not str(r).lstrip("-").isdigit():
@@ -191,7 +192,7 @@ def run_case(case: Path) -> CaseResult:
     t0 = time.perf_counter()
     try:
         d = diagnose(load(logs)).to_json()
-        err = None
+        err: str | None = None
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - a crash (a polars panic too) is a failed case, not a crashed scorer
@@ -220,8 +221,8 @@ def run_case(case: Path) -> CaseResult:
         },
         got,
         round(secs, 3),
-        want.get("known_miss"),
-        err,  # type: ignore[arg-type]
+        cast("str | None", want.get("known_miss")),
+        err,
         src if isinstance(src, str) else None,
         scored,
         e_ok,

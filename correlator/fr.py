@@ -129,7 +129,7 @@ def _left_inside(dumps: list[frp.Dump]) -> set[tuple[int, str]]:
     for pg, per_rank in last.items():
         ranks = set(per_rank)
         for r, e in per_rank.items():
-            others = at.get((pg, e.collective_seq_id), {})
+            others = at.get((pg, e.collective_seq_id or 0), {})
             if set(others) != ranks or len(set(others.values())) > 1:
                 out.add((r, pg))
     return out

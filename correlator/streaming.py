@@ -241,13 +241,13 @@ def _select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
         base.filter(pl.col("__s"))
         .group_by("__wr", "__wp", "__c", "__pg")
         .agg(pl.all().top_k_by([seq_key, pl.col(order)], keep_last))
-        .explode(pl.all().exclude("__wr", "__wp", "__c", "__pg"))
+        .explode(pl.all().exclude("__wr", "__wp", "__c", "__pg"))  # type: ignore[arg-type]
     )
     tail_rows = (
         base.filter(pl.col("__t"))
         .group_by("__wr", "__wp", "__k")
         .agg(pl.all().top_k_by(order, keep_last))
-        .explode(pl.all().exclude("__wr", "__wp", "__k"))
+        .explode(pl.all().exclude("__wr", "__wp", "__k"))  # type: ignore[arg-type]
     )
     cols = base.collect_schema().names()
     return pl.concat([whole.select(cols), seq_rows.select(cols), tail_rows.select(cols)], how="vertical")

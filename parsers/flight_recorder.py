@@ -461,7 +461,7 @@ def rows(d: Dump) -> list[dict[str, Any]]:
         kind = "fr_waiting" if waiting else "fr_status"
         msg = (
             f"Flight Recorder pg_status pg {pg}: last enqueued {enq}, last started {st.get('started')}, "
-            f"last completed {comp}" + (f" (stuck in seq {comp + 1})" if waiting else "")
+            f"last completed {comp}" + (f" (stuck in seq {comp + 1})" if waiting and comp is not None else "")
         )
         out.append(
             {
@@ -478,7 +478,7 @@ def rows(d: Dump) -> list[dict[str, Any]]:
                 "severity": "warning" if waiting else "info",
                 "kind": kind,
                 "pg": pg,
-                "seq": comp + 1 if waiting else None,
+                "seq": comp + 1 if waiting and comp is not None else None,
                 "seq_enqueued": enq,
                 "seq_completed": comp,
                 "world_size": world,
