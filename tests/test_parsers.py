@@ -3,70 +3,36 @@ and key lines give back the field values written in them."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 import correlator
-from parsers import (
-    app,
-    c10d,
-    deepspeed,
-    elastic,
-    horovod,
-    lightning,
-    mpi,
-    nccl,
-    python,
-    spawn,
-    system,
-    transport,
-)
+import parsers
 from parsers.rules import Prefix, Rule
 
-RULES: list[Rule] = [
-    *nccl.RULES,
-    nccl.WARN_RULE,
-    *c10d.RULES,
-    *elastic.RULES,
-    *elastic.RECORD_RULES,
-    *python.RULES,
-    python.CATCH_ALL,
-    python.TERMINATE,
-    python.CUT_TRACEBACK,
-    *system.RULES,
-    *deepspeed.RULES,
-    *spawn.RULES,
-    *app.RULES,
-    *horovod.RULES,
-    *mpi.RULES,
-    *lightning.RULES,
-]
-PREFIXES: list[Prefix] = [
-    nccl.PREFIX,
-    c10d.C10_NEW,
-    c10d.C10_OLD,
-    c10d.GLOG,
-    c10d.EXCEPTHOOK,
-    c10d.PG_PREFIX,
-    c10d.RANK_PREFIX,
-    elastic.OLD_PYLOG,
-    elastic.TORCH_LOGGING_21,
-    *app.PREFIXES,
-    transport.KUBECTL_TS,
-    transport.KUBECTL_POD,
-    transport.MPI_TAG,
-    transport.SRUN_LABEL,
-    transport.PDSH_HOST,
-    transport.TEE,
-    transport.TEE_RANK,
-    app.BRACKET_ASCTIME,
-    transport.LEAD,
-    transport.USER_RANK,
-    horovod.PREFIX,
-    lightning.RANK_PREFIX,
-]
+
+def _collect() -> tuple[list[Rule], list[Prefix]]:
+    """Every Rule and Prefix any module of the ``parsers`` package defines at module level (alone or in a
+    list/tuple), each once: a rule added to a parser module is tested without being listed here."""
+    rules: dict[int, Rule] = {}
+    prefixes: dict[int, Prefix] = {}
+    for info in sorted(pkgutil.iter_modules(parsers.__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"parsers.{info.name}")
+        for name in sorted(vars(mod)):
+            val = getattr(mod, name)
+            for v in val if isinstance(val, (list, tuple)) else [val]:
+                if isinstance(v, Rule):
+                    rules.setdefault(id(v), v)
+                elif isinstance(v, Prefix):
+                    prefixes.setdefault(id(v), v)
+    return list(rules.values()), list(prefixes.values())
+
+
+RULES, PREFIXES = _collect()
 
 
 def _events(tmp_path: Path, text: str, name: str = "combined.log") -> pl.DataFrame:
