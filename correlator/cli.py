@@ -771,7 +771,7 @@ def eval_cmd(
         print(json.dumps(rep.to_json(), indent=2, default=str))
     else:
         for c in rep.cases:
-            mark = "[green]PASS[/]" if c.passed else ("[yellow]KNOWN[/]" if c.known_miss else "[red]FAIL[/]")
+            mark = "[green]PASS[/]" if c.passed else ("[yellow]KNOWN[/]" if c.excused else "[red]FAIL[/]")
             line = (
                 f"{mark} {escape(c.name)}: initiating {c.got['initiating_ranks']} (want {c.want['initiating_ranks']}), "
                 f"collateral {'ok' if c.collateral_ok else str(c.got['collateral_ranks']) + ' (want ' + str(c.want['collateral_ranks']) + ')'}, "
@@ -781,8 +781,9 @@ def eval_cmd(
             )
             if c.error:
                 line += f" [red]error: {escape(c.error)}[/]"
-            if c.known_miss and not c.passed:
-                line += f" [dim](known miss: {escape(c.known_miss)})[/]"
+            if c.excused:
+                why = c.known_miss if not c.verdict_ok else c.known_edge_miss
+                line += f" [dim](known {'miss' if not c.verdict_ok else 'edge miss'}: {escape(why or '')})[/]"
             out.print(line, highlight=False)
         from correlator.evaluate import SUBSETS
 
@@ -791,7 +792,7 @@ def eval_cmd(
                 f", edges {t['edge_accuracy']:.3f} of {t['edges_expected']}" if t["edges_expected"] else ""
             )
             return (
-                f"{name}: {t['passed']}/{t['cases']} cases pass; initiating accuracy {t['initiating_accuracy']:.3f}, "
+                f"{name}: {t['passed']}/{t['cases']} cases pass ({t['verdict_passed']} with the right verdict); initiating accuracy {t['initiating_accuracy']:.3f}, "
                 f"collateral P/R/F1 {t['collateral_precision']:.3f}/{t['collateral_recall']:.3f}/{t['collateral_f1']:.3f}, "
                 f"kind accuracy {t['kind_accuracy']:.3f}{edges}, {t['seconds_per_case']:.2f} s per case"
             )

@@ -73,3 +73,46 @@ def test_subsets_are_scored_apart(tmp_path: Path) -> None:
 def test_malformed_labels_name_the_field(tmp_path: Path, label: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=next(iter(label))):
         run_case(_case(tmp_path, "bad", **label))
+
+
+def _result(*, init_ok: bool, edges: tuple[int, int], known_miss=None, known_edge_miss=None):  # type: ignore[no-untyped-def]
+    from correlator.evaluate import CaseResult
+
+    return CaseResult(
+        "c",
+        init_ok and edges[0] == edges[1],
+        init_ok,
+        True,
+        True,
+        {},
+        {},
+        0.0,
+        known_miss=known_miss,
+        edges_ok=edges[0],
+        edges_total=edges[1],
+        known_edge_miss=known_edge_miss,
+    )
+
+
+def test_known_edge_miss_excuses_only_an_edge_miss() -> None:
+    from correlator.evaluate import EvalReport
+
+    edge_only = _result(init_ok=True, edges=(1, 2), known_edge_miss="tool gives peer_error")
+    assert edge_only.verdict_ok and not edge_only.passed and edge_only.excused
+    # the same label does not excuse a wrong verdict: that is a regression
+    verdict_wrong = _result(init_ok=False, edges=(1, 2), known_edge_miss="tool gives peer_error")
+    assert not verdict_wrong.excused
+    # a known_miss does not excuse an edge miss of a right verdict (it would hide a verdict regression)
+    assert not _result(init_ok=True, edges=(1, 2), known_miss="old reason").excused
+    t = EvalReport([edge_only, verdict_wrong]).totals()
+    assert (t["passed"], t["verdict_passed"], t["known_misses"], t["regressions"]) == (0, 1, 1, 1)
+
+
+def test_stale_known_miss_labels_are_named() -> None:
+    assert _result(init_ok=True, edges=(2, 2), known_miss="x").stale_label == (
+        "known_miss set but the verdict is right"
+    )
+    assert _result(init_ok=True, edges=(2, 2), known_edge_miss="x").stale_label == (
+        "known_edge_miss set but every expected edge is found"
+    )
+    assert _result(init_ok=False, edges=(1, 2), known_miss="x").stale_label is None
