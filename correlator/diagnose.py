@@ -17,6 +17,7 @@ from typing import Any
 import networkx as nx
 import polars as pl
 
+from correlator import confidence
 from correlator.graph import build_graph, failing_attempts
 
 SCHEMA_VERSION = 1
@@ -73,7 +74,9 @@ class RankStatus:
 class Diagnosis:
     """The verdict for one attempt (and, at top level, for the job).
 
-    ``confidence`` is in [0, 1]; ``confidence_reasons`` say what lowered it. ``attempts`` holds the
+    ``confidence`` is in [0, 1]; ``confidence_reasons`` say in English what lowered it and
+    ``confidence_reason_codes`` name the same reasons (:class:`correlator.confidence.Reason` members, one
+    per sentence, in order; the confidence is computed from these alone). ``attempts`` holds the
     per-attempt verdicts when the job restarted. ``to_json()`` gives the documented JSON contract.
     """
 
@@ -90,6 +93,7 @@ class Diagnosis:
     evidence: list[Evidence] = field(default_factory=list)
     per_rank: list[RankStatus] = field(default_factory=list)
     confidence_reasons: list[str] = field(default_factory=list)
+    confidence_reason_codes: list[str] = field(default_factory=list)
     initiator_basis: str = ""
     focus: dict[str, Any] = field(default_factory=dict)
     attempts: list[Diagnosis] = field(default_factory=list)
@@ -344,34 +348,9 @@ def _signal_name(code: int | None) -> str | None:
 
 
 def _confidence(G: nx.DiGraph) -> float:
-    base = 0.95
-    penalties = {
-        "common mode": 0.05,
-        "independently": 0.15,
-        "silence": 0.2,
-        "lagging": 0.15,
-        "missing": 0.35,
-        "left no log": 0.05,
-        "no launcher": 0.05,
-        "inferred": 0.1,
-        "clocks": 0.1,
-        "evenly": 0.3,
-        "only an exit status": 0.15,
-        "none explains": 0.5,
-        "stopped logging": 0.2,
-        "could not be determined": 0.35,
-        "several ranks saw network errors": 0.15,
-        "configuration line": 0.1,
-        "did not wait in the barrier": 0.1,
-        "name no rank": 0.6,
-        "left no Flight Recorder dump": 0.05,
-        "Flight Recorder majority is a single rank": 0.2,
-    }
-    for reason in G.graph["reasons"]:
-        for key, p in penalties.items():
-            if key in reason:
-                base -= p
-                break
+    """0.95 less the weight of each reason's member (:class:`correlator.confidence.Reason`), never its
+    English; then capped when several silent or absent ranks are equally suspect, and fixed for ``none``."""
+    base = confidence.lower(0.95, G.graph["reasons"])
     inits, seen = G.graph["initiators"], G.graph["ranks_seen"]
     if G.graph["initiator_basis"] in ("silent while the others failed", "left no log") and len(inits) > 1:
         # Several ranks are equally suspect: the more of them, the less the verdict says.
@@ -420,7 +399,8 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         summary="",
         evidence=_evidence(table, G),
         per_rank=per_rank,
-        confidence_reasons=list(G.graph["reasons"]),
+        confidence_reasons=confidence.texts(G.graph["reasons"]),
+        confidence_reason_codes=confidence.codes(G.graph["reasons"]),
         initiator_basis=G.graph["initiator_basis"],
         focus={k: v for k, v in (G.graph.get("focus") or {}).items() if k not in ("evidence", "own")},
     )
@@ -444,10 +424,10 @@ def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
     if len(per) > 1:
         later = [d for d in per if d.attempt > chosen.attempt and d.failure_kind != "none"]
         if later and attempt is None:
-            chosen.confidence_reasons.append(
-                f"{len(later)} later attempt(s) also failed; the verdict is the first failed attempt's"
-            )
-            chosen.confidence = round(max(0.05, chosen.confidence - 0.05), 2)
+            note = confidence.Reason.LATER_ATTEMPTS_FAILED.note(n=len(later))
+            chosen.confidence_reasons.append(note.text())
+            chosen.confidence_reason_codes.append(note.reason.name)
+            chosen.confidence = round(max(0.05, confidence.lower(chosen.confidence, [note])), 2)
         # A tree, not a cycle: the chosen attempt's entry is a copy of the verdict without ``attempts``.
         chosen.attempts = [copy.deepcopy(d) if d is chosen else d for d in per]
     return chosen

@@ -9,7 +9,8 @@ Edge types (``edge`` attribute), always from the affected rank to the rank that 
 
 Each edge has ``evidence`` (event ids of the rows that justify it), and ``pg``/``seq`` when known.
 The graph's own attributes (``G.graph``) record the attempt, world size, the initiating ranks with the
-way they were found (``initiator_basis``), the failure kind and the reasons that lower confidence.
+way they were found (``initiator_basis``), the failure kind and the reasons that lower confidence
+(``reasons``: :class:`correlator.confidence.Note` values, not English).
 Pure function of the event table; :mod:`correlator.initiators` names who started it,
 :mod:`correlator.diagnose` reads the verdict from the graph.
 """
@@ -21,6 +22,7 @@ import polars as pl
 
 from correlator import clock
 from correlator import initiators as initiators_mod
+from correlator.confidence import Reason
 from correlator.faults import PEER_KINDS, fault_rows
 
 
@@ -185,9 +187,9 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
                 G.add_edge(r, initiators[0], edge="killed_by", pg=None, seq=None, evidence=[ev_id])
 
     if missing and initiators and not set(initiators) & set(missing):
-        reasons.append(f"{len(missing)} of {world} ranks left no log")
+        reasons.append(Reason.MISSING_LOGS.note(missing=len(missing), world=world))
     if not launcher_present and failure_kind not in ("none",):
-        reasons.append("no launcher output to confirm exit statuses")
+        reasons.append(Reason.NO_LAUNCHER.note())
     weak = t.filter(pl.col("rank").is_in(initiators) & pl.col("rank_source").is_in(["pid_order", "message"]))
     if (
         weak.height
@@ -196,10 +198,10 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         ).height
         == 0
     ):
-        reasons.append("the initiating rank's identity is inferred (pid order / message text), not stated")
+        reasons.append(Reason.IDENTITY_INFERRED.note())
     uncertain = [c for c in clocks.values() if c.uncertainty_s > 5]
     if uncertain and len(initiators) > 0 and basis == "first fault":
-        reasons.append("host clocks could not be aligned; ordering across hosts is uncertain")
+        reasons.append(Reason.CLOCKS_UNALIGNED.note())
 
     G.graph.update(
         world_size=world,

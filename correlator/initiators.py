@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from correlator import align
+from correlator.confidence import Note, Reason
 from correlator.faults import FAILURE_KIND_OF, barrier_ranks, mismatch_peers
 
 _SIG_KINDS = ["collective_fingerprint", "watchdog_timeout", "collective_mismatch"]
@@ -74,7 +75,7 @@ class Finding:
     failure_kind: str
     cause_event: dict[int, int] = field(default_factory=dict)
     focus: dict[str, Any] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Note] = field(default_factory=list)
 
 
 def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
@@ -166,7 +167,7 @@ def odd_one_out(e: Evidence) -> Finding | None:
         cause_event={r: div["own"].get(r, div["evidence"][0]) for r in inits},
     )
     if not majority:
-        found.reasons.append("the ranks disagree evenly on the collective; no single odd one out")
+        found.reasons.append(Reason.EVEN_SPLIT.note())
     return found
 
 
@@ -184,7 +185,7 @@ def config_odd_one_out(e: Evidence) -> Finding | None:
         "collective_mismatch",
         {odd: ev_ids[0]},
         {"evidence": ev_ids},
-        ["the odd rank was found from its own configuration line, not from the collective itself"],
+        [Reason.CONFIG_LINE.note()],
     )
 
 
@@ -224,11 +225,9 @@ def first_causes(e: Evidence) -> Finding | None:
         excs = {causes.filter(pl.col("rank") == r)["exc_type"].drop_nulls().first() for r in inits}
         if len(inits) >= max(2, len(e.seen) // 2) and len(excs) <= 1:
             found.basis = "common mode"
-            found.reasons.append(
-                f"{len(inits)} ranks failed the same way at about the same time (common mode)"
-            )
+            found.reasons.append(Reason.COMMON_MODE.note(n=len(inits)))
         else:
-            found.reasons.append(f"{len(inits)} ranks failed independently before any other rank reacted")
+            found.reasons.append(Reason.INDEPENDENT_FAILURES.note(n=len(inits)))
     return found
 
 
@@ -248,7 +247,7 @@ def bare_exit(e: Evidence) -> Finding | None:
         "exit status",
         "rank_crash",
         {r: exits["event_id"][0]},
-        reasons=["the initiating rank logged no error text, only an exit status"],
+        reasons=[Reason.EXIT_STATUS_ONLY.note()],
     )
 
 
@@ -267,12 +266,7 @@ def network(e: Evidence) -> Finding | None:
             f"peer host {dead_host} unreachable",
             "network_error",
             {r: net["event_id"][0] for r in inits},
-            reasons=[
-                (
-                    f"the ranks of {dead_host} stopped logging; they are named because the others lost "
-                    "their connection to it"
-                )
-            ],
+            reasons=[Reason.PEER_HOST_SILENT.note(host=dead_host)],
         )
     if not net.height:
         return None
@@ -290,7 +284,7 @@ def network(e: Evidence) -> Finding | None:
         dict(tied.select("rank", "event_id").iter_rows()),
     )
     if len(found.initiators) > 1:
-        found.reasons.append("several ranks saw network errors within the clock uncertainty")
+        found.reasons.append(Reason.NETWORK_ERRORS_TIED.note())
     return found
 
 
@@ -313,9 +307,7 @@ def barrier_named(e: Evidence) -> Finding | None:
         "straggler_hang" if quiet else "collective_mismatch",
     )
     if not quiet:
-        found.reasons.append(
-            "the rank named by monitoredBarrier did not wait in the barrier: it ran a different collective"
-        )
+        found.reasons.append(Reason.BARRIER_RANK_MOVED_ON.note())
     return found
 
 
@@ -379,7 +371,7 @@ def minority_progress(e: Evidence) -> Finding | None:
         "collective_mismatch",
         cause,
         focus={"pg": pg, "seq": seq, "op": op},
-        reasons=[f"the minority {side} (SeqNum {seq}); it ran a different sequence of collectives"],
+        reasons=[Reason.MINORITY_PROGRESS.note(side=side, seq=seq)],
     )
 
 
@@ -429,10 +421,10 @@ def stall_report(e: Evidence) -> Finding | None:
         kind,
         {r: first for r in missing},
         focus={"op": op, "waiting": sorted(waiting - missing), "evidence": [first]},
-        reasons=["named by Horovod's stall report (the ranks that had not submitted the collective)"],
+        reasons=[Reason.STALL_REPORT.note()],
     )
     if kind == "collective_mismatch":
-        found.reasons.append("the missing ranks were ready in a different collective")
+        found.reasons.append(Reason.STALL_READY_ELSEWHERE.note())
     return found
 
 
@@ -456,9 +448,7 @@ def named_by_waiters(e: Evidence) -> Finding | None:
         "named by the ranks waiting for it",
         "straggler_hang",
         {top: int(ev["event_id"][0])},
-        reasons=[
-            f"named by {len(voters)} waiting rank(s) ({', '.join(map(str, voters))}); it logged no error"
-        ],
+        reasons=[Reason.NAMED_BY_WAITERS.note(n=len(voters), voters=", ".join(map(str, voters)))],
     )
 
 
@@ -517,7 +507,7 @@ def silence(e: Evidence) -> Finding | None:
             "silent while the others failed",
             "straggler_hang",
             focus=focus,
-            reasons=["the initiating rank logged no error; it was found by its silence"],
+            reasons=[Reason.FOUND_BY_SILENCE.note()],
         )
         # Early exit needs the launcher's word on EVERY worker: torchrun's summary lists all that did not exit 0
         # and its agent signals all live ones; this rank was neither. A launcher that names only the first
@@ -537,17 +527,14 @@ def silence(e: Evidence) -> Finding | None:
         if unnamed_kill.height and len(found.initiators) == 1:
             found.failure_kind = "oom_kill"
             found.cause_event = {found.initiators[0]: int(unnamed_kill["event_id"][0])}
-            found.reasons.append(
-                "the launcher reports a worker killed by SIGKILL without naming it; the one silent "
-                "rank is taken to be that worker"
-            )
+            found.reasons.append(Reason.UNNAMED_SIGKILL.note())
     elif behind_ranks:
         found = Finding(
             behind_ranks,
             "behind on the collective sequence",
             "straggler_hang",
             focus=focus,
-            reasons=["found by its lagging sequence number, not by an error"],
+            reasons=[Reason.LAGGING_SEQ.note()],
         )
     elif e.missing:
         found = Finding(
@@ -555,7 +542,7 @@ def silence(e: Evidence) -> Finding | None:
             "left no log",
             "straggler_hang",
             focus=focus,
-            reasons=["the initiating rank left no log at all; it is named because it is missing"],
+            reasons=[Reason.INITIATOR_LEFT_NO_LOG.note()],
         )
     elif e.absent:
         # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
@@ -570,27 +557,19 @@ def silence(e: Evidence) -> Finding | None:
             "absent from the excerpt",
             "straggler_hang",
             focus=focus,
-            reasons=[
-                (
-                    "the initiating rank is absent from the excerpt while the others report waiting; "
-                    "the excerpt may lack ranks"
-                )
-            ],
+            reasons=[Reason.ABSENT_FROM_EXCERPT.note()],
         )
         if why and len(e.absent) == 1:
-            found.reasons.append(f"rank 0 is the likely one: {why}")
+            found.reasons.append(Reason.RANK0_LIKELY.note(why=why))
     else:
         return None
     chosen, why = _prefer_rank0(e, found.initiators, focus)
     if why:
         found.initiators = chosen
-        found.reasons.append(f"rank 0 preferred among the candidates: {why}")
+        found.reasons.append(Reason.RANK0_PREFERRED.note(why=why))
     if e.fr.filter(pl.col("kind") == "collective_mismatch").height:
         found.failure_kind = "collective_mismatch"
-        found.reasons.append(
-            "a collective mismatch was detected but the odd rank could not be determined; "
-            "the silent ranks are only suspects"
-        )
+        found.reasons.append(Reason.ODD_RANK_UNDETERMINED.note())
     return found
 
 
@@ -641,7 +620,7 @@ def find(e: Evidence) -> Finding:
     if e.f.filter(pl.col("kind").is_in(["launcher_error", "store_error", "job_cancelled"])).height:
         return Finding([], "launcher", "launcher_error")
     if e.fr.height:
-        found = Finding([], "", "unknown", reasons=["ranks report faults but none explains the others"])
+        found = Finding([], "", "unknown", reasons=[Reason.NONE_EXPLAINS.note()])
         waited = e.effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort(
             "tc", "event_id"
         )
@@ -672,7 +651,7 @@ def unattributed(e: Evidence) -> Finding | None:
         "fault without a rank",
         kind,
         focus={"evidence": first["event_id"].head(3).to_list()},
-        reasons=["the fault is on lines that name no rank; the initiating rank is unknown"],
+        reasons=[Reason.NO_RANK_NAMED.note()],
     )
 
 
