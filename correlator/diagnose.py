@@ -19,6 +19,7 @@ import polars as pl
 
 from correlator import confidence
 from correlator.graph import build_graph, failing_attempts
+from correlator.schema import Kind
 
 SCHEMA_VERSION = 1
 FAILURE_KINDS = (
@@ -155,7 +156,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         "behind on the collective sequence",
         "named by monitoredBarrier",
     ) or G.graph["initiator_basis"].startswith("peer host"):
-        quiet_kinds = ["worker_signalled", "failure_entry", "root_cause_entry", "blank"]
+        quiet_kinds = [Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.BLANK]
         for r in G.graph["initiators"][:3]:
             last = t.filter((pl.col("rank") == r) & ~pl.col("kind").is_in(quiet_kinds)).sort(
                 "ts", "event_id", nulls_last=False
@@ -165,14 +166,14 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
     # Launcher view of the initiators (exit status), then one line per explanation edge type.
     launch = t.filter(
         pl.col("rank").is_in(G.graph["initiators"])
-        & pl.col("kind").is_in(["worker_failed", "root_cause_entry"])
+        & pl.col("kind").is_in([Kind.WORKER_FAILED, Kind.ROOT_CAUSE_ENTRY])
     )
     for eid, kind in launch.select("event_id", "kind").head(2).iter_rows():
         ids.append(
             (
                 eid,
                 "launcher (weak: torchrun's root cause is often wrong)"
-                if kind == "root_cause_entry"
+                if kind == Kind.ROOT_CAUSE_ENTRY
                 else "launcher",
             )
         )
@@ -204,14 +205,14 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         use_message = (
             r["kind"]
             in (
-                "python_exception",
-                "cuda_oom",
-                "cuda_error",
-                "failure_entry",
-                "root_cause_entry",
-                "fr_collective",
-                "fr_status",
-                "fr_waiting",
+                Kind.PYTHON_EXCEPTION,
+                Kind.CUDA_OOM,
+                Kind.CUDA_ERROR,
+                Kind.FAILURE_ENTRY,
+                Kind.ROOT_CAUSE_ENTRY,
+                Kind.FR_COLLECTIVE,
+                Kind.FR_STATUS,
+                Kind.FR_WAITING,
             )
             or r["stream"] == "error_json"
         )
@@ -281,7 +282,7 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
             elif r["exit_code"] is not None:
                 sig = r["signal"] or _signal_name(r["exit_code"])
                 what = f"exit code {r['exit_code']}" + (f" ({sig})" if sig else "")
-            elif r["kind"] in ("cuda_error", "nccl_net_error", "watchdog_hang") and r["message"]:
+            elif r["kind"] in (Kind.CUDA_ERROR, Kind.NCCL_NET_ERROR, Kind.WATCHDOG_HANG) and r["message"]:
                 what = _first_line(r["message"], 90)
             else:
                 what = r["kind"].replace("_", " ")

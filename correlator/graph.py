@@ -24,6 +24,7 @@ from correlator import clock
 from correlator import initiators as initiators_mod
 from correlator.confidence import Reason
 from correlator.faults import PEER_KINDS, fault_rows
+from correlator.schema import Kind
 
 
 def failing_attempts(table: pl.DataFrame) -> list[int]:
@@ -95,7 +96,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     )
     fr = f.filter(pl.col("rank").is_not_null())
     # A rank's first fault: the launcher's summary blocks (whole-second, written at the end) come last.
-    summary_last = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8)
+    summary_last = pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]).cast(pl.Int8)
     first = (
         fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
     )
@@ -106,7 +107,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"]
         )
 
-    signal_rows = f.filter(pl.col("kind") == "worker_signalled")
+    signal_rows = f.filter(pl.col("kind") == Kind.WORKER_SIGNALLED)
     first_signal = signal_rows["tc"].min() if signal_rows.height else None
     signalled = set(signal_rows["rank"].drop_nulls().to_list()) | set(
         f.filter((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))["rank"]
@@ -170,8 +171,8 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     # The launcher tore the whole job down (mpirun abort, scheduler cancel, DeepSpeed killing subprocesses):
     # ranks that said nothing were killed as a consequence too.
     teardown = f.filter(
-        pl.col("kind").is_in(["job_cancelled"])
-        | ((pl.col("kind") == "worker_signalled") & pl.col("rank").is_null())
+        pl.col("kind").is_in([Kind.JOB_CANCELLED])
+        | ((pl.col("kind") == Kind.WORKER_SIGNALLED) & pl.col("rank").is_null())
     )
     if initiators and teardown.height:
         ev_id = teardown["event_id"][0]
@@ -235,7 +236,7 @@ def _add_edges(
         if r in initiators:
             continue
         rows = rows.sort(
-            pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8),
+            pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]).cast(pl.Int8),
             "tc",
             "event_id",
             nulls_last=True,
@@ -252,16 +253,16 @@ def _add_edges(
         elif failure_kind == "early_exit":
             edge = "exited_before"
         elif kinds & {
-            "watchdog_timeout",
-            "watchdog_status",
-            "gloo_timeout",
-            "monitored_barrier_failed",
-            "heartbeat_timeout",
+            Kind.WATCHDOG_TIMEOUT,
+            Kind.WATCHDOG_STATUS,
+            Kind.GLOO_TIMEOUT,
+            Kind.MONITORED_BARRIER_FAILED,
+            Kind.HEARTBEAT_TIMEOUT,
         }:
             edge = "waits_for"
         elif kinds & set(PEER_KINDS):
             edge = "peer_error"
-        elif r in signalled or "worker_signalled" in kinds:
+        elif r in signalled or Kind.WORKER_SIGNALLED in kinds:
             edge = "killed_by"
         else:
             edge = "waits_for"
