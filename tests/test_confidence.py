@@ -28,6 +28,12 @@ def test_every_reason_is_documented_weighted_and_renders(reason: Reason) -> None
     assert re.sub(r"<\w+>", "", text) == re.sub(r"\{\w+\}", "", reason.template)
 
 
+def test_zero_weight_is_exactly_a_documented_note() -> None:
+    # A weight of 0 says how the rank was found without lowering the score; its description says so.
+    assert {r for r in Reason if r.weight == 0} == {r for r in Reason if r.description.endswith("(a note).")}
+    assert all(r.weight > 0 for r in Reason if "(a note)" not in r.description)
+
+
 def test_templates_are_distinct_and_note_checks_its_fields() -> None:
     assert len({r.template for r in Reason}) == len(Reason)
     assert Reason.MISSING_LOGS.fields() == ["missing", "world"]
