@@ -15,22 +15,24 @@ from __future__ import annotations
 
 import polars as pl
 
+from correlator.schema import Kind
+
 _ENTERED_KINDS = [
-    "collective_fingerprint",
-    "watchdog_timeout",
-    "watchdog_teardown",
-    "async_error",
-    "watchdog_status",
-    "heartbeat_timeout",
-    "collective_mismatch",
-    "nccl_coll",
+    Kind.COLLECTIVE_FINGERPRINT,
+    Kind.WATCHDOG_TIMEOUT,
+    Kind.WATCHDOG_TEARDOWN,
+    Kind.ASYNC_ERROR,
+    Kind.WATCHDOG_STATUS,
+    Kind.HEARTBEAT_TIMEOUT,
+    Kind.COLLECTIVE_MISMATCH,
+    Kind.NCCL_COLL,
 ]
 
 
 def pg_key() -> pl.Expr:
     """The process-group key an event's ``seq`` belongs to."""
     return (
-        pl.when(pl.col("kind") == "nccl_coll")
+        pl.when(pl.col("kind") == Kind.NCCL_COLL)
         .then(pl.lit("nccl:") + pl.col("pg"))
         .otherwise(pl.coalesce(pl.col("pg"), pl.lit("0")))
     )
@@ -46,7 +48,7 @@ def progress(table: pl.DataFrame) -> pl.DataFrame:
         pl.col("kind").is_in(_ENTERED_KINDS)
         & (pl.col("seq").is_not_null() | pl.col("seq_enqueued").is_not_null())
         # an opCount of a communicator whose commId is unknown cannot be compared across ranks
-        & ~((pl.col("kind") == "nccl_coll") & pl.col("pg").is_null())
+        & ~((pl.col("kind") == Kind.NCCL_COLL) & pl.col("pg").is_null())
     )
     seq_rows = seq_rows.with_columns(pg_key().alias("pgk"))
     steps = t.filter(pl.col("step").is_not_null()).with_columns(

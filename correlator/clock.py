@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from correlator.align import pg_key
+from correlator.schema import Kind
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def estimate(table: pl.DataFrame) -> dict[str, HostClock]:
         pl.col("host").is_not_null()
         & pl.col("ts").is_not_null()
         & pl.col("seq").is_not_null()
-        & pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"])
+        & pl.col("kind").is_in([Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL])
         & ~pl.col("duplicate")
     )
     hosts = table["host"].drop_nulls().unique().to_list()

@@ -17,7 +17,9 @@ from typing import Any
 import networkx as nx
 import polars as pl
 
+from correlator import confidence
 from correlator.graph import build_graph, failing_attempts
+from correlator.schema import Kind
 
 SCHEMA_VERSION = 1
 FAILURE_KINDS = (
@@ -73,7 +75,9 @@ class RankStatus:
 class Diagnosis:
     """The verdict for one attempt (and, at top level, for the job).
 
-    ``confidence`` is in [0, 1]; ``confidence_reasons`` say what lowered it. ``attempts`` holds the
+    ``confidence`` is in [0, 1]; ``confidence_reasons`` say in English what lowered it and
+    ``confidence_reason_codes`` name the same reasons (:class:`correlator.confidence.Reason` members, one
+    per sentence, in order; the confidence is computed from these alone). ``attempts`` holds the
     per-attempt verdicts when the job restarted. ``to_json()`` gives the documented JSON contract.
     """
 
@@ -90,6 +94,7 @@ class Diagnosis:
     evidence: list[Evidence] = field(default_factory=list)
     per_rank: list[RankStatus] = field(default_factory=list)
     confidence_reasons: list[str] = field(default_factory=list)
+    confidence_reason_codes: list[str] = field(default_factory=list)
     initiator_basis: str = ""
     focus: dict[str, Any] = field(default_factory=dict)
     attempts: list[Diagnosis] = field(default_factory=list)
@@ -151,7 +156,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         "behind on the collective sequence",
         "named by monitoredBarrier",
     ) or G.graph["initiator_basis"].startswith("peer host"):
-        quiet_kinds = ["worker_signalled", "failure_entry", "root_cause_entry", "blank"]
+        quiet_kinds = [Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.BLANK]
         for r in G.graph["initiators"][:3]:
             last = t.filter((pl.col("rank") == r) & ~pl.col("kind").is_in(quiet_kinds)).sort(
                 "ts", "event_id", nulls_last=False
@@ -161,14 +166,14 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
     # Launcher view of the initiators (exit status), then one line per explanation edge type.
     launch = t.filter(
         pl.col("rank").is_in(G.graph["initiators"])
-        & pl.col("kind").is_in(["worker_failed", "root_cause_entry"])
+        & pl.col("kind").is_in([Kind.WORKER_FAILED, Kind.ROOT_CAUSE_ENTRY])
     )
     for eid, kind in launch.select("event_id", "kind").head(2).iter_rows():
         ids.append(
             (
                 eid,
                 "launcher (weak: torchrun's root cause is often wrong)"
-                if kind == "root_cause_entry"
+                if kind == Kind.ROOT_CAUSE_ENTRY
                 else "launcher",
             )
         )
@@ -200,14 +205,14 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         use_message = (
             r["kind"]
             in (
-                "python_exception",
-                "cuda_oom",
-                "cuda_error",
-                "failure_entry",
-                "root_cause_entry",
-                "fr_collective",
-                "fr_status",
-                "fr_waiting",
+                Kind.PYTHON_EXCEPTION,
+                Kind.CUDA_OOM,
+                Kind.CUDA_ERROR,
+                Kind.FAILURE_ENTRY,
+                Kind.ROOT_CAUSE_ENTRY,
+                Kind.FR_COLLECTIVE,
+                Kind.FR_STATUS,
+                Kind.FR_WAITING,
             )
             or r["stream"] == "error_json"
         )
@@ -277,7 +282,7 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
             elif r["exit_code"] is not None:
                 sig = r["signal"] or _signal_name(r["exit_code"])
                 what = f"exit code {r['exit_code']}" + (f" ({sig})" if sig else "")
-            elif r["kind"] in ("cuda_error", "nccl_net_error", "watchdog_hang") and r["message"]:
+            elif r["kind"] in (Kind.CUDA_ERROR, Kind.NCCL_NET_ERROR, Kind.WATCHDOG_HANG) and r["message"]:
                 what = _first_line(r["message"], 90)
             else:
                 what = r["kind"].replace("_", " ")
@@ -344,34 +349,9 @@ def _signal_name(code: int | None) -> str | None:
 
 
 def _confidence(G: nx.DiGraph) -> float:
-    base = 0.95
-    penalties = {
-        "common mode": 0.05,
-        "independently": 0.15,
-        "silence": 0.2,
-        "lagging": 0.15,
-        "missing": 0.35,
-        "left no log": 0.05,
-        "no launcher": 0.05,
-        "inferred": 0.1,
-        "clocks": 0.1,
-        "evenly": 0.3,
-        "only an exit status": 0.15,
-        "none explains": 0.5,
-        "stopped logging": 0.2,
-        "could not be determined": 0.35,
-        "several ranks saw network errors": 0.15,
-        "configuration line": 0.1,
-        "did not wait in the barrier": 0.1,
-        "name no rank": 0.6,
-        "left no Flight Recorder dump": 0.05,
-        "Flight Recorder majority is a single rank": 0.2,
-    }
-    for reason in G.graph["reasons"]:
-        for key, p in penalties.items():
-            if key in reason:
-                base -= p
-                break
+    """0.95 less the weight of each reason's member (:class:`correlator.confidence.Reason`), never its
+    English; then capped when several silent or absent ranks are equally suspect, and fixed for ``none``."""
+    base = confidence.lower(0.95, G.graph["reasons"])
     inits, seen = G.graph["initiators"], G.graph["ranks_seen"]
     if G.graph["initiator_basis"] in ("silent while the others failed", "left no log") and len(inits) > 1:
         # Several ranks are equally suspect: the more of them, the less the verdict says.
@@ -420,7 +400,8 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         summary="",
         evidence=_evidence(table, G),
         per_rank=per_rank,
-        confidence_reasons=list(G.graph["reasons"]),
+        confidence_reasons=confidence.texts(G.graph["reasons"]),
+        confidence_reason_codes=confidence.codes(G.graph["reasons"]),
         initiator_basis=G.graph["initiator_basis"],
         focus={k: v for k, v in (G.graph.get("focus") or {}).items() if k not in ("evidence", "own")},
     )
@@ -444,10 +425,10 @@ def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
     if len(per) > 1:
         later = [d for d in per if d.attempt > chosen.attempt and d.failure_kind != "none"]
         if later and attempt is None:
-            chosen.confidence_reasons.append(
-                f"{len(later)} later attempt(s) also failed; the verdict is the first failed attempt's"
-            )
-            chosen.confidence = round(max(0.05, chosen.confidence - 0.05), 2)
+            note = confidence.Reason.LATER_ATTEMPTS_FAILED.note(n=len(later))
+            chosen.confidence_reasons.append(note.text())
+            chosen.confidence_reason_codes.append(note.reason.name)
+            chosen.confidence = round(max(0.05, confidence.lower(chosen.confidence, [note])), 2)
         # A tree, not a cycle: the chosen attempt's entry is a copy of the verdict without ``attempts``.
         chosen.attempts = [copy.deepcopy(d) if d is chosen else d for d in per]
     return chosen

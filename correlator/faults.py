@@ -10,33 +10,40 @@ from __future__ import annotations
 
 import polars as pl
 
-from correlator.schema import FAULT_KINDS
+from correlator.schema import FAULT_KINDS, Kind
 
-CAUSE_KINDS = ["python_exception", "cuda_oom", "cuda_error", "process_killed", "ddp_error", "watchdog_hang"]
-EXIT_KINDS = ["worker_failed", "failure_entry", "root_cause_entry", "process_exit"]
+CAUSE_KINDS = [
+    Kind.PYTHON_EXCEPTION,
+    Kind.CUDA_OOM,
+    Kind.CUDA_ERROR,
+    Kind.PROCESS_KILLED,
+    Kind.DDP_ERROR,
+    Kind.WATCHDOG_HANG,
+]
+EXIT_KINDS = [Kind.WORKER_FAILED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.PROCESS_EXIT]
 #: Effect kinds that point at a peer rather than at a collective.
 PEER_KINDS = [
-    "gloo_connection_closed",
-    "nccl_net_error",
-    "nccl_peer_closed",
-    "monitored_barrier_peer",
-    "store_error",
-    "nccl_error",
+    Kind.GLOO_CONNECTION_CLOSED,
+    Kind.NCCL_NET_ERROR,
+    Kind.NCCL_PEER_CLOSED,
+    Kind.MONITORED_BARRIER_PEER,
+    Kind.STORE_ERROR,
+    Kind.NCCL_ERROR,
 ]
 
 #: Fault kind -> failure_kind of the verdict when that fault starts the trouble.
 FAILURE_KIND_OF = {
-    "python_exception": "rank_crash",
-    "cuda_oom": "cuda_oom",
-    "cuda_error": "cuda_error",
-    "process_killed": "oom_kill",
-    "ddp_error": "collective_mismatch",
-    "collective_mismatch": "collective_mismatch",
-    "nccl_net_error": "network_error",
-    "gloo_connection_closed": "network_error",
-    "store_error": "launcher_error",
-    "launcher_error": "launcher_error",
-    "watchdog_hang": "straggler_hang",
+    Kind.PYTHON_EXCEPTION: "rank_crash",
+    Kind.CUDA_OOM: "cuda_oom",
+    Kind.CUDA_ERROR: "cuda_error",
+    Kind.PROCESS_KILLED: "oom_kill",
+    Kind.DDP_ERROR: "collective_mismatch",
+    Kind.COLLECTIVE_MISMATCH: "collective_mismatch",
+    Kind.NCCL_NET_ERROR: "network_error",
+    Kind.GLOO_CONNECTION_CLOSED: "network_error",
+    Kind.STORE_ERROR: "launcher_error",
+    Kind.LAUNCHER_ERROR: "launcher_error",
+    Kind.WATCHDOG_HANG: "straggler_hang",
 }
 
 
@@ -54,32 +61,32 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
         table.filter(pl.col("rank_source") == "transport_prefix").height > 0
         or table.filter(pl.col("layer") == "elastic").height == 0
     )
-    t = table.filter(~pl.col("duplicate") & pl.col("kind").is_in(list(FAULT_KINDS) + ["root_cause_entry"]))
+    t = table.filter(~pl.col("duplicate") & pl.col("kind").is_in(list(FAULT_KINDS) + [Kind.ROOT_CAUSE_ENTRY]))
     if srun_ranks:
         t = _expand_task_lists(t)
     killed = (pl.col("exit_code") == -9) | (pl.col("signal") == "SIGKILL")
     crashed = pl.col("exit_code").is_in([-11, -7, -4, -8]) | (pl.col("signal") == "SIGSEGV")
     # A watchdog hang logged after the rank's own collective timeout is the abort hanging, not a cause.
     timed_out_at = (
-        pl.when(pl.col("kind").is_in(["watchdog_timeout", "watchdog_status"]))
+        pl.when(pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS]))
         .then(pl.col("ts"))
         .otherwise(None)
         .min()
         .over("rank")
     )
-    late_hang = (pl.col("kind") == "watchdog_hang") & (pl.col("ts") > timed_out_at).fill_null(False)
+    late_hang = (pl.col("kind") == Kind.WATCHDOG_HANG) & (pl.col("ts") > timed_out_at).fill_null(False)
     # A plain exception on a rank whose own file already showed a timeout or a lost connection is that wait
     # raising (the traceback of the collective or store call), not a new cause.
     waited = pl.col("kind").is_in(_WAIT_KINDS) & (pl.col("severity") != "warning")
     waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) | (
-        pl.col("kind").is_in(["store_error"]) & pl.col("timeout_ms").is_not_null()
+        pl.col("kind").is_in([Kind.STORE_ERROR]) & pl.col("timeout_ms").is_not_null()
     ).cast(pl.Int32).cum_sum().over("rank", "path").gt(0)
-    raised_by_wait = (pl.col("kind") == "python_exception") & pl.col("rank").is_not_null() & waited_before
+    raised_by_wait = (pl.col("kind") == Kind.PYTHON_EXCEPTION) & pl.col("rank").is_not_null() & waited_before
     # A kill reported after the scheduler cancelled the job (srun "forcing job termination", slurmstepd
     # "CANCELLED AT") is the teardown's SIGKILL, not the OOM killer.
-    cancelled = pl.col("kind") == "job_cancelled"
+    cancelled = pl.col("kind") == Kind.JOB_CANCELLED
     after_cancel = ((cancelled.cast(pl.Int32).cum_sum() - cancelled.cast(pl.Int32)).over("path") > 0) & (
-        pl.col("kind") == "process_killed"
+        pl.col("kind") == Kind.PROCESS_KILLED
     )
     signal = pl.col("signal").fill_null("")
     role = (
@@ -90,7 +97,7 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
         .when(raised_by_wait | after_cancel)
         .then(pl.lit("effect"))
         # SIGABRT is how the NCCL watchdog takes a process down after a timeout: an exit, not a cause.
-        .when((pl.col("kind") == "process_killed") & (signal == "SIGABRT"))
+        .when((pl.col("kind") == Kind.PROCESS_KILLED) & (signal == "SIGABRT"))
         .then(pl.lit("exit"))
         .when(pl.col("kind").is_in(CAUSE_KINDS))
         .then(pl.lit("cause"))
@@ -112,13 +119,13 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("none"))
         .when(pl.col("kind").is_in(EXIT_KINDS))
         .then(pl.lit("exit"))
-        .when(pl.col("kind") == "error_file")
+        .when(pl.col("kind") == Kind.ERROR_FILE)
         .then(pl.lit("exit"))
         # A bare NCCL WARN (no finer rule matched) or a store retry warning is not a failure by itself.
         .when(
-            (pl.col("kind") == "nccl_warn")
+            (pl.col("kind") == Kind.NCCL_WARN)
             | (
-                (pl.col("kind") == "store_error")
+                (pl.col("kind") == Kind.STORE_ERROR)
                 & (pl.col("severity") == "warning")
                 & pl.col("timeout_ms").is_null()
             )
@@ -129,19 +136,19 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     # The scheduler's teardown kill is the launcher signalling the worker (it is not the rank's own error).
     return t.with_columns(
         role.alias("role"),
-        pl.when(after_cancel).then(pl.lit("worker_signalled")).otherwise(pl.col("kind")).alias("kind"),
+        pl.when(after_cancel).then(pl.lit(Kind.WORKER_SIGNALLED)).otherwise(pl.col("kind")).alias("kind"),
     ).filter(pl.col("role") != "none")
 
 
 #: Waits whose failure a rank's next exception merely reports (the traceback of the collective or store call).
 _WAIT_KINDS = [
-    "watchdog_timeout",
-    "gloo_timeout",
-    "gloo_connection_closed",
-    "store_error",
-    "nccl_error",
-    "monitored_barrier_peer",
-    "async_error",
+    Kind.WATCHDOG_TIMEOUT,
+    Kind.GLOO_TIMEOUT,
+    Kind.GLOO_CONNECTION_CLOSED,
+    Kind.STORE_ERROR,
+    Kind.NCCL_ERROR,
+    Kind.MONITORED_BARRIER_PEER,
+    Kind.ASYNC_ERROR,
 ]
 
 

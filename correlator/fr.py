@@ -28,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from correlator.confidence import Note, Reason
 from parsers import flight_recorder as frp
 
 #: The layer and kinds this module writes (see correlator.schema.Kind).
@@ -187,7 +188,7 @@ class Verdict:
     seq: int
     cause_event: dict[int, int]
     evidence: list[int]
-    reasons: list[str]
+    reasons: list[Note]
     majority: list[int]
     op: str | None = None
 
@@ -287,14 +288,11 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
     if best is None:
         return _state_verdict(t, coll)
     _, pg, seq, present, absent, sigs, by_seq, ranks = best
-    reasons: list[str] = []
+    reasons: list[Note] = []
     pg_members = _members(t, pg)
     no_dump = sorted(set(pg_members) - set(dumped)) if pg_members else []
     if no_dump:
-        reasons.append(
-            f"{_who(no_dump)} left no Flight Recorder dump; where {'it' if len(no_dump) == 1 else 'they'} "
-            "stopped is unknown"
-        )
+        reasons.append(Reason.NO_FR_DUMP.note(who=_who(no_dump), it="it" if len(no_dump) == 1 else "they"))
     counts = Counter(sigs.values())
     (top_sig, ntop), *rest = counts.most_common()
     evidence: list[int] = []
@@ -337,7 +335,7 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         elif kind == "extra":
             claim += f" (an extra collective: {'its' if len(minority) == 1 else 'their'} seq {seq + 1} is what the others ran here)"
         if absent:
-            reasons.append(f"{_who(absent)} never reached pg {pg} seq {seq} either")
+            reasons.append(Reason.FR_ALSO_NEVER_REACHED.note(who=_who(absent), pg=pg, seq=seq))
         cause = {r: int(present[r]["event_id"]) for r in minority}
         evidence = [int(present[r]["event_id"]) for r in minority] + [int(m_row["event_id"])]
         inits = minority
@@ -361,7 +359,7 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         evidence = [*cause.values(), int(m_row["event_id"])]
         inits = absent
     if len(majority) < 2:
-        reasons.append("the Flight Recorder majority is a single rank")
+        reasons.append(Reason.FR_SINGLE_MAJORITY.note())
     evidence += _linked_text(t, pg, seq)
     return Verdict(
         inits,

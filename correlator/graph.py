@@ -9,7 +9,8 @@ Edge types (``edge`` attribute), always from the affected rank to the rank that 
 
 Each edge has ``evidence`` (event ids of the rows that justify it), and ``pg``/``seq`` when known.
 The graph's own attributes (``G.graph``) record the attempt, world size, the initiating ranks with the
-way they were found (``initiator_basis``), the failure kind and the reasons that lower confidence.
+way they were found (``initiator_basis``), the failure kind and the reasons that lower confidence
+(``reasons``: :class:`correlator.confidence.Note` values, not English).
 Pure function of the event table; :mod:`correlator.initiators` names who started it,
 :mod:`correlator.diagnose` reads the verdict from the graph.
 """
@@ -21,7 +22,9 @@ import polars as pl
 
 from correlator import clock
 from correlator import initiators as initiators_mod
+from correlator.confidence import Reason
 from correlator.faults import PEER_KINDS, fault_rows
+from correlator.schema import Kind
 
 
 def failing_attempts(table: pl.DataFrame) -> list[int]:
@@ -93,7 +96,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     )
     fr = f.filter(pl.col("rank").is_not_null())
     # A rank's first fault: the launcher's summary blocks (whole-second, written at the end) come last.
-    summary_last = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8)
+    summary_last = pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]).cast(pl.Int8)
     first = (
         fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
     )
@@ -104,7 +107,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"]
         )
 
-    signal_rows = f.filter(pl.col("kind") == "worker_signalled")
+    signal_rows = f.filter(pl.col("kind") == Kind.WORKER_SIGNALLED)
     first_signal = signal_rows["tc"].min() if signal_rows.height else None
     signalled = set(signal_rows["rank"].drop_nulls().to_list()) | set(
         f.filter((pl.col("exit_code") == -15) | (pl.col("signal") == "SIGTERM"))["rank"]
@@ -168,8 +171,8 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     # The launcher tore the whole job down (mpirun abort, scheduler cancel, DeepSpeed killing subprocesses):
     # ranks that said nothing were killed as a consequence too.
     teardown = f.filter(
-        pl.col("kind").is_in(["job_cancelled"])
-        | ((pl.col("kind") == "worker_signalled") & pl.col("rank").is_null())
+        pl.col("kind").is_in([Kind.JOB_CANCELLED])
+        | ((pl.col("kind") == Kind.WORKER_SIGNALLED) & pl.col("rank").is_null())
     )
     if initiators and teardown.height:
         ev_id = teardown["event_id"][0]
@@ -185,9 +188,9 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
                 G.add_edge(r, initiators[0], edge="killed_by", pg=None, seq=None, evidence=[ev_id])
 
     if missing and initiators and not set(initiators) & set(missing):
-        reasons.append(f"{len(missing)} of {world} ranks left no log")
+        reasons.append(Reason.MISSING_LOGS.note(missing=len(missing), world=world))
     if not launcher_present and failure_kind not in ("none",):
-        reasons.append("no launcher output to confirm exit statuses")
+        reasons.append(Reason.NO_LAUNCHER.note())
     weak = t.filter(pl.col("rank").is_in(initiators) & pl.col("rank_source").is_in(["pid_order", "message"]))
     if (
         weak.height
@@ -196,10 +199,10 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         ).height
         == 0
     ):
-        reasons.append("the initiating rank's identity is inferred (pid order / message text), not stated")
+        reasons.append(Reason.IDENTITY_INFERRED.note())
     uncertain = [c for c in clocks.values() if c.uncertainty_s > 5]
     if uncertain and len(initiators) > 0 and basis == "first fault":
-        reasons.append("host clocks could not be aligned; ordering across hosts is uncertain")
+        reasons.append(Reason.CLOCKS_UNALIGNED.note())
 
     G.graph.update(
         world_size=world,
@@ -233,7 +236,7 @@ def _add_edges(
         if r in initiators:
             continue
         rows = rows.sort(
-            pl.col("kind").is_in(["failure_entry", "root_cause_entry"]).cast(pl.Int8),
+            pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]).cast(pl.Int8),
             "tc",
             "event_id",
             nulls_last=True,
@@ -250,16 +253,16 @@ def _add_edges(
         elif failure_kind == "early_exit":
             edge = "exited_before"
         elif kinds & {
-            "watchdog_timeout",
-            "watchdog_status",
-            "gloo_timeout",
-            "monitored_barrier_failed",
-            "heartbeat_timeout",
+            Kind.WATCHDOG_TIMEOUT,
+            Kind.WATCHDOG_STATUS,
+            Kind.GLOO_TIMEOUT,
+            Kind.MONITORED_BARRIER_FAILED,
+            Kind.HEARTBEAT_TIMEOUT,
         }:
             edge = "waits_for"
         elif kinds & set(PEER_KINDS):
             edge = "peer_error"
-        elif r in signalled or "worker_signalled" in kinds:
+        elif r in signalled or Kind.WORKER_SIGNALLED in kinds:
             edge = "killed_by"
         else:
             edge = "waits_for"

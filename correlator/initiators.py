@@ -18,10 +18,12 @@ from typing import Any
 import polars as pl
 
 from correlator import align
+from correlator.confidence import Note, Reason
 from correlator.faults import FAILURE_KIND_OF, barrier_ranks, mismatch_peers
+from correlator.schema import Kind
 
-_SIG_KINDS = ["collective_fingerprint", "watchdog_timeout", "collective_mismatch"]
-_SUMMARY = ["failure_entry", "root_cause_entry"]
+_SIG_KINDS = [Kind.COLLECTIVE_FINGERPRINT, Kind.WATCHDOG_TIMEOUT, Kind.COLLECTIVE_MISMATCH]
+_SUMMARY = [Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]
 
 
 @dataclass
@@ -60,7 +62,7 @@ class Evidence:
         terminated = (pl.col("exit_code") == -15).fill_null(False) | (
             pl.col("signal") == "SIGTERM"
         ).fill_null(False)
-        own = self.effects.filter((pl.col("kind") != "worker_signalled") & ~terminated)
+        own = self.effects.filter((pl.col("kind") != Kind.WORKER_SIGNALLED) & ~terminated)
         return set(own["rank"].to_list())
 
 
@@ -74,7 +76,7 @@ class Finding:
     failure_kind: str
     cause_event: dict[int, int] = field(default_factory=dict)
     focus: dict[str, Any] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Note] = field(default_factory=list)
 
 
 def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
@@ -91,7 +93,9 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
         # Old watchdog lines name no SeqNum (torch <= 1.12: ``WorkNCCL(OpType=BROADCAST, Timeout(ms)=…)``): when each
         # rank timed out in one op only, those ops are compared as one collective (seq -1).
         old = t.filter(
-            (pl.col("kind") == "watchdog_timeout") & pl.col("op").is_not_null() & pl.col("rank").is_not_null()
+            (pl.col("kind") == Kind.WATCHDOG_TIMEOUT)
+            & pl.col("op").is_not_null()
+            & pl.col("rank").is_not_null()
         )
         if old.height and (old.group_by("rank").agg(pl.col("op").n_unique().alias("n"))["n"] == 1).all():
             rows = old.with_columns(
@@ -109,7 +113,7 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
         sig = f"{r['op']}|{size}"
         own_line.setdefault((pg, r["seq"], r["rank"]), r["event_id"])
         claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
-        if r["kind"] == "collective_mismatch":
+        if r["kind"] == Kind.COLLECTIVE_MISMATCH:
             pop, pshape = mismatch_peers(r["message"] or "")
             if r["peer_rank"] is not None and pop:
                 claims.append((pg, r["seq"], r["peer_rank"], f"{pop}|{pshape or ''}", r["event_id"]))
@@ -166,14 +170,14 @@ def odd_one_out(e: Evidence) -> Finding | None:
         cause_event={r: div["own"].get(r, div["evidence"][0]) for r in inits},
     )
     if not majority:
-        found.reasons.append("the ranks disagree evenly on the collective; no single odd one out")
+        found.reasons.append(Reason.EVEN_SPLIT.note())
     return found
 
 
 def config_odd_one_out(e: Evidence) -> Finding | None:
     """A mismatch was detected but the collectives do not say who is odd: compare what the ranks said
     about themselves (configuration lines every rank printed, where exactly one rank differs)."""
-    if not e.fr.filter(pl.col("kind") == "collective_mismatch").height:
+    if not e.fr.filter(pl.col("kind") == Kind.COLLECTIVE_MISMATCH).height:
         return None
     odd, ev_ids = config_outlier(e.t)
     if odd is None:
@@ -184,7 +188,7 @@ def config_odd_one_out(e: Evidence) -> Finding | None:
         "collective_mismatch",
         {odd: ev_ids[0]},
         {"evidence": ev_ids},
-        ["the odd rank was found from its own configuration line, not from the collective itself"],
+        [Reason.CONFIG_LINE.note()],
     )
 
 
@@ -199,7 +203,7 @@ def first_causes(e: Evidence) -> Finding | None:
     horizon = max(t0, min(reactions)) if t0 is not None and reactions else t0
     agent_failed = set(
         causes.filter(
-            pl.col("kind").is_in(["worker_failed", *_SUMMARY]) & (pl.col("stream") != "error_json")
+            pl.col("kind").is_in([Kind.WORKER_FAILED, *_SUMMARY]) & (pl.col("stream") != "error_json")
         )["rank"].to_list()
     )
     first_cause = causes.group_by("rank", maintain_order=True).first()
@@ -211,7 +215,7 @@ def first_causes(e: Evidence) -> Finding | None:
     )
     inits = sorted(chosen["rank"].to_list())
     cause_event: dict[int, int] = {}
-    pref = {"worker_failed": 1, "process_exit": 1, "failure_entry": 2, "root_cause_entry": 3}
+    pref = {Kind.WORKER_FAILED: 1, Kind.PROCESS_EXIT: 1, Kind.FAILURE_ENTRY: 2, Kind.ROOT_CAUSE_ENTRY: 3}
     for r in inits:
         # Prefer the rank's most specific cause (an exception over a bare exit status).
         own = causes.filter(pl.col("rank") == r).with_columns(
@@ -224,18 +228,16 @@ def first_causes(e: Evidence) -> Finding | None:
         excs = {causes.filter(pl.col("rank") == r)["exc_type"].drop_nulls().first() for r in inits}
         if len(inits) >= max(2, len(e.seen) // 2) and len(excs) <= 1:
             found.basis = "common mode"
-            found.reasons.append(
-                f"{len(inits)} ranks failed the same way at about the same time (common mode)"
-            )
+            found.reasons.append(Reason.COMMON_MODE.note(n=len(inits)))
         else:
-            found.reasons.append(f"{len(inits)} ranks failed independently before any other rank reacted")
+            found.reasons.append(Reason.INDEPENDENT_FAILURES.note(n=len(inits)))
     return found
 
 
 def bare_exit(e: Evidence) -> Finding | None:
     """A rank that just died (exit 1, -6 …) and said nothing else."""
     explained = set(
-        e.fr.filter(pl.col("role").is_in(["cause", "effect"]) & (pl.col("kind") != "worker_signalled"))[
+        e.fr.filter(pl.col("role").is_in(["cause", "effect"]) & (pl.col("kind") != Kind.WORKER_SIGNALLED))[
             "rank"
         ].to_list()
     )
@@ -248,31 +250,26 @@ def bare_exit(e: Evidence) -> Finding | None:
         "exit status",
         "rank_crash",
         {r: exits["event_id"][0]},
-        reasons=["the initiating rank logged no error text, only an exit status"],
+        reasons=[Reason.EXIT_STATUS_ONLY.note()],
     )
 
 
 def network(e: Evidence) -> Finding | None:
     """Network errors with no crash behind them: a peer host that went away, or the first failing link."""
-    net = e.fr.filter(pl.col("kind") == "nccl_net_error").sort("tc", "event_id", nulls_last=True)
+    net = e.fr.filter(pl.col("kind") == Kind.NCCL_NET_ERROR).sort("tc", "event_id", nulls_last=True)
     dead_host = unreachable_peer_host(e.t, net)
     if dead_host is not None:
         on_host = sorted(
             int(r) for r in e.t.filter(pl.col("host") == dead_host)["rank"].drop_nulls().unique().to_list()
         )
-        own = set(e.effects.filter(pl.col("kind") != "worker_signalled")["rank"].to_list())
+        own = set(e.effects.filter(pl.col("kind") != Kind.WORKER_SIGNALLED)["rank"].to_list())
         inits = [r for r in on_host if r not in own] or on_host
         return Finding(
             inits,
             f"peer host {dead_host} unreachable",
             "network_error",
             {r: net["event_id"][0] for r in inits},
-            reasons=[
-                (
-                    f"the ranks of {dead_host} stopped logging; they are named because the others lost "
-                    "their connection to it"
-                )
-            ],
+            reasons=[Reason.PEER_HOST_SILENT.note(host=dead_host)],
         )
     if not net.height:
         return None
@@ -290,7 +287,7 @@ def network(e: Evidence) -> Finding | None:
         dict(tied.select("rank", "event_id").iter_rows()),
     )
     if len(found.initiators) > 1:
-        found.reasons.append("several ranks saw network errors within the clock uncertainty")
+        found.reasons.append(Reason.NETWORK_ERRORS_TIED.note())
     return found
 
 
@@ -298,7 +295,7 @@ def barrier_named(e: Evidence) -> Finding | None:
     """monitoredBarrier names the ranks that never arrived (in the numbering of the barrier's group: a
     reporter whose PG rank differs from its global rank reports sub-group ranks, mapped by offset)."""
     named: set[int] = set()
-    for row in e.f.filter(pl.col("kind") == "monitored_barrier_failed").iter_rows(named=True):
+    for row in e.f.filter(pl.col("kind") == Kind.MONITORED_BARRIER_FAILED).iter_rows(named=True):
         shift = (
             (row["rank"] - row["pg_rank"]) if row["rank"] is not None and row["pg_rank"] is not None else 0
         )
@@ -313,24 +310,22 @@ def barrier_named(e: Evidence) -> Finding | None:
         "straggler_hang" if quiet else "collective_mismatch",
     )
     if not quiet:
-        found.reasons.append(
-            "the rank named by monitoredBarrier did not wait in the barrier: it ran a different collective"
-        )
+        found.reasons.append(Reason.BARRIER_RANK_MOVED_ON.note())
     return found
 
 
 #: Collectives with a root: the root (``src``/``dst``) is rank 0 unless the code says otherwise.
 _ROOTED_OPS = {"BROADCAST", "REDUCE", "SCATTER", "GATHER", "_BROADCAST_OOP", "_REDUCE_OOP"}
 #: Effect kinds whose ``peer_rank`` names the rank the reporter waited for (a vote for the initiator).
-_WAITING_FOR = ["store_error", "monitored_barrier_peer", "nccl_error"]
+_WAITING_FOR = [Kind.STORE_ERROR, Kind.MONITORED_BARRIER_PEER, Kind.NCCL_ERROR]
 #: Effects that mean the peer process went away (not that it is slow).
 _PEER_LOSS = [
-    "gloo_connection_closed",
-    "nccl_net_error",
-    "nccl_peer_closed",
-    "async_error",
-    "nccl_error",
-    "peer_shutdown",
+    Kind.GLOO_CONNECTION_CLOSED,
+    Kind.NCCL_NET_ERROR,
+    Kind.NCCL_PEER_CLOSED,
+    Kind.ASYNC_ERROR,
+    Kind.NCCL_ERROR,
+    Kind.PEER_SHUTDOWN,
 ]
 
 
@@ -350,7 +345,7 @@ def minority_progress(e: Evidence) -> Finding | None:
     """The odd one out by progress: ranks timed out in (pg, seq) while other ranks of that group went past it
     (entered a later seq), or the reverse. A collective cannot complete without every member, so whichever side
     is the minority ran a different sequence of collectives (an extra one, or one skipped)."""
-    waits = e.effects.filter((pl.col("kind") == "watchdog_timeout") & pl.col("seq").is_not_null())
+    waits = e.effects.filter((pl.col("kind") == Kind.WATCHDOG_TIMEOUT) & pl.col("seq").is_not_null())
     if not waits.height:
         return None
     waits = waits.with_columns(align.pg_key().alias("pgk"))
@@ -379,7 +374,7 @@ def minority_progress(e: Evidence) -> Finding | None:
         "collective_mismatch",
         cause,
         focus={"pg": pg, "seq": seq, "op": op},
-        reasons=[f"the minority {side} (SeqNum {seq}); it ran a different sequence of collectives"],
+        reasons=[Reason.MINORITY_PROGRESS.note(side=side, seq=seq)],
     )
 
 
@@ -391,14 +386,14 @@ def stall_report(e: Evidence) -> Finding | None:
     ready on a different collective, they ran another op: the odd one out (a mismatch), else a straggler.
     ``focus["waiting"]`` lists the ranks that wait for them (collateral)."""
     rows = e.t.filter(
-        pl.col("kind").is_in(["stall_ready", "stall_missing"]) & pl.col("peer_rank").is_not_null()
+        pl.col("kind").is_in([Kind.STALL_READY, Kind.STALL_MISSING]) & pl.col("peer_rank").is_not_null()
     )
     if not rows.height:
         return None
-    missing = set(rows.filter(pl.col("kind") == "stall_missing")["peer_rank"].to_list())
+    missing = set(rows.filter(pl.col("kind") == Kind.STALL_MISSING)["peer_rank"].to_list())
     ready = {
         pg: set(g["peer_rank"].to_list())
-        for (pg,), g in rows.filter(pl.col("kind") == "stall_ready").group_by("pg", maintain_order=True)
+        for (pg,), g in rows.filter(pl.col("kind") == Kind.STALL_READY).group_by("pg", maintain_order=True)
     }
     kind, waiting = "straggler_hang", set()
     if ready:
@@ -417,8 +412,8 @@ def stall_report(e: Evidence) -> Finding | None:
     if not missing:
         return None
     ev = (
-        rows.filter(pl.col("kind") == "stall_missing")
-        if rows.filter(pl.col("kind") == "stall_missing").height
+        rows.filter(pl.col("kind") == Kind.STALL_MISSING)
+        if rows.filter(pl.col("kind") == Kind.STALL_MISSING).height
         else rows
     )
     first = int(ev.sort("tc", "event_id", nulls_last=True)["event_id"][0])
@@ -429,10 +424,10 @@ def stall_report(e: Evidence) -> Finding | None:
         kind,
         {r: first for r in missing},
         focus={"op": op, "waiting": sorted(waiting - missing), "evidence": [first]},
-        reasons=["named by Horovod's stall report (the ranks that had not submitted the collective)"],
+        reasons=[Reason.STALL_REPORT.note()],
     )
     if kind == "collective_mismatch":
-        found.reasons.append("the missing ranks were ready in a different collective")
+        found.reasons.append(Reason.STALL_READY_ELSEWHERE.note())
     return found
 
 
@@ -456,9 +451,7 @@ def named_by_waiters(e: Evidence) -> Finding | None:
         "named by the ranks waiting for it",
         "straggler_hang",
         {top: int(ev["event_id"][0])},
-        reasons=[
-            f"named by {len(voters)} waiting rank(s) ({', '.join(map(str, voters))}); it logged no error"
-        ],
+        reasons=[Reason.NAMED_BY_WAITERS.note(n=len(voters), voters=", ".join(map(str, voters)))],
     )
 
 
@@ -476,11 +469,11 @@ def _rank0_reason(e: Evidence, focus: dict[str, Any]) -> str | None:
     """Why rank 0 in particular would be the one the others wait for, if the logs say so."""
     if (focus.get("op") or "").upper() in _ROOTED_OPS:
         return f"rank 0 is the root of the {focus['op']} the others wait in"
-    if e.t.filter((pl.col("kind") == "progress_bar") & pl.col("rank").is_null()).height:
+    if e.t.filter((pl.col("kind") == Kind.PROGRESS_BAR) & pl.col("rank").is_null()).height:
         return "the untagged output (rank-0-only work, a progress bar) stops mid-work"
     if votes(e).get(0):
         return "the waiting ranks name rank 0"
-    lost_store = e.effects.filter(pl.col("kind") == "store_error")["rank"].n_unique()
+    lost_store = e.effects.filter(pl.col("kind") == Kind.STORE_ERROR)["rank"].n_unique()
     if lost_store >= 2:
         return f"{lost_store} ranks lost the TCPStore, which rank 0 hosts"
     return None
@@ -517,13 +510,13 @@ def silence(e: Evidence) -> Finding | None:
             "silent while the others failed",
             "straggler_hang",
             focus=focus,
-            reasons=["the initiating rank logged no error; it was found by its silence"],
+            reasons=[Reason.FOUND_BY_SILENCE.note()],
         )
         # Early exit needs the launcher's word on EVERY worker: torchrun's summary lists all that did not exit 0
         # and its agent signals all live ones; this rank was neither. A launcher that names only the first
         # failure (mpirun, mp.spawn, DeepSpeed's return-code line) says nothing about the others.
-        reported = e.f.filter(pl.col("kind").is_in(["worker_signalled", *_SUMMARY]))
-        failed = set(e.f.filter(pl.col("kind") == "worker_failed")["rank"].drop_nulls().to_list())
+        reported = e.f.filter(pl.col("kind").is_in([Kind.WORKER_SIGNALLED, *_SUMMARY]))
+        failed = set(e.f.filter(pl.col("kind") == Kind.WORKER_FAILED)["rank"].drop_nulls().to_list())
         if reported.height and not (
             set(found.initiators) & (e.signalled | failed | set(reported["rank"].drop_nulls().to_list()))
         ):
@@ -531,23 +524,20 @@ def silence(e: Evidence) -> Finding | None:
         # A launcher reported a worker killed (SIGKILL) without naming it: the one silent rank is that worker.
         unnamed_kill = e.f.filter(
             pl.col("rank").is_null()
-            & pl.col("kind").is_in(["worker_failed", "process_exit"])
+            & pl.col("kind").is_in([Kind.WORKER_FAILED, Kind.PROCESS_EXIT])
             & ((pl.col("exit_code") == -9) | (pl.col("exit_code") == 137))
         )
         if unnamed_kill.height and len(found.initiators) == 1:
             found.failure_kind = "oom_kill"
             found.cause_event = {found.initiators[0]: int(unnamed_kill["event_id"][0])}
-            found.reasons.append(
-                "the launcher reports a worker killed by SIGKILL without naming it; the one silent "
-                "rank is taken to be that worker"
-            )
+            found.reasons.append(Reason.UNNAMED_SIGKILL.note())
     elif behind_ranks:
         found = Finding(
             behind_ranks,
             "behind on the collective sequence",
             "straggler_hang",
             focus=focus,
-            reasons=["found by its lagging sequence number, not by an error"],
+            reasons=[Reason.LAGGING_SEQ.note()],
         )
     elif e.missing:
         found = Finding(
@@ -555,7 +545,7 @@ def silence(e: Evidence) -> Finding | None:
             "left no log",
             "straggler_hang",
             focus=focus,
-            reasons=["the initiating rank left no log at all; it is named because it is missing"],
+            reasons=[Reason.INITIATOR_LEFT_NO_LOG.note()],
         )
     elif e.absent:
         # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
@@ -570,27 +560,19 @@ def silence(e: Evidence) -> Finding | None:
             "absent from the excerpt",
             "straggler_hang",
             focus=focus,
-            reasons=[
-                (
-                    "the initiating rank is absent from the excerpt while the others report waiting; "
-                    "the excerpt may lack ranks"
-                )
-            ],
+            reasons=[Reason.ABSENT_FROM_EXCERPT.note()],
         )
         if why and len(e.absent) == 1:
-            found.reasons.append(f"rank 0 is the likely one: {why}")
+            found.reasons.append(Reason.RANK0_LIKELY.note(why=why))
     else:
         return None
     chosen, why = _prefer_rank0(e, found.initiators, focus)
     if why:
         found.initiators = chosen
-        found.reasons.append(f"rank 0 preferred among the candidates: {why}")
-    if e.fr.filter(pl.col("kind") == "collective_mismatch").height:
+        found.reasons.append(Reason.RANK0_PREFERRED.note(why=why))
+    if e.fr.filter(pl.col("kind") == Kind.COLLECTIVE_MISMATCH).height:
         found.failure_kind = "collective_mismatch"
-        found.reasons.append(
-            "a collective mismatch was detected but the odd rank could not be determined; "
-            "the silent ranks are only suspects"
-        )
+        found.reasons.append(Reason.ODD_RANK_UNDETERMINED.note())
     return found
 
 
@@ -638,10 +620,10 @@ def find(e: Evidence) -> Finding:
         found = rule(e)
         if found is not None and found.initiators:
             return found
-    if e.f.filter(pl.col("kind").is_in(["launcher_error", "store_error", "job_cancelled"])).height:
+    if e.f.filter(pl.col("kind").is_in([Kind.LAUNCHER_ERROR, Kind.STORE_ERROR, Kind.JOB_CANCELLED])).height:
         return Finding([], "launcher", "launcher_error")
     if e.fr.height:
-        found = Finding([], "", "unknown", reasons=["ranks report faults but none explains the others"])
+        found = Finding([], "", "unknown", reasons=[Reason.NONE_EXPLAINS.note()])
         waited = e.effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort(
             "tc", "event_id"
         )
@@ -672,7 +654,7 @@ def unattributed(e: Evidence) -> Finding | None:
         "fault without a rank",
         kind,
         focus={"evidence": first["event_id"].head(3).to_list()},
-        reasons=["the fault is on lines that name no rank; the initiating rank is unknown"],
+        reasons=[Reason.NO_RANK_NAMED.note()],
     )
 
 
@@ -730,7 +712,7 @@ def config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
 
 def _cause_kind(rows: pl.DataFrame) -> str:
     kinds = rows["kind"].to_list()
-    for k in ("cuda_oom", "cuda_error", "ddp_error", "watchdog_hang", "python_exception"):
+    for k in (Kind.CUDA_OOM, Kind.CUDA_ERROR, Kind.DDP_ERROR, Kind.WATCHDOG_HANG, Kind.PYTHON_EXCEPTION):
         if k in kinds:
             return FAILURE_KIND_OF[k]
     if ((rows["exit_code"] == -9) | (rows["signal"] == "SIGKILL")).any():

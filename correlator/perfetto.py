@@ -25,20 +25,20 @@ import polars as pl
 
 from correlator import clock
 from correlator.diagnose import Diagnosis
-from correlator.schema import EFFECT_KINDS, FAULT_KINDS
+from correlator.schema import EFFECT_KINDS, FAULT_KINDS, Kind
 
 #: Kinds that say where a rank is in its collective sequence (entries, not faults).
-PROGRESS_KINDS = frozenset({"collective_fingerprint", "nccl_coll", "step_progress"})
+PROGRESS_KINDS = frozenset({Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL, Kind.STEP_PROGRESS})
 #: Kinds that carry no information worth a mark.
-SKIP_KINDS = frozenset({"blank"})
+SKIP_KINDS = frozenset({Kind.BLANK})
 NO_RANK_TID = 0
 _CAUSE_KINDS = [
-    "python_exception",
-    "cuda_oom",
-    "cuda_error",
-    "process_killed",
-    "ddp_error",
-    "collective_mismatch",
+    Kind.PYTHON_EXCEPTION,
+    Kind.CUDA_OOM,
+    Kind.CUDA_ERROR,
+    Kind.PROCESS_KILLED,
+    Kind.DDP_ERROR,
+    Kind.COLLECTIVE_MISMATCH,
 ]
 UNKNOWN_HOST = "unknown host"
 
@@ -104,7 +104,7 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
         s = status.get(r)
         causes = rows.filter(pl.col("kind").is_in(_CAUSE_KINDS))
         own = t.filter(
-            (pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt) & (pl.col("kind") != "blank")
+            (pl.col("rank") == r) & (pl.col("attempt") == diagnosis.attempt) & (pl.col("kind") != Kind.BLANK)
         )
         alive = own.filter(pl.col("kind").is_in(list(PROGRESS_KINDS)))
         if alive.height == 0:
@@ -286,8 +286,8 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
         # Slices for collectives with a known start and end.
         dur_ms = (
             r["elapsed_ms"]
-            if kind == "watchdog_timeout"
-            else (r["timeout_ms"] if kind == "gloo_timeout" else None)
+            if kind == Kind.WATCHDOG_TIMEOUT
+            else (r["timeout_ms"] if kind == Kind.GLOO_TIMEOUT else None)
         )
         if dur_ms is not None and dur_ms > 0 and r["rank"] is not None and base == "time":
             name = (
@@ -318,14 +318,14 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
     # Consecutive collective entries of one rank on one process group: entered N .. entered N+1.
     ent = t.filter(
         pl.lit(base == "time")
-        & pl.col("kind").is_in(["collective_fingerprint", "nccl_coll"])
+        & pl.col("kind").is_in([Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL])
         & pl.col("seq").is_not_null()
         & pl.col("rank").is_not_null()
         & ~pl.col("ts_inferred")
     )
     if ent.height:
         ent = ent.with_columns(
-            pl.when(pl.col("kind") == "nccl_coll")
+            pl.when(pl.col("kind") == Kind.NCCL_COLL)
             .then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?")))
             .otherwise(pl.coalesce("pg", pl.lit("0")))
             .alias("pgk")
@@ -360,7 +360,7 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
     # Flight Recorder entries whose end is known (NCCL: time_discovered_completed_ns): created .. completed.
     fre = t.filter(
         pl.lit(base == "time")
-        & (pl.col("kind") == "fr_collective")
+        & (pl.col("kind") == Kind.FR_COLLECTIVE)
         & pl.col("ts_end").is_not_null()
         & pl.col("rank").is_not_null()
         & pl.col("ts").is_not_null()
@@ -478,7 +478,7 @@ def _aggregate_coll(
         return t, []
     keys = ["attempt", "rank", "pgk"]
     is_c = (
-        (pl.col("kind") == "nccl_coll")
+        (pl.col("kind") == Kind.NCCL_COLL)
         & pl.col("rank").is_not_null()
         & pl.col("seq").is_not_null()
         & ~pl.col("ts_inferred")

@@ -26,6 +26,7 @@ import typer
 
 from correlator.align import pg_key, progress
 from correlator.perfetto import UNKNOWN_HOST, category, initiating_event_ids, prepare
+from correlator.schema import Kind
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -157,7 +158,9 @@ def _focus_mask(t: pl.DataFrame, focus: dict[str, Any]) -> pl.Series:
 def _waited_in(t: pl.DataFrame) -> dict[str, Any]:
     """The (pg, seq, op) most ranks timed out in, when the diagnosis names no focus."""
     w = t.filter(
-        pl.col("kind").is_in(["watchdog_timeout", "watchdog_status", "gloo_timeout", "heartbeat_timeout"])
+        pl.col("kind").is_in(
+            [Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.GLOO_TIMEOUT, Kind.HEARTBEAT_TIMEOUT]
+        )
         & pl.col("seq").is_not_null()
         & pl.col("rank").is_not_null()
     )
@@ -212,10 +215,10 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     t0 = int(inits["tc"][0]) if inits.height else (int(t["tc"].min()) if t.height else 0)  # type: ignore[arg-type]
     t = t.with_columns(((pl.col("tc") - t0) / 1e6).alias("x"))
     slices = t.filter(
-        pl.col("kind").is_in(["watchdog_timeout", "gloo_timeout"]) & (pl.col("y") >= 0)
+        pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.GLOO_TIMEOUT]) & (pl.col("y") >= 0)
     ).with_columns(
         (
-            pl.when(pl.col("kind") == "watchdog_timeout")
+            pl.when(pl.col("kind") == Kind.WATCHDOG_TIMEOUT)
             .then(pl.col("elapsed_ms"))
             .otherwise(pl.col("timeout_ms"))
             / 1000.0
@@ -226,7 +229,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     )
     # Flight Recorder entries with a known end (NCCL's time_discovered_completed_ns): created .. completed.
     fr_sl = t.filter(
-        (pl.col("kind") == "fr_collective")
+        (pl.col("kind") == Kind.FR_COLLECTIVE)
         & pl.col("ts_end").is_not_null()
         & (pl.col("y") >= 0)
         & pl.lit(base == "time")
@@ -509,7 +512,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
             Line2D([], [], ls="", marker="*", ms=12, mfc="#ffdd00", mec="#b30000", label="initiating event")
         )
     if slices.height:
-        timed = slices.filter(pl.col("kind") != "fr_collective").height
+        timed = slices.filter(pl.col("kind") != Kind.FR_COLLECTIVE).height
         handles.append(
             Patch(
                 fc="#ffbb78",

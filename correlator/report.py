@@ -14,19 +14,21 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from correlator.schema import Kind
+
 #: Evidence kinds written by a launcher (torchrun agent, srun, mpirun), shown as "launcher" when rankless.
 _LAUNCHER_KINDS = frozenset(
     {
-        "worker_failed",
-        "worker_signalled",
-        "failure_entry",
-        "root_cause_entry",
-        "launcher_error",
-        "rendezvous",
-        "restart",
-        "process_exit",
-        "job_cancelled",
-        "process_killed",
+        Kind.WORKER_FAILED,
+        Kind.WORKER_SIGNALLED,
+        Kind.FAILURE_ENTRY,
+        Kind.ROOT_CAUSE_ENTRY,
+        Kind.LAUNCHER_ERROR,
+        Kind.RENDEZVOUS,
+        Kind.RESTART,
+        Kind.PROCESS_EXIT,
+        Kind.JOB_CANCELLED,
+        Kind.PROCESS_KILLED,
     }
 )
 

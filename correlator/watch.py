@@ -63,7 +63,7 @@ from correlator.diagnose import Diagnosis, diagnose
 from correlator.discover import DiscoveryError, Source, discover
 from correlator.ingest import _mark_duplicates, _source_frame
 from correlator.read import _ANSI_RE, _looks_binary, read_lines
-from correlator.schema import FAULT_KINDS, conform, empty_table
+from correlator.schema import FAULT_KINDS, Kind, conform, empty_table
 from parsers import nccl, timestamps
 
 #: Row kinds that are routine at volume: reduced to the first 2 and last ``keep_last`` rows per group
@@ -73,7 +73,7 @@ ROUTINE_KINDS = frozenset(
 )
 #: NCCL INFO lines kept whole: they map addresses to hosts and state topology (as in correlator.streaming).
 _NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
-_SEQ_KINDS = ("nccl_coll", "collective_fingerprint")
+_SEQ_KINDS = (Kind.NCCL_COLL, Kind.COLLECTIVE_FINGERPRINT)
 #: Most bytes read from one file in one pass, and from all files in one pass (the rest is read by the next
 #: passes, which the CLI runs back to back while ``Watcher.backlog`` is true): bounded memory when a watcher
 #: starts on a directory that already holds gigabytes.
@@ -597,7 +597,7 @@ class Watcher:
         """Keep every non-routine row; of routine rows the first 2 and last ``keep_last`` per group."""
         kind = pl.col("kind")
         topo = (
-            (kind == "log")
+            (kind == Kind.LOG)
             & (pl.col("layer") == "nccl")
             & (
                 pl.col("world_size").is_not_null()
@@ -606,7 +606,7 @@ class Watcher:
         )
         # as correlator.streaming: of ``log`` rows only NCCL INFO chatter is routine (an application's or
         # launcher's own lines are few and can be evidence: a config line that differs on one rank)
-        log_kept = (kind == "log") & ((pl.col("layer") != "nccl") | topo).fill_null(True)
+        log_kept = (kind == Kind.LOG) & ((pl.col("layer") != "nccl") | topo).fill_null(True)
         routine = kind.is_in(list(ROUTINE_KINDS)) & ~log_kept
         keys = [
             "wsrc",
@@ -641,10 +641,10 @@ class Watcher:
         self.faults_by_kind = dict(faults.group_by("kind").len().iter_rows())
         exits = self.table.filter(
             (
-                (pl.col("kind") == "launcher_error")
+                (pl.col("kind") == Kind.LAUNCHER_ERROR)
                 & pl.col("message").str.contains("ChildFailedError", literal=True)
             )
-            | pl.col("kind").is_in(["process_exit", "job_cancelled"])
+            | pl.col("kind").is_in([Kind.PROCESS_EXIT, Kind.JOB_CANCELLED])
         )
         if exits.height and not self.exit_seen:
             r = exits.row(0, named=True)
@@ -760,7 +760,10 @@ class Watcher:
         t = self.table.filter(pl.col("rank").is_not_null() & ~pl.col("duplicate"))
         prog: dict[int, tuple] = {}
         steps = dict(
-            t.filter(pl.col("kind") == "step_progress").group_by("rank").agg(pl.col("step").max()).iter_rows()
+            t.filter(pl.col("kind") == Kind.STEP_PROGRESS)
+            .group_by("rank")
+            .agg(pl.col("step").max())
+            .iter_rows()
         )
         seqs: dict[int, list[tuple[str, int]]] = {}
         for r, pg, s in (
@@ -783,7 +786,7 @@ class Watcher:
         t = self.table.filter(
             (pl.col("rank") == rank)
             & ~pl.col("duplicate")
-            & pl.col("kind").is_in(["step_progress", *_SEQ_KINDS])
+            & pl.col("kind").is_in([Kind.STEP_PROGRESS, *_SEQ_KINDS])
         )
         if not t.height:
             return None, None

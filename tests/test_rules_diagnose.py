@@ -44,6 +44,7 @@ def test_crash_summary_confidence_and_evidence() -> None:
     )
     assert d.confidence == 0.9  # 0.95 - 0.05 (no launcher)
     assert d.confidence_reasons == [NO_LAUNCHER]
+    assert d.confidence_reason_codes == ["NO_LAUNCHER"]
     # a cuda_oom row is quoted by its message (first line only); a timeout by its raw line
     assert ev_rows(d) == [
         (2, "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory.", "initiating fault"),
@@ -378,6 +379,7 @@ def test_later_failed_attempt_lowers_confidence() -> None:
     assert d.confidence_reasons == [
         "1 later attempt(s) also failed; the verdict is the first failed attempt's"
     ]
+    assert d.confidence_reason_codes == ["LATER_ATTEMPTS_FAILED"]
     assert [a.confidence for a in d.attempts] == [0.9, 0.95]
     one = diagnose(table(rows), attempt=1)
     assert (one.attempt, one.confidence, one.confidence_reasons) == (1, 0.95, [])
@@ -436,15 +438,17 @@ def test_helpers() -> None:
 def test_confidence_penalties_add_up_and_floor() -> None:
     import networkx as nx
 
+    from correlator.confidence import Note, Reason
+
     def conf(
-        reasons: list[str],
+        reasons: list[Reason],
         basis: str = "first fault",
         inits: tuple[int, ...] = (0,),
         kind: str = "rank_crash",
         seen: tuple[int, ...] = (0, 1),
     ) -> float:
         G = nx.DiGraph(
-            reasons=reasons,
+            reasons=[Note(r, {}) for r in reasons],
             initiators=list(inits),
             ranks_seen=list(seen),
             initiator_basis=basis,
@@ -453,15 +457,14 @@ def test_confidence_penalties_add_up_and_floor() -> None:
         return dm._confidence(G)
 
     assert conf([]) == 0.95
-    assert conf(["x configuration line y"]) == 0.85
-    assert conf(["found by its silence", "left no log"]) == 0.7  # 0.95 - 0.2 - 0.05
-    assert (
-        conf(["left no log at all; named because it is missing"]) == 0.6
-    )  # the first key it holds: missing 0.35
-    assert conf(["ranks left no log"]) == 0.9
-    assert conf(["clocks could not be aligned"]) == 0.85
-    assert conf(["the identity is inferred"]) == 0.85
-    assert conf(["name no rank", "none explains", "missing"]) == 0.05  # floor
+    assert conf([Reason.CONFIG_LINE]) == 0.85
+    assert conf([Reason.FOUND_BY_SILENCE, Reason.MISSING_LOGS]) == 0.7  # 0.95 - 0.2 - 0.05
+    assert conf([Reason.INITIATOR_LEFT_NO_LOG]) == 0.6  # 0.95 - 0.35
+    assert conf([Reason.MISSING_LOGS]) == 0.9
+    assert conf([Reason.CLOCKS_UNALIGNED]) == 0.85
+    assert conf([Reason.IDENTITY_INFERRED]) == 0.85
+    assert conf([Reason.STALL_REPORT, Reason.NAMED_BY_WAITERS]) == 0.95  # notes take nothing off
+    assert conf([Reason.NO_RANK_NAMED, Reason.NONE_EXPLAINS, Reason.INITIATOR_LEFT_NO_LOG]) == 0.05  # floor
     assert conf([], kind="none") == 0.9
     assert conf([], kind="none", seen=()) == 0.3
     assert conf([], basis="left no log", inits=(0, 1), seen=tuple(range(9))) == 0.5

@@ -24,7 +24,8 @@ def graph_of(rows: list[dict[str, Any]], attempt: int | None = None) -> Any:
 
 
 def verdict(G: Any) -> tuple[list[int], str, str, list[str]]:
-    return G.graph["initiators"], G.graph["initiator_basis"], G.graph["failure_kind"], G.graph["reasons"]
+    reasons = [n.text() for n in G.graph["reasons"]]
+    return G.graph["initiators"], G.graph["initiator_basis"], G.graph["failure_kind"], reasons
 
 
 def edges(G: Any) -> list[tuple[int, int, str, str | None, int | None, list[int]]]:
