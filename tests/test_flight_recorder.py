@@ -470,3 +470,14 @@ def test_nccl_state_names_the_rank_that_never_started(tmp_path: Path) -> None:
         [0, 1, 3],
         "straggler_hang",
     )
+
+
+def test_dumps_alone_say_where_a_rank_stopped_not_why() -> None:
+    """fr-05: rank 2 raised; its error-path dump has the shape of fr-01's sleeping rank 3 (FR writes no
+    dump time, trigger or exception), so from the dumps alone the verdict says it cannot tell why."""
+    d = correlator.diagnose(correlator.load(CASES / "fr-05-exception-fsdp2-dumps-only" / "logs"))
+    assert (d.initiating_ranks, d.failure_kind) == ([2], "straggler_hang")
+    assert "the dumps show where it stopped, not why" in d.summary
+    d = correlator.diagnose(correlator.load(CASES / "fr-05-exception-fsdp2" / "logs"))
+    assert (d.initiating_ranks, d.failure_kind) == ([2], "rank_crash")
+    assert "not why" not in d.summary and "CorruptBatchError" in d.summary
