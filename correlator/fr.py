@@ -135,13 +135,55 @@ def _left_inside(dumps: list[frp.Dump]) -> set[tuple[int, str]]:
     return out
 
 
+def _p2p_waiting(dumps: list[frp.Dump]) -> dict[tuple[int, str], tuple[frp.Entry, int]]:
+    """(rank, pg) -> (the P2P entry it was left waiting in, the peer that never posted its half)."""
+    items = [
+        {
+            "rank": d.rank,
+            "pg": e.pg,
+            "profiling": e.profiling_name,
+            "ranks": d.pg_ranks.get(e.pg) or [],
+            "state": e.state,
+            "in_sizes": e.input_sizes,
+            "out_sizes": e.output_sizes,
+            "entry": e,
+        }
+        for d in dumps
+        for e in d.entries
+        if e.is_p2p
+    ]
+    if not items:
+        return {}
+    dumped = {d.rank for d in dumps}
+    wrapped = {d.rank for d in dumps if min((e.record_id or 0 for e in d.entries), default=0) > 0}
+    return {
+        (int(w["rank"]), pg): (w["entry"], culprit)
+        for pg, _s, _d, w, culprit, _done in _p2p_unmatched(items, dumped, wrapped)
+    }
+
+
 def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
     from correlator.schema import POLARS_SCHEMA
 
     inside = _left_inside(dumps)
+    p2p_wait = _p2p_waiting(dumps)
     rows: list[dict[str, Any]] = []
     for d in dumps:
         for r in frp.rows(d):
+            w = p2p_wait.get((d.rank, r["pg"])) if r["kind"] == "fr_status" else None
+            if w is not None and (d.rank, r["pg"]) not in inside:
+                e, peer = w
+                r.update(
+                    kind="fr_waiting",
+                    severity="warning",
+                    seq=e.p2p_seq_id,
+                    op=frp.op_type(e.name),
+                    ts=frp._ts(e.time_created_ns),
+                    ts_quality="exact",
+                    message=r["message"]
+                    + f"; left inside {e.profiling_name} p2p seq {e.p2p_seq_id} (rank {peer} never posted "
+                    "its half)",
+                )
             if r["kind"] == "fr_status" and (d.rank, r["pg"]) in inside:
                 last = max(
                     (
@@ -404,6 +446,41 @@ def _p2p_peer(profiling: str, pg_ranks: list[int]) -> tuple[str, int] | None:
     return name, peer
 
 
+def _p2p_unmatched(
+    items: list[dict[str, Any]], dumped: set[int], wrapped: set[int]
+) -> list[tuple[str, int, int, dict[str, Any], int, list[dict[str, Any]]]]:
+    """(pg, src, dst, waiting item, culprit rank, the culprit's matched items) per unmatched channel.
+
+    ``items``: P2P entries in record order per rank, dicts with rank, pg, profiling, ranks (the PG's),
+    state, in_sizes, out_sizes (the rule is :func:`_p2p_verdict`'s)."""
+    chans: dict[tuple[str, int, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for it in items:
+        hit = _p2p_peer(it["profiling"] or "", it["ranks"])
+        if hit is None:
+            continue
+        name, peer = hit
+        me = int(it["rank"])
+        key = (str(it["pg"]), me, peer) if name == "send" else (str(it["pg"]), peer, me)
+        chans.setdefault(key, ([], []))[0 if name == "send" else 1].append(it)
+    out = []
+    for (pg, src, dst), (sends, recvs) in chans.items():
+        if not {src, dst} <= dumped or {src, dst} & wrapped or src == dst:
+            continue
+        n = min(len(sends), len(recvs))
+        if any(sends[i]["in_sizes"] != recvs[i]["out_sizes"] for i in range(n)):
+            continue
+        if len(sends) > n:
+            waiting, culprit, done = sends[n], dst, recvs
+        elif len(recvs) > n:
+            waiting, culprit, done = recvs[n], src, sends
+        else:
+            continue
+        if waiting["state"] == "completed":
+            continue  # it went through (an eager send): nobody waits in it
+        out.append((pg, src, dst, waiting, culprit, done))
+    return out
+
+
 def _p2p_verdict(t: pl.DataFrame, fr: pl.DataFrame) -> Verdict | None:
     """P2P matching per (PG, sender, receiver): NCCL pairs the k-th send from A to B with the k-th recv on B
     from A (the FR analyzer's rule 3: sends to one peer and recvs from one peer keep their order;
@@ -422,32 +499,14 @@ def _p2p_verdict(t: pl.DataFrame, fr: pl.DataFrame) -> Verdict | None:
         pl.col("raw").str.json_path_match("$.output_sizes").alias("__out"),
         pl.col("raw").str.json_path_match("$.pg_ranks").alias("__ranks"),
     )
-    chans: dict[tuple[str, int, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    items = []
     for row in p2p.sort("rank", "record_id").iter_rows(named=True):
         ranks = [int(x) for x in (row["__ranks"] or "").strip("[]").split(",") if x.strip()]
-        hit = _p2p_peer(row["profiling"] or "", ranks)
-        if hit is None:
-            continue
-        name, peer = hit
-        me = int(row["rank"])
-        key = (str(row["pg"]), me, peer) if name == "send" else (str(row["pg"]), peer, me)
-        chans.setdefault(key, ([], []))[0 if name == "send" else 1].append(row)
-    found: list[tuple[Any, ...]] = []
-    for (pg, src, dst), (sends, recvs) in chans.items():
-        if not {src, dst} <= dumped or {src, dst} & wrapped or src == dst:
-            continue
-        n = min(len(sends), len(recvs))
-        if any(sends[i]["sizes"] != recvs[i]["__out"] for i in range(n)):
-            continue
-        if len(sends) > n:
-            waiting, culprit, done = sends[n], dst, recvs
-        elif len(recvs) > n:
-            waiting, culprit, done = recvs[n], src, sends
-        else:
-            continue
-        if waiting["state"] == "completed":
-            continue  # it went through (an eager send): nobody waits in it
-        found.append((waiting["ts"] is None, waiting["ts"], pg, src, dst, waiting, culprit, done))
+        items.append({**row, "ranks": ranks, "in_sizes": row["sizes"], "out_sizes": row["__out"]})
+    found = [
+        (w["ts"] is None, w["ts"], pg, src, dst, w, culprit, done)
+        for pg, src, dst, w, culprit, done in _p2p_unmatched(items, dumped, wrapped)
+    ]
     if not found:
         return None
     _n, t0, pg, src, dst, w, culprit, done = min(found, key=lambda f: (f[0], f[1] or 0, f[2], f[3], f[4]))

@@ -536,8 +536,10 @@ def test_p2p_send_without_recv_names_the_peer(tmp_path: Path) -> None:
         "rank 0's send to rank 1 at pg 0 p2p seq 2 ([1024]) has no matching recv on rank 1, "
         "which posted 1 recv from rank 0"
     )
+    w = t.filter(pl.col("kind") == "fr_waiting")
+    assert w.select("rank", "pg", "seq", "op").rows() == [(0, "0", 2, "SEND")]
     d = correlator.diagnose(t)
-    assert (d.initiating_ranks, d.failure_kind) == ([1], "straggler_hang")
+    assert (d.initiating_ranks, d.collateral_ranks, d.failure_kind) == ([1], [0], "straggler_hang")
 
 
 def test_p2p_recv_without_send_maps_pg_ranks(tmp_path: Path) -> None:
