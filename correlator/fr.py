@@ -118,13 +118,17 @@ def _left_inside(dumps: list[frp.Dump]) -> set[tuple[int, str]]:
     """(rank, pg) pairs whose last collective of the PG was not entered the same way by every other
     dumped rank of that PG (gloo's pg_status cannot say it: timed-out work counts as completed)."""
     last: dict[str, dict[int, frp.Entry]] = {}
+    for d in dumps:
+        for e in d.entries:
+            if not e.is_p2p and e.collective_seq_id is not None:
+                last.setdefault(e.pg, {})[d.rank] = e
+    # Signatures only at the seqs that are some rank's last (a dump holds thousands of entries).
+    wanted = {(pg, e.collective_seq_id) for pg, per_rank in last.items() for e in per_rank.values()}
     at: dict[tuple[str, int], dict[int, tuple[Any, ...]]] = {}
     for d in dumps:
         for e in d.entries:
-            if e.is_p2p or e.collective_seq_id is None:
-                continue
-            last.setdefault(e.pg, {})[d.rank] = e
-            at.setdefault((e.pg, e.collective_seq_id), {})[d.rank] = _sig(e)
+            if not e.is_p2p and e.collective_seq_id is not None and (e.pg, e.collective_seq_id) in wanted:
+                at.setdefault((e.pg, e.collective_seq_id), {})[d.rank] = _sig(e)
     out: set[tuple[int, str]] = set()
     for pg, per_rank in last.items():
         ranks = set(per_rank)
