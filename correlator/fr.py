@@ -119,13 +119,17 @@ def _left_inside(dumps: list[frp.Dump]) -> set[tuple[int, str]]:
     """(rank, pg) pairs whose last collective of the PG was not entered the same way by every other
     dumped rank of that PG (gloo's pg_status cannot say it: timed-out work counts as completed)."""
     last: dict[str, dict[int, frp.Entry]] = {}
+    for d in dumps:
+        for e in d.entries:
+            if not e.is_p2p and e.collective_seq_id is not None:
+                last.setdefault(e.pg, {})[d.rank] = e
+    # Signatures only at the seqs that are some rank's last (a dump holds thousands of entries).
+    wanted = {(pg, e.collective_seq_id) for pg, per_rank in last.items() for e in per_rank.values()}
     at: dict[tuple[str, int], dict[int, tuple[Any, ...]]] = {}
     for d in dumps:
         for e in d.entries:
-            if e.is_p2p or e.collective_seq_id is None:
-                continue
-            last.setdefault(e.pg, {})[d.rank] = e
-            at.setdefault((e.pg, e.collective_seq_id), {})[d.rank] = _sig(e)
+            if not e.is_p2p and e.collective_seq_id is not None and (e.pg, e.collective_seq_id) in wanted:
+                at.setdefault((e.pg, e.collective_seq_id), {})[d.rank] = _sig(e)
     out: set[tuple[int, str]] = set()
     for pg, per_rank in last.items():
         ranks = set(per_rank)
@@ -136,13 +140,55 @@ def _left_inside(dumps: list[frp.Dump]) -> set[tuple[int, str]]:
     return out
 
 
+def _p2p_waiting(dumps: list[frp.Dump]) -> dict[tuple[int, str], tuple[frp.Entry, int]]:
+    """(rank, pg) -> (the P2P entry it was left waiting in, the peer that never posted its half)."""
+    items = [
+        {
+            "rank": d.rank,
+            "pg": e.pg,
+            "profiling": e.profiling_name,
+            "ranks": d.pg_ranks.get(e.pg) or [],
+            "state": e.state,
+            "in_sizes": e.input_sizes,
+            "out_sizes": e.output_sizes,
+            "entry": e,
+        }
+        for d in dumps
+        for e in d.entries
+        if e.is_p2p
+    ]
+    if not items:
+        return {}
+    dumped = {d.rank for d in dumps}
+    wrapped = {d.rank for d in dumps if min((e.record_id or 0 for e in d.entries), default=0) > 0}
+    return {
+        (int(w["rank"]), pg): (w["entry"], culprit)
+        for pg, _s, _d, w, culprit, _done in _p2p_unmatched(items, dumped, wrapped)
+    }
+
+
 def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
     from correlator.schema import POLARS_SCHEMA
 
     inside = _left_inside(dumps)
+    p2p_wait = _p2p_waiting(dumps)
     rows: list[dict[str, Any]] = []
     for d in dumps:
         for r in frp.rows(d):
+            w = p2p_wait.get((d.rank, r["pg"])) if r["kind"] == "fr_status" else None
+            if w is not None and (d.rank, r["pg"]) not in inside:
+                e, peer = w
+                r.update(
+                    kind="fr_waiting",
+                    severity="warning",
+                    seq=e.p2p_seq_id,
+                    op=frp.op_type(e.name),
+                    ts=frp._ts(e.time_created_ns),
+                    ts_quality="exact",
+                    message=r["message"]
+                    + f"; left inside {e.profiling_name} p2p seq {e.p2p_seq_id} (rank {peer} never posted "
+                    "its half)",
+                )
             if r["kind"] == "fr_status" and (d.rank, r["pg"]) in inside:
                 last = max(
                     (
@@ -179,7 +225,8 @@ def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
 class Verdict:
     """What FR shows at the first disagreement. ``kind``: op_mismatch | size_mismatch | dtype_mismatch |
     skipped (its collective here is the one after it in the others' history) | extra (its next collective is
-    the others' collective here) | never_reached. ``claim`` is the sentence for the summary."""
+    the others' collective here) | never_reached | p2p_unmatched (a send or recv whose peer never posted
+    its half; ``seq`` is the waiting entry's p2p seq). ``claim`` is the sentence for the summary."""
 
     initiators: list[int]
     kind: str
@@ -191,10 +238,11 @@ class Verdict:
     reasons: list[Note]
     majority: list[int]
     op: str | None = None
+    t0: Any = None  #: when the disagreement began (the waiting P2P entry's time_created); P2P only
 
     @property
     def failure_kind(self) -> str:
-        return "straggler_hang" if self.kind == "never_reached" else "collective_mismatch"
+        return "straggler_hang" if self.kind in ("never_reached", "p2p_unmatched") else "collective_mismatch"
 
 
 def _ranges(nums: list[int]) -> str:
@@ -285,8 +333,11 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         key = (t0 is None, t0, first)
         if best is None or key < best[0]:
             best = (key, str(pg), first, present, absent, sigs, by_seq, ranks)
+    p2p = _p2p_verdict(t, fr)
     if best is None:
-        return _state_verdict(t, coll)
+        return p2p or _state_verdict(t, coll)
+    if p2p is not None and p2p.t0 is not None and (best[0][1] is None or p2p.t0 < best[0][1]):
+        return p2p  # the P2P op that was left waiting came first
     _, pg, seq, present, absent, sigs, by_seq, ranks = best
     reasons: list[Note] = []
     pg_members = _members(t, pg)
@@ -372,6 +423,125 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         reasons,
         majority,
         op=frp.op_type(frp.op_of(m_row["profiling"])[1]),
+    )
+
+
+def _p2p_peer(profiling: str, pg_ranks: list[int]) -> tuple[str, int] | None:
+    """``nccl:send 0->1`` -> ("send", global rank of PG rank 1); ``nccl:recv 1<-0`` -> ("recv", that of 0).
+
+    ProcessGroupNCCL names P2P entries ``"nccl:send " rank_ "->" dstRank`` / ``"nccl:recv " rank_ "<-"
+    srcRank`` with ranks of the PG (torch ``ProcessGroupNCCL.cpp``; the FR analyzer's ``Op`` maps them with
+    ``sorted(memberships[pg])[dst]``). Without the PG's ranks they are taken as global (the default PG)."""
+    _b, name, meta = frp.op_of(profiling)
+    sep = {"send": "->", "recv": "<-"}.get(name)
+    if sep is None or not meta or sep not in meta:
+        return None
+    try:
+        peer = int(meta.split(sep, 1)[1])
+    except ValueError:
+        return None
+    ranks = sorted(pg_ranks)
+    if ranks:
+        if not 0 <= peer < len(ranks):
+            return None
+        peer = ranks[peer]
+    return name, peer
+
+
+def _p2p_unmatched(
+    items: list[dict[str, Any]], dumped: set[int], wrapped: set[int]
+) -> list[tuple[str, int, int, dict[str, Any], int, list[dict[str, Any]]]]:
+    """(pg, src, dst, waiting item, culprit rank, the culprit's matched items) per unmatched channel.
+
+    ``items``: P2P entries in record order per rank, dicts with rank, pg, profiling, ranks (the PG's),
+    state, in_sizes, out_sizes (the rule is :func:`_p2p_verdict`'s)."""
+    chans: dict[tuple[str, int, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for it in items:
+        hit = _p2p_peer(it["profiling"] or "", it["ranks"])
+        if hit is None:
+            continue
+        name, peer = hit
+        me = int(it["rank"])
+        key = (str(it["pg"]), me, peer) if name == "send" else (str(it["pg"]), peer, me)
+        chans.setdefault(key, ([], []))[0 if name == "send" else 1].append(it)
+    out = []
+    for (pg, src, dst), (sends, recvs) in chans.items():
+        if not {src, dst} <= dumped or {src, dst} & wrapped or src == dst:
+            continue
+        n = min(len(sends), len(recvs))
+        if any(sends[i]["in_sizes"] != recvs[i]["out_sizes"] for i in range(n)):
+            continue
+        if len(sends) > n:
+            waiting, culprit, done = sends[n], dst, recvs
+        elif len(recvs) > n:
+            waiting, culprit, done = recvs[n], src, sends
+        else:
+            continue
+        if waiting["state"] == "completed":
+            continue  # it went through (an eager send): nobody waits in it
+        out.append((pg, src, dst, waiting, culprit, done))
+    return out
+
+
+def _p2p_verdict(t: pl.DataFrame, fr: pl.DataFrame) -> Verdict | None:
+    """P2P matching per (PG, sender, receiver): NCCL pairs the k-th send from A to B with the k-th recv on B
+    from A (the FR analyzer's rule 3: sends to one peer and recvs from one peer keep their order;
+    ``p2p_seq_id`` counts every P2P op of the PG on that rank, so it is not shared by the peers). The first
+    pair whose send (recv) has no recv (send) on the peer, and that is not completed, names the peer that
+    never posted its half; the earliest such entry decides. Only pairs whose two ranks both left a dump whose
+    ring buffer did not wrap (first ``record_id`` 0) are read: after a wrap the k-th entries no longer
+    correspond. A send whose sizes differ from its recv's ends that pair's reading without a claim."""
+    p2p = fr.filter(pl.col("__p2p") == "true")
+    if p2p.height == 0:
+        return None
+    dumped = {int(r) for r in fr["rank"].unique().to_list()}
+    first = fr.group_by("rank").agg(pl.col("record_id").min())
+    wrapped = {int(r) for r, m in first.iter_rows() if m is not None and m > 0}
+    p2p = p2p.with_columns(
+        pl.col("raw").str.json_path_match("$.output_sizes").alias("__out"),
+        pl.col("raw").str.json_path_match("$.pg_ranks").alias("__ranks"),
+    )
+    items = []
+    for row in p2p.sort("rank", "record_id").iter_rows(named=True):
+        ranks = [int(x) for x in (row["__ranks"] or "").strip("[]").split(",") if x.strip()]
+        items.append({**row, "ranks": ranks, "in_sizes": row["sizes"], "out_sizes": row["__out"]})
+    found = [
+        (w["ts"] is None, w["ts"], pg, src, dst, w, culprit, done)
+        for pg, src, dst, w, culprit, done in _p2p_unmatched(items, dumped, wrapped)
+    ]
+    if not found:
+        return None
+    _n, t0, pg, src, dst, w, culprit, done = min(found, key=lambda f: (f[0], f[1] or 0, f[2], f[3], f[4]))
+    waiter = int(w["rank"])
+    seq = int(w["seq"])
+    if waiter == src:
+        claim = (
+            f"rank {src}'s send to rank {dst} at pg {pg} p2p seq {seq} ({w['shape']}) has no matching recv on "
+            f"rank {dst}, which posted {len(done)} recv{'s' if len(done) != 1 else ''} from rank {src}"
+        )
+    else:
+        claim = (
+            f"rank {dst}'s recv from rank {src} at pg {pg} p2p seq {seq} ({w['shape']}) waits for a send rank "
+            f"{src} never posted (it posted {len(done)} send{'s' if len(done) != 1 else ''} to rank {dst})"
+        )
+    if done:
+        cause = {culprit: int(done[-1]["event_id"])}
+    else:
+        own = fr.filter(pl.col("rank") == culprit).sort("record_id")
+        cause = {culprit: int(own["event_id"][-1])} if own.height else {}
+    evidence = [*cause.values(), int(w["event_id"]), *_linked_text(t, pg, seq, ["SEND", "RECV"])]
+    return Verdict(
+        [culprit],
+        "p2p_unmatched",
+        claim,
+        pg,
+        seq,
+        cause,
+        evidence,
+        [],
+        [waiter],
+        op=frp.op_type(frp.op_of(w["profiling"])[1]),
+        t0=t0,
     )
 
 
@@ -467,9 +637,12 @@ def _sig_at(by_seq: dict[int, dict[int, dict[str, Any]]], rank: int, seq: int) -
     return None if row is None else (row["profiling"].split(":")[-1], row["sizes"], row["dtypes"])
 
 
-def _linked_text(t: pl.DataFrame, pg: str, seq: int) -> list[int]:
-    """Text-log rows about the same (pg, seq): watchdog SeqNum, DETAIL fingerprints, mismatch errors."""
+def _linked_text(t: pl.DataFrame, pg: str, seq: int, ops: list[str] | None = None) -> list[int]:
+    """Text-log rows about the same (pg, seq): watchdog SeqNum, DETAIL fingerprints, mismatch errors
+    (only rows of one of ``ops`` when given: a P2P seq is not a collective's)."""
     text = t.filter(
         (pl.col("layer") != "fr") & (pl.col("seq") == seq) & (pl.coalesce(pl.col("pg"), pl.lit("0")) == pg)
     )
+    if ops is not None:
+        text = text.filter(pl.col("op").is_in(ops))
     return [int(x) for x in text.sort("ts", "event_id", nulls_last=True)["event_id"].head(3).to_list()]

@@ -585,15 +585,23 @@ def flight_recorder(e: Evidence) -> Finding | None:
     v = fr.analyze(e.t)
     if v is None:
         return None
-    kind, cause_event = v.failure_kind, dict(v.cause_event)
-    if v.kind == "never_reached":
+    kind, cause_event, claim = v.failure_kind, dict(v.cause_event), v.claim
+    if v.kind in ("never_reached", "p2p_unmatched"):
         own = e.causes.filter(pl.col("rank").is_in(v.initiators))
         if own.height:  # it stopped because it failed: its own error is the cause, FR the evidence
             kind = _cause_kind(own)
             cause_event.update(
                 own.group_by("rank", maintain_order=True).first().select("rank", "event_id").iter_rows()
             )
-    focus = {"pg": v.pg, "seq": v.seq, "op": v.op, "claim": v.claim, "fr": v.kind, "evidence": v.evidence}
+        else:
+            # A dump holds no dump time, trigger or exception (FlightRecorderDetail.hpp dump_json/dump_dict)
+            # and its frames are each collective's call stack when recorded: a rank that raised and one that
+            # is slow or hung leave the same dump, so only where it stopped is known.
+            claim += (
+                f"; the dumps show where {'it' if len(v.initiators) == 1 else 'they'} stopped, not why "
+                "(a rank that raised and one that is slow or hung leave the same dump)"
+            )
+    focus = {"pg": v.pg, "seq": v.seq, "op": v.op, "claim": claim, "fr": v.kind, "evidence": v.evidence}
     return Finding(sorted(v.initiators), "Flight Recorder", kind, cause_event, focus, list(v.reasons))
 
 

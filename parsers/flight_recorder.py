@@ -423,6 +423,8 @@ def rows(d: Dump) -> list[dict[str, Any]]:
             f"{','.join(e.input_dtypes)} {e.state or ''}"
         ).rstrip() + (f" in {where}" if where else "")
         raw = {k: v for k, v in e.__dict__.items() if k not in ("frames", "index")}
+        if e.is_p2p:  # the peer in ``nccl:send 0->1`` is a rank of the PG: its ranks map it to a global rank
+            raw["pg_ranks"] = d.pg_ranks.get(e.pg) or []
         out.append(
             {
                 "path": d.rel,

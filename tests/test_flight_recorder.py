@@ -469,3 +469,89 @@ def test_nccl_state_names_the_rank_that_never_started(tmp_path: Path) -> None:
         [0, 1, 3],
         "straggler_hang",
     )
+
+
+def test_dumps_alone_say_where_a_rank_stopped_not_why() -> None:
+    """fr-05: rank 2 raised; its error-path dump has the shape of fr-01's sleeping rank 3 (FR writes no
+    dump time, trigger or exception), so from the dumps alone the verdict says it cannot tell why."""
+    d = correlator.diagnose(correlator.load(CASES / "fr-05-exception-fsdp2-dumps-only" / "logs"))
+    assert (d.initiating_ranks, d.failure_kind) == ([2], "straggler_hang")
+    assert "the dumps show where it stopped, not why" in d.summary
+    d = correlator.diagnose(correlator.load(CASES / "fr-05-exception-fsdp2" / "logs"))
+    assert (d.initiating_ranks, d.failure_kind) == ([2], "rank_crash")
+    assert "not why" not in d.summary and "CorruptBatchError" in d.summary
+
+
+def _p2p_dumps(tmp_path: Path, per_rank: dict[int, list[dict]], pg_ranks: dict[str, str]) -> Path:
+    """NCCL dumps (reconstructed: the 2.5 tutorial layout of :func:`_entry`, with P2P entries named as
+    ProcessGroupNCCL names them, ``nccl:send <pg rank>-><peer>`` / ``nccl:recv <pg rank><-<peer>``,
+    ``is_p2p`` true, ``p2p_seq_id`` counting the rank's P2P ops of the PG)."""
+    d = tmp_path / "dumps"
+    d.mkdir()
+    for r, ents in per_rank.items():
+        obj = {
+            "version": "2.5",
+            "pg_config": {k: {"name": k, "desc": "", "ranks": v} for k, v in pg_ranks.items()},
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": 1,
+                    "last_started_collective": 1,
+                    "last_completed_collective": 1,
+                }
+            },
+            "entries": ents,
+        }
+        (d / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(obj, protocol=2))
+    return d
+
+
+def _p2p(rid: int, p2p_seq: int, name: str, pg: str = "0", state: str = "completed") -> dict:
+    done = 1724779239975811724 if state == "completed" else None
+    return _entry(
+        rid,
+        1,
+        name,
+        ((1024,),),
+        is_p2p=True,
+        p2p_seq_id=p2p_seq,
+        process_group=(pg, ""),
+        pg_id=int(pg),
+        state=state,
+        time_discovered_completed_ns=done,
+    )
+
+
+def test_p2p_send_without_recv_names_the_peer(tmp_path: Path) -> None:
+    # Rank 0's second send to rank 1 is still scheduled; rank 1 posted only one recv from rank 0.
+    coll = [_entry(0, 1, state="completed", time_discovered_completed_ns=1724779239975811724)]
+    ranks = {
+        0: coll + [_p2p(1, 1, "send 0->1"), _p2p(2, 2, "send 0->1", state="scheduled")],
+        1: coll + [_p2p(1, 1, "recv 1<-0")],
+    }
+    t = correlator.load(_p2p_dumps(tmp_path, ranks, {"0": "[0, 1]"}))
+    v = fr.analyze(t)
+    assert v is not None and (v.initiators, v.kind, v.pg, v.seq) == ([1], "p2p_unmatched", "0", 2)
+    assert v.claim == (
+        "rank 0's send to rank 1 at pg 0 p2p seq 2 ([1024]) has no matching recv on rank 1, "
+        "which posted 1 recv from rank 0"
+    )
+    w = t.filter(pl.col("kind") == "fr_waiting")
+    assert w.select("rank", "pg", "seq", "op").rows() == [(0, "0", 2, "SEND")]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.collateral_ranks, d.failure_kind) == ([1], [0], "straggler_hang")
+
+
+def test_p2p_recv_without_send_maps_pg_ranks(tmp_path: Path) -> None:
+    # PG 1 holds global ranks 2, 3: rank 3's "recv 1<-0" waits on global rank 2, which never sent.
+    coll = [_entry(0, 1, state="completed", time_discovered_completed_ns=1724779239975811724)]
+    cfg = {"0": "[0, 1, 2, 3]", "1": "[2, 3]"}
+    ranks = {r: list(coll) for r in range(4)}
+    ranks[3] = coll + [_p2p(1, 1, "recv 1<-0", pg="1", state="scheduled")]
+    v = fr.analyze(correlator.load(_p2p_dumps(tmp_path, ranks, cfg)))
+    assert v is not None and (v.initiators, v.majority, v.pg, v.seq) == ([2], [3], "1", 1)
+    assert "waits for a send rank 2 never posted (it posted 0 sends to rank 3)" in v.claim
+
+
+def test_matched_p2p_shows_no_disagreement(tmp_path: Path) -> None:
+    ranks = {0: [_p2p(0, 1, "send 0->1")], 1: [_p2p(0, 1, "recv 1<-0")]}
+    assert fr.analyze(correlator.load(_p2p_dumps(tmp_path, ranks, {"0": "[0, 1]"}))) is None
