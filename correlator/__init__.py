@@ -7,11 +7,25 @@ Python API::
     verdict = correlator.diagnose(table)            # correlator.diagnose.Diagnosis
     print(verdict.to_json())
     G = correlator.build_graph(table)               # networkx.DiGraph
+    result = correlator.diagnose_path("path/to/logs")   # correlator.api.PathDiagnosis: what the CLI prints
+    print(result.to_json())                         # == `rankscope diagnose path/to/logs -f json`
 """
 
 from correlator import streaming
+from correlator.api import InputError, PathDiagnosis, diagnose_path
 from correlator.diagnose import Diagnosis, diagnose
 from correlator.graph import build_graph
 from correlator.ingest import IngestResult, ingest, load
 
-__all__ = ["Diagnosis", "IngestResult", "build_graph", "diagnose", "ingest", "load", "streaming"]
+__all__ = [
+    "Diagnosis",
+    "IngestResult",
+    "InputError",
+    "PathDiagnosis",
+    "build_graph",
+    "diagnose",
+    "diagnose_path",
+    "ingest",
+    "load",
+    "streaming",
+]

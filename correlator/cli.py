@@ -15,12 +15,15 @@ from typing import Annotated, Any
 
 import polars as pl
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from correlator.discover import DiscoveryError, Source
-from correlator.ingest import IngestResult, ingest
+from correlator import api, commands
+from correlator.api import InputError
+from correlator.console import err, out
+from correlator.console import safe as _safe
+from correlator.discover import DiscoveryError
+from correlator.ingest import IngestResult
 
 app = typer.Typer(
     name="rankscope",
@@ -31,13 +34,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Redirected output keeps whole lines: a report saved to a file or piped to less is not cut at 80 columns.
-err = Console(stderr=True, soft_wrap=True)
-out = Console(width=None if sys.stdout.isatty() else 160)
-
-
-class UsageError(Exception):
-    """Bad arguments or input: printed as one line, exit code 2."""
+#: Bad arguments or input: printed as one line, exit code 2 (the API's :class:`correlator.api.InputError`).
+UsageError = InputError
 
 
 class DiagFormat(str, Enum):
@@ -96,97 +94,11 @@ RedactOpt = Annotated[
 ]
 
 
-def _safe(text: object) -> str:
-    """``text`` with C0/C1 control characters escaped (``\\x1b``), then rich-markup escaped: nothing
-    printed from a file name, a log line or an error can drive the terminal."""
-    s = str(text)
-    if _CTRL_RE.search(s):
-        s = _CTRL_RE.sub(lambda m: f"\\x{ord(m.group(0)):02x}", s)
-    return escape(s)
-
-
-_CTRL_RE = __import__("re").compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _check_output(directory: Path, output: Path | None) -> None:
-    """Refuse an output path inside the input (it would be read back as logs next time), equal to it,
-    or a folder that holds the input."""
-    if output is None:
-        return
-    try:
-        src, dst = directory.resolve(), output.resolve()
-    except (OSError, RuntimeError) as e:
-        raise UsageError(f"{output}: cannot resolve the output path ({e})") from None
-    if dst == src:
-        raise UsageError(f"{output}: the output is the input itself; choose a path outside {directory}")
-    if src.is_dir() and dst.is_relative_to(src):
-        raise UsageError(
-            f"{output}: inside the input folder {directory}; it would be read as a log next time "
-            "(write it elsewhere)"
-        )
-    if src.is_relative_to(dst) and dst.is_dir():
-        raise UsageError(f"{output}: a folder that holds the input {directory}; choose another output path")
-
-
-def _current_output() -> Path | None:
-    """The ``-o`` value of the running command, if it has one."""
-    try:  # typer >= 0.20 vendors click (a separately installed click, e.g. a dev tool's, is not the one running)
-        from typer._click.globals import get_current_context
-    except ModuleNotFoundError:
-        from click.globals import get_current_context  # type: ignore[no-redef]
-    ctx = get_current_context(silent=True)
-    out_path = ctx.params.get("output") if ctx is not None else None
-    return out_path if isinstance(out_path, Path) else None
-
-
-def _load(
-    directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr: Path | None = None
-) -> IngestResult:
-    if not directory.exists():
-        raise UsageError(f"{directory}: no such file or directory")
-    if fr is not None and not fr.exists():
-        raise UsageError(f"--fr {fr}: no such file or directory")
-    _check_output(directory, _current_output())
-    if tz:
-        import zoneinfo
-
-        try:
-            zoneinfo.ZoneInfo(tz)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise UsageError(
-                f"--tz {tz!r}: unknown time zone (use an IANA name such as UTC or America/New_York)"
-            )
-    show = not quiet and err.is_terminal
-    if not show:
-        res = ingest(directory, tz=tz, fr=fr)
-    else:
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as progress:
-            task = progress.add_task("reading logs", total=None)
-
-            def on_sources(srcs: list[Source]) -> None:
-                progress.update(task, total=len(srcs))
-
-            def step(_src: Source) -> None:
-                progress.advance(task)
-
-            res = ingest(directory, tz=tz, progress=step, on_sources=on_sources, fr=fr)
-    if redact:
-        from correlator.redact import redact_result
-
-        res = redact_result(res)
-    if not quiet:
-        for w in res.warnings[:20]:
-            err.print(f"[yellow]warning:[/] {_safe(w)}", highlight=False)
-        if len(res.warnings) > 20:
-            err.print(f"[yellow]warning:[/] … and {len(res.warnings) - 20} more warnings", highlight=False)
-    return res
+_check_output = commands.check_output
+_current_output = commands.current_output
+_progress = commands.progress
+_print_warnings = commands.print_warnings
+_load = commands.load
 
 
 def _summary(res: IngestResult | dict[str, object]) -> None:
@@ -269,91 +181,31 @@ def diagnose(
     fr: FrOpt = None,
 ) -> None:
     """Name the initiating rank(s), the failure kind, the collateral ranks and the evidence lines."""
-    from correlator.diagnose import diagnose as run_diagnose
-    from correlator.report import render_markdown, render_text, to_json
+    from correlator.report import render_markdown, render_text
 
-    if _parquet_input(directory):  # a `rankscope timeline` parquet file or partitioned dataset
-        from correlator.streaming import reduced_from_parquet
-
-        _check_parquet(directory)
-        try:
-            table = reduced_from_parquet(directory)
-        except (pl.exceptions.PolarsError, OSError, ValueError) as e:
-            raise UsageError(
-                f"{directory}: not a readable rankscope timeline parquet ({type(e).__name__}: "
-                f"{_safe(str(e).splitlines()[0] if str(e) else '')})"
-            ) from None
-        except BaseException as e:  # a Rust panic inside polars on a corrupt page (PanicException)
-            if type(e).__name__ != "PanicException":
-                raise
-            raise UsageError(
-                f"{directory}: corrupt parquet data (the reader panicked: {_safe(str(e)[:200])})"
-            ) from None
-        skipped_list: list[dict[str, object]] = []
-        attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
-        ranks = table["rank"].drop_nulls().unique().to_list()
-    elif fr is None and _want_streaming(directory, streaming):
-        table, s = _streamed(directory, tz, quiet)
-        attempts, ranks = s["attempts"], s["ranks"]  # type: ignore[assignment]
-        skipped_list = list(s.get("skipped") or [])  # type: ignore[call-overload]
-    else:
-        res = _load(directory, tz, quiet, redact, fr=fr)
-        table = res.table
-        attempts, ranks = res.summary()["attempts"], res.summary()["ranks"]  # type: ignore[assignment]
-        skipped_list = _skipped_for_output(res, redact)
-    if redact and (_parquet_input(directory) or _want_streaming(directory, streaming)):
-        from correlator.redact import redact_table
-
-        table = redact_table(table)
-    if attempt is not None and attempt not in attempts:
-        raise UsageError(
-            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
+    with _progress(quiet) as bar:
+        result = api.diagnose_path(
+            directory,
+            fr=fr,
+            streaming=streaming,
+            attempt=attempt,
+            redact=redact,
+            tz=tz,
+            signatures=signatures or [],
+            progress=bar,
+            on_warnings=lambda ws: _print_warnings(ws, quiet),
         )
-    from correlator.schema import FAULT_KINDS
-
-    if (
-        not ranks
-        and not table.filter(
-            pl.col("layer").is_in(["elastic", "system"]) | pl.col("kind").is_in(list(FAULT_KINDS))
-        ).height
-    ):
-        raise UsageError(
-            f"{directory}: no distributed-training log lines recognised (no rank, no launcher output); "
-            "see `rankscope events` for what was read"
-        )
-    d = run_diagnose(table, attempt=attempt)
-    _attach_signatures(d, table, signatures or [])
+    d = result.diagnosis
     if format == DiagFormat.json:
-        print(_with_skipped(to_json(d), skipped_list))
+        print(result.to_json())
     elif format == DiagFormat.markdown:
         print(render_markdown(d), end="")
     else:
         render_text(d, out)
 
 
-def _skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object]]:
-    """``res.skipped`` for printing: paths redacted too under ``--redact``."""
-    entries = [dict(e) for e in getattr(res, "skipped", [])]
-    if redact and entries:
-        from correlator.redact import Redactor
-
-        r = Redactor()
-        r.learn_hosts(s.host for s in res.sources)
-        for e in entries:
-            e["path"] = r.text(str(e["path"]))
-    return entries
-
-
-def _with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
-    """The diagnosis JSON with the ``skipped`` list (what was not read: path, bytes, lines, reason)."""
-    body = doc.rstrip()
-    sk = json.dumps(skipped, indent=2, default=str).replace("\n", "\n  ")
-    if not body.endswith("}") or body.replace(" ", "").replace("\n", "") == "{}":
-        data = json.loads(doc)
-        data["skipped"] = skipped
-        return json.dumps(data, indent=2, default=str)
-    # Appended as text: a world of 10^5 ranks makes a large document, not worth parsing twice.
-    return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
+_skipped_for_output = api.skipped_for_output
+_with_skipped = api.with_skipped
 
 
 def _atomic_write(output: Path, write: object) -> None:
@@ -383,87 +235,12 @@ def _atomic_write(output: Path, write: object) -> None:
 
 
 _EXPECTED_COLUMNS_MIN = ("path", "line", "kind", "rank", "ts", "raw", "event_id", "attempt")
+_check_parquet = api.check_parquet
 
 
-def _check_parquet(path: Path) -> None:
-    """A parquet file or dataset given to ``diagnose`` must hold the event table: every column of
-    ``correlator.schema`` with its type. Raises :class:`UsageError` naming what is wrong."""
-    from correlator.schema import EVENT_SCHEMA
-
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*.parquet") if p.is_file())
-    want = pl.from_arrow(EVENT_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
-    for f in files[:1000]:
-        try:
-            got = pl.read_parquet_schema(f)
-        except (pl.exceptions.PolarsError, OSError, ValueError) as e:
-            raise UsageError(f"{_safe(f)}: not a readable parquet file ({type(e).__name__})") from None
-        except BaseException as e:
-            if type(e).__name__ != "PanicException":
-                raise
-            raise UsageError(f"{_safe(f)}: corrupt parquet metadata (the reader panicked)") from None
-        missing = [c for c in want if c not in got]
-        if missing:
-            raise UsageError(
-                f"{_safe(f)}: not a rankscope timeline: missing column(s) {', '.join(missing[:8])}"
-                + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-            )
-        wrong = [f"{c} is {got[c]}, want {t}" for c, t in want.items() if got[c] != t and got[c] != pl.Null]
-        if wrong:
-            raise UsageError(
-                f"{_safe(f)}: not a rankscope timeline: wrong column type(s): {'; '.join(wrong[:5])}"
-            )
-
-
-def _check_attempt(res: IngestResult, attempt: int | None) -> None:
-    if attempt is None:
-        return
-    attempts = res.summary()["attempts"]
-    if attempt not in attempts:  # type: ignore[operator]
-        raise UsageError(
-            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
-        )
-
-
-def _attach_signatures(d: object, table: pl.DataFrame, extra: list[Path]) -> None:
-    """Attach the known-failure signatures that match (``correlator.signatures``)."""
-    import importlib
-
-    if getattr(d, "failure_kind", None) == "none" and not extra:
-        return
-
-    try:
-        signatures = importlib.import_module("correlator.signatures")
-    except ModuleNotFoundError as e:
-        if e.name != "correlator.signatures":
-            raise
-        if extra:
-            raise UsageError("--signatures: the signature library is not available in this build")
-        return
-    for p in extra:
-        _check_small_file(p, "--signatures")
-    try:
-        signatures.attach(d, table, extra)  # type: ignore[attr-defined]
-    except ValueError as e:  # a user's signature file that does not parse
-        raise UsageError(str(e)) from None
-    except RecursionError:
-        raise UsageError("--signatures: a signature file nested too deeply") from None
-
-
-def _check_small_file(p: Path, what: str, limit: int = 4 << 20) -> None:
-    """``p`` must be a regular file of at most ``limit`` bytes (not a FIFO, a device, /dev/zero)."""
-    import os
-    import stat as st
-
-    try:
-        info = os.stat(p)
-    except OSError as e:
-        raise UsageError(f"{what} {_safe(p)}: cannot read ({e.strerror or e})") from None
-    if not st.S_ISREG(info.st_mode):
-        raise UsageError(f"{what} {_safe(p)}: not a regular file")
-    if info.st_size > limit:
-        raise UsageError(
-            f"{what} {_safe(p)}: {info.st_size} bytes, more than {limit} (not a signature file?)"
-        )
+_check_attempt = api.check_attempt
+_attach_signatures = api.attach_signatures
+_check_small_file = api.check_small_file
 
 
 class PartitionBy(str, Enum):
@@ -471,20 +248,8 @@ class PartitionBy(str, Enum):
     rank = "rank"
 
 
-def _parquet_input(path: Path) -> bool:
-    """A timeline parquet file, or a folder that holds only parquet files (a hive-partitioned dataset)."""
-    if path.is_file():
-        return path.suffix.lower() == ".parquet"
-    if path.is_dir():
-        import os
-
-        files: list[str] = []
-        for dirpath, _dirs, names in os.walk(path, onerror=lambda _e: None):  # no symlinks followed
-            files.extend(os.path.join(dirpath, n) for n in names)
-            if len(files) > 100_000:
-                break
-        return bool(files) and all(f.lower().endswith(".parquet") and os.path.isfile(f) for f in files)
-    return False
+_parquet_input = api.is_parquet_input
+_want_streaming = api.want_streaming
 
 
 def _streamed(
@@ -517,14 +282,6 @@ def _streamed(
         for w in list(s.get("warning_lines") or [])[:20]:  # type: ignore[call-overload]
             err.print(f"[yellow]warning:[/] {_safe(w)}", highlight=False)
     return table, s
-
-
-def _want_streaming(directory: Path, streaming: bool | None) -> bool:
-    if streaming is not None:
-        return streaming
-    from correlator.streaming import should_stream
-
-    return directory.is_dir() and should_stream(directory)
 
 
 @app.command()

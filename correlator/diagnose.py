@@ -331,7 +331,7 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
 
 
 def _ranges(nums: list[int]) -> str:
-    from correlator.report import ranges
+    from correlator.ranks import ranges
 
     return ranges(nums)
 

@@ -246,7 +246,7 @@ class Verdict:
 
 
 def _ranges(nums: list[int]) -> str:
-    from correlator.report import ranges
+    from correlator.ranks import ranges
 
     return ranges(sorted(nums))
 

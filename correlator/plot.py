@@ -917,8 +917,11 @@ def register(app: Any) -> None:
         ] = False,
     ) -> None:
         """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
-        from correlator.cli import UsageError, _check_attempt, _load, err
+        from correlator.api import check_attempt as _check_attempt
+        from correlator.commands import load as _load
+        from correlator.console import err
         from correlator.diagnose import diagnose
+        from correlator.errors import InputError as UsageError
 
         if output.suffix.lower() not in FORMATS:
             # UsageError: main() prints it as one line and exits 2 (a typer.Exit(2) raised here would leave

@@ -821,7 +821,9 @@ def register(app) -> None:  # type: ignore[no-untyped-def]
     def redact(directory: Path, output: Path, quiet: bool = False) -> None:
         """Write a copy of the logs with host names, IPs, user names, e-mails and secrets replaced by stable
         pseudonyms (host-1, ip-3, user-1, <secret-1>); diagnosing the copy names the same ranks."""
-        from correlator.cli import UsageError, _safe, err
+        from correlator.console import err
+        from correlator.errors import InputError as UsageError
+        from correlator.errors import safe as _safe
 
         if not directory.exists():
             raise UsageError(f"{directory}: no such file or directory")

@@ -33,22 +33,9 @@ _LAUNCHER_KINDS = frozenset(
 )
 
 from correlator.diagnose import Diagnosis
+from correlator.ranks import ranges
 
 _STATUS_STYLE = {"initiating": "bold red", "collateral": "yellow", "clean": "green", "missing": "magenta"}
-
-
-def ranges(nums: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
-    out: list[str] = []
-    nums = sorted(nums)
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ", ".join(out) if out else "none"
 
 
 def to_json(d: Diagnosis) -> str:

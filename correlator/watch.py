@@ -1014,20 +1014,13 @@ def full_verdict(
     root: str | os.PathLike[str], tz: str | None = None
 ) -> tuple[Diagnosis, pl.DataFrame, list[dict[str, object]]]:
     """The verdict on the files as they are now: ``ingest`` (or the streaming ingest above 2 GiB) + diagnose,
-    the same steps as ``rankscope diagnose`` (signatures are attached by the caller), and the ``skipped`` list
-    (path, bytes, lines, reason) that ``diagnose --format json`` prints. Raises DiscoveryError."""
-    from correlator.streaming import should_stream, stream_ingest
+    the same steps as ``rankscope diagnose`` (:func:`correlator.api.diagnose_path`; the built-in signatures
+    attached), and the ``skipped`` list (path, bytes, lines, reason) that ``diagnose --format json`` prints.
+    Raises DiscoveryError, or :class:`correlator.api.InputError` for a bad ``tz``."""
+    from correlator.api import diagnose_path
 
-    p = Path(root)
-    if p.is_dir() and should_stream(p):
-        table, summary = stream_ingest(p, None, tz=tz)
-        skipped = list(summary.get("skipped") or [])  # type: ignore[call-overload]
-    else:
-        from correlator.ingest import ingest
-
-        res = ingest(p, tz=tz)
-        table, skipped = res.table, [dict(e) for e in res.skipped]
-    return diagnose(table), table, skipped
+    r = diagnose_path(root, tz=tz, require_lines=False)
+    return r.diagnosis, r.table, r.skipped
 
 
 class WatchFormat(str, Enum):
@@ -1112,8 +1105,10 @@ def register(app: Any) -> None:
         """
         import signal
 
-        from correlator.cli import UsageError, _attach_signatures, out
-        from correlator.report import render_text, to_json
+        from correlator.api import diagnose_path
+        from correlator.console import out
+        from correlator.errors import InputError as UsageError
+        from correlator.report import render_text
 
         try:
             every, stall_s, exec_s = (
@@ -1189,16 +1184,15 @@ def register(app: Any) -> None:
             signal.signal(signal.SIGTERM, old)
             if runner:
                 runner.close()
-        try:
-            d, table, skipped = full_verdict(directory, tz)
+        try:  # the same pipeline, and so the same verdict, as `rankscope diagnose DIR`
+            result = diagnose_path(directory, tz=tz, signatures=signatures or [], require_lines=False)
         except DiscoveryError as e:
             print(f"watch: no verdict: {e}", file=sys.stderr)
             raise typer.Exit(rc or 0) from None
-        _attach_signatures(d, table, list(signatures or []))
         if format == WatchFormat.json:
-            print(json.dumps({**json.loads(to_json(d)), "skipped": skipped}, default=str), flush=True)
+            print(json.dumps(result.to_dict()), flush=True)
         else:
-            render_text(d, out)
+            render_text(result.diagnosis, out)
         if rc:
             raise typer.Exit(rc)
 

@@ -1,0 +1,358 @@
+"""One pipeline, one answer: the verdict on a path, exactly as ``rankscope diagnose`` gives it.
+
+:func:`diagnose_path` does everything between a path and the printed verdict: it picks the input mode (a
+folder or file of logs, a ``rankscope timeline`` parquet file or hive-partitioned dataset, or the bounded
+memory streaming ingest), reads Flight Recorder dumps kept apart (``fr``), validates the time zone and the
+attempt, redacts, diagnoses, attaches the known-failure signatures and the list of files that were not read.
+The CLI (``rankscope diagnose``, ``rankscope watch --until-exit``) only calls it and renders the result, so
+``diagnose_path(p).to_json()`` is byte for byte what ``rankscope diagnose p -f json`` prints.
+
+This module sits below :mod:`correlator.cli` and never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from correlator.diagnose import Diagnosis
+from correlator.diagnose import diagnose as run_diagnose
+from correlator.errors import InputError, safe
+from correlator.ingest import IngestResult, ingest
+
+__all__ = ["InputError", "PathDiagnosis", "diagnose_path", "load_path", "safe"]
+
+
+#: ``progress(stage, done, total)``: ``stage`` names the step ("reading logs", "streaming node by node"),
+#: ``done`` files (or bytes, streaming) so far, ``total`` when known.
+Progress = Callable[[str, int, int | None], None]
+
+
+@dataclass
+class PathDiagnosis:
+    """The complete verdict on a path.
+
+    ``diagnosis``: the :class:`~correlator.diagnose.Diagnosis` with its signatures attached. ``table``: the
+    event table it was made from (redacted under ``redact=True``; the reduced table for parquet and
+    streaming input). ``skipped``: what was not read, one dict per file (``path``, ``bytes``, ``lines``,
+    ``reason``). ``warnings``: ingest warnings (one line each). ``attempts``, ``ranks``: the torchelastic
+    attempts (counted from 0) and global ranks seen.
+    """
+
+    diagnosis: Diagnosis
+    table: pl.DataFrame
+    skipped: list[dict[str, object]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    attempts: list[int] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        """The JSON document ``rankscope diagnose -f json`` prints: the diagnosis (indent 2) with the
+        ``skipped`` list as its last key."""
+        from correlator.report import to_json
+
+        return with_skipped(to_json(self.diagnosis), self.skipped)
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`to_json` parsed back: plain JSON types only."""
+        return json.loads(self.to_json())  # type: ignore[no-any-return]
+
+
+def _check_tz(tz: str | None) -> None:
+    if tz:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise InputError(
+                f"--tz {tz!r}: unknown time zone (use an IANA name such as UTC or America/New_York)"
+            ) from None
+
+
+def load_path(
+    path: str | os.PathLike[str],
+    *,
+    tz: str | None = None,
+    redact: bool = False,
+    fr: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """``ingest(path)`` with the checks the CLI makes: the path and ``fr`` exist, ``tz`` is an IANA zone;
+    then :func:`correlator.redact.redact_result` under ``redact``. Raises :class:`InputError`, or
+    :class:`~correlator.discover.DiscoveryError` when nothing readable is found."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    if fr is not None and not Path(fr).exists():
+        raise InputError(f"--fr {fr}: no such file or directory")
+    _check_tz(tz)
+    if progress is None:
+        res = ingest(p, tz=tz, fr=fr)
+    else:
+        state = {"done": 0, "total": None}
+
+        def on_sources(srcs: list[Any]) -> None:
+            state["total"] = len(srcs)
+            progress("reading logs", 0, len(srcs))
+
+        def step(_src: Any) -> None:
+            state["done"] += 1  # type: ignore[operator]
+            progress("reading logs", state["done"], state["total"])  # type: ignore[arg-type]
+
+        res = ingest(p, tz=tz, progress=step, on_sources=on_sources, fr=fr)
+    if redact:
+        from correlator.redact import redact_result
+
+        res = redact_result(res)
+    return res
+
+
+def check_attempt(res: IngestResult, attempt: int | None) -> None:
+    """Raise :class:`InputError` naming the attempts that exist when ``attempt`` is not one of them."""
+    if attempt is None:
+        return
+    attempts = res.summary()["attempts"]
+    if attempt not in attempts:  # type: ignore[operator]
+        raise InputError(
+            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
+        )
+
+
+def is_parquet_input(path: Path) -> bool:
+    """A timeline parquet file, or a folder that holds only parquet files (a hive-partitioned dataset)."""
+    if path.is_file():
+        return path.suffix.lower() == ".parquet"
+    if path.is_dir():
+        files: list[str] = []
+        for dirpath, _dirs, names in os.walk(path, onerror=lambda _e: None):  # no symlinks followed
+            files.extend(os.path.join(dirpath, n) for n in names)
+            if len(files) > 100_000:
+                break
+        return bool(files) and all(f.lower().endswith(".parquet") and os.path.isfile(f) for f in files)
+    return False
+
+
+def want_streaming(path: Path, streaming: bool | None) -> bool:
+    """``streaming`` if given, else whether the logs under ``path`` are large enough to stream."""
+    if streaming is not None:
+        return streaming
+    from correlator.streaming import should_stream
+
+    return path.is_dir() and should_stream(path)
+
+
+def check_parquet(path: Path) -> None:
+    """A parquet file or dataset given to ``diagnose`` must hold the event table: every column of
+    ``correlator.schema`` with its type. Raises :class:`InputError` naming what is wrong."""
+    from correlator.schema import EVENT_SCHEMA
+
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*.parquet") if p.is_file())
+    want = pl.from_arrow(EVENT_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
+    for f in files[:1000]:
+        try:
+            got = pl.read_parquet_schema(f)
+        except (pl.exceptions.PolarsError, OSError, ValueError) as e:
+            raise InputError(f"{_safe(f)}: not a readable parquet file ({type(e).__name__})") from None
+        except BaseException as e:
+            if type(e).__name__ != "PanicException":
+                raise
+            raise InputError(f"{_safe(f)}: corrupt parquet metadata (the reader panicked)") from None
+        missing = [c for c in want if c not in got]
+        if missing:
+            raise InputError(
+                f"{_safe(f)}: not a rankscope timeline: missing column(s) {', '.join(missing[:8])}"
+                + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+            )
+        wrong = [f"{c} is {got[c]}, want {t}" for c, t in want.items() if got[c] != t and got[c] != pl.Null]
+        if wrong:
+            raise InputError(
+                f"{_safe(f)}: not a rankscope timeline: wrong column type(s): {'; '.join(wrong[:5])}"
+            )
+
+
+_safe = safe
+
+
+def skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object]]:
+    """``res.skipped`` for printing: paths redacted too under ``redact``."""
+    entries = [dict(e) for e in getattr(res, "skipped", [])]
+    if redact and entries:
+        from correlator.redact import Redactor
+
+        r = Redactor()
+        r.learn_hosts(s.host for s in res.sources)
+        for e in entries:
+            e["path"] = r.text(str(e["path"]))
+    return entries
+
+
+def with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
+    """The diagnosis JSON with the ``skipped`` list (what was not read: path, bytes, lines, reason)."""
+    body = doc.rstrip()
+    sk = json.dumps(skipped, indent=2, default=str).replace("\n", "\n  ")
+    if not body.endswith("}") or body.replace(" ", "").replace("\n", "") == "{}":
+        data = json.loads(doc)
+        data["skipped"] = skipped
+        return json.dumps(data, indent=2, default=str)
+    # Appended as text: a world of 10^5 ranks makes a large document, not worth parsing twice.
+    return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
+
+
+def check_small_file(p: Path, what: str, limit: int = 4 << 20) -> None:
+    """``p`` must be a regular file of at most ``limit`` bytes (not a FIFO, a device, /dev/zero)."""
+    import stat as st
+
+    try:
+        info = os.stat(p)
+    except OSError as e:
+        raise InputError(f"{what} {_safe(p)}: cannot read ({e.strerror or e})") from None
+    if not st.S_ISREG(info.st_mode):
+        raise InputError(f"{what} {_safe(p)}: not a regular file")
+    if info.st_size > limit:
+        raise InputError(
+            f"{what} {_safe(p)}: {info.st_size} bytes, more than {limit} (not a signature file?)"
+        )
+
+
+def attach_signatures(d: object, table: pl.DataFrame, extra: Sequence[Path]) -> None:
+    """Attach the known-failure signatures that match (``correlator.signatures``), the built-in library
+    plus the TOML files ``extra``. Raises :class:`InputError` for an unreadable or malformed file."""
+    import importlib
+
+    extra = list(extra)
+    if getattr(d, "failure_kind", None) == "none" and not extra:
+        return
+    try:
+        signatures = importlib.import_module("correlator.signatures")
+    except ModuleNotFoundError as e:
+        if e.name != "correlator.signatures":
+            raise
+        if extra:
+            raise InputError("--signatures: the signature library is not available in this build") from None
+        return
+    for p in extra:
+        check_small_file(p, "--signatures")
+    try:
+        signatures.attach(d, table, extra)
+    except ValueError as e:  # a user's signature file that does not parse
+        raise InputError(str(e)) from None
+    except RecursionError:
+        raise InputError("--signatures: a signature file nested too deeply") from None
+
+
+def diagnose_path(
+    path: str | os.PathLike[str],
+    *,
+    fr: str | os.PathLike[str] | None = None,
+    streaming: bool | None = None,
+    attempt: int | None = None,
+    redact: bool = False,
+    tz: str | None = None,
+    signatures: Iterable[str | os.PathLike[str]] = (),
+    require_lines: bool = True,
+    progress: Progress | None = None,
+    on_warnings: Callable[[list[str]], None] | None = None,
+) -> PathDiagnosis:
+    """The verdict on ``path``, the same as ``rankscope diagnose path`` prints.
+
+    ``path``: a folder (or one file) of per-rank logs, a ``rankscope timeline`` parquet file, or a folder
+    of parquet files only (a hive-partitioned dataset). ``fr``: a folder of Flight Recorder dumps kept apart
+    (forces the in-memory ingest). ``streaming``: ingest node by node in bounded memory; ``None`` streams
+    above 2 GiB of logs. ``attempt``: the torchelastic attempt (counted from 0) to diagnose; ``None`` the
+    first failed one. ``redact``: pseudonymize hosts, IPs, users and secrets in the table, the verdict and
+    the skipped paths. ``tz``: IANA zone of stamps that carry none (default UTC). ``signatures``: extra
+    signature TOML files. ``require_lines``: raise when no distributed-training line was recognised.
+    ``progress``: see :data:`Progress`. ``on_warnings`` gets the ingest warnings as soon as they are known.
+
+    Returns a :class:`PathDiagnosis`. Raises :class:`InputError` (a missing path or ``fr``, an unknown
+    ``tz``, a parquet that is not a timeline, an ``attempt`` that is not in the logs: the message names the
+    attempts that are, nothing recognised, a bad signature file) or
+    :class:`~correlator.discover.DiscoveryError` (no readable log found).
+    """
+    p = Path(path)
+    warnings: list[str] = []
+    if is_parquet_input(p):  # a `rankscope timeline` parquet file or partitioned dataset
+        from correlator.streaming import reduced_from_parquet
+
+        check_parquet(p)
+        try:
+            table = reduced_from_parquet(p)
+        except (pl.exceptions.PolarsError, OSError, ValueError) as e:
+            raise InputError(
+                f"{p}: not a readable rankscope timeline parquet ({type(e).__name__}: "
+                f"{_safe(str(e).splitlines()[0] if str(e) else '')})"
+            ) from None
+        except BaseException as e:  # a Rust panic inside polars on a corrupt page (PanicException)
+            if type(e).__name__ != "PanicException":
+                raise
+            raise InputError(
+                f"{p}: corrupt parquet data (the reader panicked: {_safe(str(e)[:200])})"
+            ) from None
+        skipped: list[dict[str, object]] = []
+        attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
+        ranks = table["rank"].drop_nulls().unique().to_list()
+        if redact:
+            from correlator.redact import redact_table
+
+            table = redact_table(table)
+    elif fr is None and want_streaming(p, streaming):
+        from correlator.streaming import stream_ingest
+
+        if not p.exists():
+            raise InputError(f"{p}: no such file or directory")
+        _check_tz(tz)
+        if progress is None:
+            table, s = stream_ingest(p, None, tz=tz)
+        else:
+            cb = progress
+            table, s = stream_ingest(
+                p, None, tz=tz, progress=lambda done, total: cb("streaming node by node", done, total)
+            )
+        warnings = [str(w) for w in list(s.get("warning_lines") or [])]  # type: ignore[call-overload]
+        if on_warnings is not None:
+            on_warnings(warnings)
+        attempts, ranks = list(s["attempts"]), list(s["ranks"])  # type: ignore[call-overload]
+        skipped = [dict(e) for e in list(s.get("skipped") or [])]  # type: ignore[call-overload]
+        if redact:
+            from correlator.redact import Redactor, redact_table
+
+            table = redact_table(table)
+            r = Redactor()
+            for entry in skipped:
+                entry["path"] = r.text(str(entry["path"]))
+    else:
+        res = load_path(p, tz=tz, redact=redact, fr=fr, progress=progress)
+        warnings = list(res.warnings)
+        if on_warnings is not None:
+            on_warnings(warnings)
+        table = res.table
+        summary = res.summary()
+        attempts, ranks = list(summary["attempts"]), list(summary["ranks"])  # type: ignore[call-overload]
+        skipped = skipped_for_output(res, redact)
+    if attempt is not None and attempt not in attempts:
+        raise InputError(
+            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
+        )
+    from correlator.schema import FAULT_KINDS
+
+    if (
+        require_lines
+        and not ranks
+        and not table.filter(
+            pl.col("layer").is_in(["elastic", "system"]) | pl.col("kind").is_in(list(FAULT_KINDS))
+        ).height
+    ):
+        raise InputError(
+            f"{p}: no distributed-training log lines recognised (no rank, no launcher output); "
+            "see `rankscope events` for what was read"
+        )
+    d = run_diagnose(table, attempt=attempt)
+    attach_signatures(d, table, [Path(x) for x in signatures])
+    return PathDiagnosis(d, table, skipped, warnings, attempts, ranks)

@@ -1,0 +1,179 @@
+"""One pipeline, one answer: ``correlator.diagnose_path`` gives byte for byte what ``rankscope diagnose -f
+json`` prints, on every corpus case and in every input mode; no module below the CLI imports it."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from typer.testing import CliRunner
+
+import correlator
+from correlator.cli import app
+from correlator.discover import DiscoveryError
+from correlator.ingest import ingest
+from tests.conftest import CASES
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+PUBLIC02 = CASES / "public-02-oom-rank2-multinode-timeouts" / "logs"
+
+
+def _forms() -> list[tuple[str, list[str], dict[str, object]]]:
+    """(id, CLI arguments after the path, diagnose_path keywords) for every case: the logs folder, and for
+    cases that keep Flight Recorder dumps under logs/fr also the ``--fr`` form."""
+    forms: list[tuple[str, list[str], dict[str, object]]] = []
+    for case in sorted(p for p in CASES.iterdir() if (p / "logs").is_dir()):
+        logs = case / "logs"
+        forms.append((case.name, [str(logs)], {"path": logs}))
+        if case.name.startswith("fr-") and (logs / "fr").is_dir():
+            forms.append(
+                (f"{case.name}--fr", [str(logs), "--fr", str(logs / "fr")], {"path": logs, "fr": logs / "fr"})
+            )
+    return forms
+
+
+FORMS = _forms()
+
+
+def _canon(text: str) -> str:
+    return json.dumps(json.loads(text), sort_keys=True)
+
+
+def _compare(cli_args: list[str], kwargs: dict[str, object]) -> None:
+    r = runner.invoke(app, ["diagnose", *cli_args, "--format", "json"])
+    kw = dict(kwargs)
+    path = kw.pop("path")
+    if r.exit_code != 0:  # the CLI refused the input: the API refuses it with the same message
+        assert isinstance(r.exception, (correlator.InputError, DiscoveryError)), r.output
+        with pytest.raises(type(r.exception)) as e:
+            correlator.diagnose_path(path, **kw)  # type: ignore[arg-type]
+        assert str(e.value) == str(r.exception)
+        return
+    got = correlator.diagnose_path(path, **kw)  # type: ignore[arg-type]
+    # Sorted keys first: a key the CLI adds (or drops) shows as a readable difference.
+    assert _canon(got.to_json()) == _canon(r.stdout)
+    assert got.to_json() + "\n" == r.stdout  # and the very bytes printed
+    assert json.dumps(got.to_dict(), sort_keys=True) == _canon(r.stdout)
+
+
+def test_the_corpus_has_cases() -> None:
+    assert len(FORMS) >= 100
+    assert any(f[0].endswith("--fr") for f in FORMS)
+
+
+@pytest.mark.parametrize(("cli_args", "kwargs"), [f[1:] for f in FORMS], ids=[f[0] for f in FORMS])
+def test_api_json_is_the_cli_json(cli_args: list[str], kwargs: dict[str, object]) -> None:
+    _compare(cli_args, kwargs)
+
+
+def test_result_carries_signatures_and_skipped() -> None:
+    """What the CLI used to add itself is in the API's result: the skipped list and the signatures."""
+    got = correlator.diagnose_path(PUBLIC02)
+    doc = got.to_dict()
+    assert doc["skipped"] == [dict(e) for e in ingest(PUBLIC02).skipped]
+    assert list(doc)[-1] == "skipped"
+    assert "signatures" in doc
+    assert doc["signatures"] == json.loads(json.dumps(got.diagnosis.to_json(), default=str))["signatures"]
+
+
+@pytest.mark.parametrize(
+    ("cli_args", "kwargs"),
+    [
+        (["--redact"], {"redact": True}),
+        (["--streaming"], {"streaming": True}),
+        (["--streaming", "--redact"], {"streaming": True, "redact": True}),
+        (["--attempt", "0"], {"attempt": 0}),
+    ],
+    ids=["redact", "streaming", "streaming-redact", "attempt-0"],
+)
+def test_api_json_is_the_cli_json_in_each_mode(cli_args: list[str], kwargs: dict[str, object]) -> None:
+    _compare([str(PUBLIC02), *cli_args], {"path": PUBLIC02, **kwargs})
+
+
+def test_api_json_is_the_cli_json_on_parquet(tmp_path: Path) -> None:
+    pq = tmp_path / "t.parquet"
+    r = runner.invoke(app, ["timeline", str(PUBLIC02), "-o", str(pq), "-q"])
+    assert r.exit_code == 0, r.output
+    _compare([str(pq)], {"path": pq})
+
+
+def test_unknown_attempt_names_the_attempts_that_exist() -> None:
+    attempts = ingest(PUBLIC02).summary()["attempts"]
+    with pytest.raises(correlator.InputError) as e:
+        correlator.diagnose_path(PUBLIC02, attempt=99)
+    assert (
+        str(e.value) == f"--attempt 99: no such attempt in these logs (attempts, counted from 0: {attempts})"
+    )
+    r = runner.invoke(app, ["diagnose", str(PUBLIC02), "--attempt", "99"])
+    assert isinstance(r.exception, correlator.InputError) and str(r.exception) == str(e.value)
+
+
+def test_missing_path_and_bad_tz_are_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(correlator.InputError, match="no such file or directory"):
+        correlator.diagnose_path(tmp_path / "nope")
+    with pytest.raises(correlator.InputError, match="unknown time zone"):
+        correlator.diagnose_path(PUBLIC02, tz="Mars/Olympus")
+    with pytest.raises(correlator.InputError, match="--fr .*no such file"):
+        correlator.diagnose_path(PUBLIC02, fr=tmp_path / "nope")
+
+
+# ---- layering -----------------------------------------------------------------------------------------------
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``correlator`` module ``path`` imports, at the top or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "correlator")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "correlator":
+                found.update(f"correlator.{a.name}" for a in node.names)
+            elif node.module.startswith("correlator."):
+                found.add(node.module)
+    return found
+
+
+MODULES = sorted((REPO / "correlator").glob("*.py")) + sorted((REPO / "parsers").glob("*.py"))
+
+
+def test_the_layer_check_sees_imports() -> None:
+    """The AST scan finds what it must (else the tests below could not fail)."""
+    assert "correlator.cli" in _imports(REPO / "correlator" / "__main__.py")
+    assert "correlator.api" in _imports(REPO / "correlator" / "cli.py")
+    assert "correlator.report" in _imports(REPO / "correlator" / "api.py")  # a lazy import inside a method
+
+
+def test_only_the_cli_entry_points_import_the_cli() -> None:
+    offenders = [
+        str(p.relative_to(REPO))
+        for p in MODULES
+        if p.name not in ("cli.py", "__main__.py") or p.parent.name != "correlator"
+        if "correlator.cli" in _imports(p)
+    ]
+    assert offenders == []
+
+
+def test_no_import_circles_in_correlator() -> None:
+    g = nx.DiGraph()
+    for p in (REPO / "correlator").glob("*.py"):
+        name = "correlator" if p.stem == "__init__" else f"correlator.{p.stem}"
+        for m in _imports(p):
+            if m != name and (REPO / "correlator" / f"{m.split('.')[-1]}.py").exists():
+                g.add_edge(name, m)
+    g.remove_node("correlator")  # the package re-exports the API; every module is under it
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(g))
+    assert cycles == []
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_module_imports(path: Path) -> None:
+    name = f"{path.parent.name}.{path.stem}" if path.stem != "__init__" else path.parent.name
+    if name == "correlator.__main__":
+        pytest.skip("runs the CLI on import")
+    assert importlib.import_module(name).__name__ == name
