@@ -58,3 +58,30 @@ def test_exit_past_128_is_an_effect_and_not_the_initiator(tmp_path: Path, code: 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
 def test_launcher_signal_is_an_effect(sig: str) -> None:
     assert fault_rows(table([ev(0, "worker_failed", 1, signal=sig)]))["role"].to_list() == ["effect"]
+
+
+# --- b. the host comes from evidence, never from an arbitrary folder name -----------------------------------
+
+WD = (
+    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600060 "
+    "milliseconds before timing out."
+)
+NCCL_WARN = "trn-17:4242:4300 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion with error 12"
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "host"),
+    [
+        ("exp/llama-7b-sft/notes.txt", WD, None),  # an experiment folder is no host
+        ("runs/2024-05-01/rank0.log", WD, None),  # nor is a date folder
+        ("node-3/console.log", WD, "node-3"),  # a node folder is
+        ("host-x/console.log", WD, "host-x"),
+        ("exp/llama-7b-sft/notes.txt", NCCL_WARN, "trn-17"),  # NCCL's host:pid:tid prefix names the host
+    ],
+)
+def test_host_comes_from_evidence_not_any_folder(
+    tmp_path: Path, rel: str, text: str, host: str | None
+) -> None:
+    t = _load(tmp_path, text, rel)
+    assert t["host"].unique().to_list() == [host]
