@@ -3,6 +3,8 @@ reading the lines)."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -85,3 +87,53 @@ def test_host_comes_from_evidence_not_any_folder(
 ) -> None:
     t = _load(tmp_path, text, rel)
     assert t["host"].unique().to_list() == [host]
+
+
+# --- d. --attempt N shows attempt N's errors ---------------------------------------------------------------
+
+RESTART = Path(__file__).parent.parent / "fixtures/cases/cap-12-elastic-restart/logs"
+
+
+def _launcher_lines(pattern: str) -> list[int]:
+    """1-based numbers of the launcher.log lines matching ``pattern`` (read here, not by rankscope)."""
+    lines = (RESTART / "launcher.log").read_text().splitlines()
+    return [i for i, line in enumerate(lines, 1) if re.search(pattern, line)]
+
+
+@pytest.mark.parametrize("attempt", [0, 1])
+def test_attempt_option_shows_that_attempts_errors(attempt: int) -> None:
+    from typer.testing import CliRunner
+
+    from correlator.cli import app
+
+    # torchrun logged no restart line: attempt 1 begins at the first worker line that says attempt=1.
+    boundary = _launcher_lines(r"attempt=1 ")[0]
+    failed = {  # the launcher's "failed (exitcode: N) local_rank: R" lines of this attempt: line -> (rank, code)
+        n: (int(m[2]), int(m[1]))
+        for n in _launcher_lines(r"failed \(exitcode: ")
+        if (n > boundary) == (attempt == 1)
+        for m in [
+            re.search(
+                r"exitcode: (-?\d+)\) local_rank: (\d+)",
+                (RESTART / "launcher.log").read_text().splitlines()[n - 1],
+            )
+        ]
+        if m
+    }
+    assert failed == ({76: (1, -6)} if attempt == 0 else {135: (0, 1)})  # what the log says
+    r = CliRunner().invoke(app, ["diagnose", str(RESTART), "--attempt", str(attempt), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["attempt"] == attempt
+    launcher = [e["line"] for e in d["evidence"] if e["path"] == "launcher.log"]
+    assert launcher and all((n > boundary) == (attempt == 1) for n in launcher)
+    assert set(failed) <= set(launcher)  # the attempt's own exit statuses are shown
+    folders = {e["path"].split("/")[2] for e in d["evidence"] if e["path"].startswith("torchrun_logs/")}
+    assert folders == {f"attempt_{attempt}"}
+    # Attempt 1: ranks 0 and 1 fail in init_process_group (their error.json), ranks 2 and 3 are SIGTERMed.
+    status = {p["rank"]: p["status"] for p in d["per_rank"]}
+    assert status == (
+        {0: "collateral", 1: "initiating", 2: "collateral", 3: "collateral"}
+        if attempt == 0
+        else {0: "initiating", 1: "initiating", 2: "collateral", 3: "collateral"}
+    )
