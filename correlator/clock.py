@@ -66,3 +66,17 @@ def corrected(table: pl.DataFrame, clocks: dict[str, HostClock]) -> pl.Series:
     off = {h: int(c.offset_s * 1e6) for h, c in clocks.items()}
     shift = table["host"].replace_strict(off, default=0, return_dtype=pl.Int64)
     return table["ts"] - pl.Series(shift).cast(pl.Duration("us"))
+
+
+def attempt_times(table: pl.DataFrame) -> pl.Series:
+    """The one time of every row that the report, the plot and the Perfetto trace state: ``ts`` minus its
+    host's offset, the offsets estimated per attempt from that attempt's rows (:func:`estimate`). A
+    Datetime series named ``tc`` aligned with ``table``; null where ``ts`` is null."""
+    if table.height == 0 or table["attempt"].n_unique() <= 1:
+        return corrected(table, estimate(table)).alias("tc")
+    idx = table.with_row_index("__i")
+    parts = [
+        part.select("__i", corrected(part, estimate(part)).alias("tc"))
+        for _, part in idx.group_by("attempt", maintain_order=True)
+    ]
+    return pl.concat(parts).sort("__i")["tc"]

@@ -149,7 +149,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
     focus = G.graph.get("focus") or {}
     for ev in (focus.get("evidence") or [])[:3]:
         ids.append((ev, "collective disagreement" if G.graph["initiators"] else "fault (no rank named)"))
-    t = table.filter(~pl.col("duplicate"))
+    t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
     # A rank found by its silence: its last sign of life is the evidence.
     if G.graph["initiator_basis"] in (
         "silent while the others failed",

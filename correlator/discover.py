@@ -35,6 +35,10 @@ _ATTEMPT_RE = re.compile(r"^attempt_(\d+)$")
 _RANK_NAME_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker|proc)[-_]?(\d+)(?=$|[^0-9])", re.IGNORECASE)
 _NCCL_FILE_RE = re.compile(r"(?:^|\.)(?P<host>[A-Za-z][\w-]*)\.(?P<pid>\d{3,})(?:\.(?:log|txt|out))?$")
 _HOST_TOKEN_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*[0-9-][A-Za-z0-9-]*$")
+#: A folder names a host only when it reads as one: ``node-3``, ``host-x``, ``worker-1``, a Slurm nodename
+#: (``nid001234``, ``gpu-st-p4d-24xlarge-1``, ``cn042``), an EC2 ``ip-10-0-0-1``. An arbitrary folder
+#: (``exp/llama-7b-sft/``, ``runs/2024-05-01/``) says nothing about the host.
+_NODE_DIR_RE = re.compile(r"^(?:node|host|worker|nid|compute|gpu|cn|ip)[\w-]*$", re.IGNORECASE)
 _GENERIC_WORDS = {
     "combined",
     "launcher",
@@ -181,6 +185,7 @@ def classify(path: Path, root: Path, size: int | None = None) -> Source:
             if (
                 part.lower() not in _GENERIC_WORDS
                 and _HOST_TOKEN_RE.match(part)
+                and _NODE_DIR_RE.match(part)
                 and not _RANK_NAME_RE.search(part)
             ):
                 host = part

@@ -64,7 +64,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         attempt = attempts[0] if attempts else int(t_all["attempt"].drop_nulls().min() or 0)  # type: ignore[arg-type]
     t = t_all.filter(pl.col("attempt") == attempt)
     clocks = clock.estimate(t)
-    t = t.with_columns(clock.corrected(t, clocks).alias("tc"))
+    t = t.with_columns(clock.attempt_times(t))  # one attempt: the same correction as ``clocks``
     G = nx.DiGraph(attempt=attempt, attempts=attempts, clocks={h: c.__dict__ for h, c in clocks.items()})
 
     world = _world_size(t_all)

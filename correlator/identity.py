@@ -604,10 +604,25 @@ def _hosts(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _attempts(df: pl.DataFrame) -> pl.DataFrame:
-    """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts seen so far."""
+    """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts seen so far, or (when
+    torchrun logged no restart line, its default) the latest ``attempt_N`` folder whose first stamped row
+    is not after the row's time (rows without a time take the attempt of the row above them)."""
     restarts = (pl.col("kind") == "restart").cast(pl.Int32).cum_sum().over("path") - (
         pl.col("kind") == "restart"
     ).cast(pl.Int32)
+    starts = (
+        df.filter(pl.col("src_attempt").is_not_null() & pl.col("ts").is_not_null())
+        .group_by("src_attempt")
+        .agg(pl.col("ts").min())
+        .sort("src_attempt")
+        .rows()
+    )
+    by_time: pl.Expr = pl.lit(None, dtype=pl.Int32)
+    for a, start in starts:
+        by_time = pl.when(pl.col("ts") >= start).then(pl.lit(a, dtype=pl.Int32)).otherwise(by_time)
+    by_time = pl.when(pl.col("ts").is_not_null()).then(by_time).otherwise(None).forward_fill().over("path")
     return df.with_columns(
-        pl.coalesce(pl.col("src_attempt"), restarts, pl.lit(0)).cast(pl.Int32).alias("attempt")
+        pl.coalesce(pl.col("src_attempt"), pl.max_horizontal(restarts, by_time), pl.lit(0))
+        .cast(pl.Int32)
+        .alias("attempt")
     )

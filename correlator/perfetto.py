@@ -127,23 +127,21 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
 def prepare(table: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     """The non-duplicate rows with ``host_label``, ``tc`` (corrected time, µs since the epoch, never null)
     and ``ts_inferred``, and the name of the time base (``time`` or ``event order``)."""
-    t = table.filter(~pl.col("duplicate") & ~pl.col("kind").is_in(list(SKIP_KINDS)))
+    # The diagnosis's time (clock.attempt_times over the same non-duplicate rows), then the shown kinds.
+    t = table.filter(~pl.col("duplicate"))
+    t = t.with_columns(clock.attempt_times(t).alias("tcd")).filter(~pl.col("kind").is_in(list(SKIP_KINDS)))
     t = t.with_columns(
         pl.when(pl.col("host").is_null() | (pl.col("host") == ""))
         .then(pl.lit(UNKNOWN_HOST))
         .otherwise(pl.col("host"))
         .alias("host_label")
     )
-    parts = []
-    for (_att,), part in t.group_by("attempt", maintain_order=True):
-        clocks = clock.estimate(part)
-        parts.append(part.with_columns(clock.corrected(part, clocks).alias("tcd")))
-    t = pl.concat(parts) if parts else t.with_columns(pl.col("ts").alias("tcd"))
     t = t.with_columns(
         pl.col("tcd").dt.epoch("us").alias("tc"), pl.col("tcd").is_null().alias("ts_inferred")
     ).drop("tcd")
-    if t.height and t["tc"].null_count() * 2 > t.height:
-        # Mostly unstamped: stamps copied from a few lines would put every event at the same moment.
+    if t.height and t["tc"].drop_nulls().n_unique() < 2:
+        # Fewer than two distinct stamps: copying them would put every event at the same moment. A third of
+        # the rows stamped is still a time axis (the others take the stamp above them in their file).
         t = t.sort("event_id").with_columns((pl.int_range(pl.len()) * 1000).cast(pl.Int64).alias("tc"))
         return t, "event order"
     if t["tc"].null_count():

@@ -176,13 +176,24 @@ def _waited_in(t: pl.DataFrame) -> dict[str, Any]:
     return {"pg": top["pgk"], "seq": top["seq"], "op": top["op"]} if top["n"] >= 2 else {}
 
 
+def timeline_data(table: pl.DataFrame, diagnosis: Diagnosis) -> tuple[pl.DataFrame, str, int]:
+    """The rows the timeline draws: the diagnosed attempt's rows of :func:`correlator.perfetto.prepare`
+    (``tc``: the diagnosis's time, µs since the epoch, the same as the Perfetto trace's ``ts``), with ``x``
+    (seconds from ``t0``, the initiating event's ``tc``, or the first event's); the time base
+    (``time`` or ``event order``) and ``t0``."""
+    t_all, base = prepare(table)
+    t = t_all.filter(pl.col("attempt") == diagnosis.attempt) if t_all["attempt"].n_unique() > 1 else t_all
+    inits = t.filter(pl.col("event_id").is_in(initiating_event_ids(table, diagnosis))).sort("tc")
+    t0 = int(inits["tc"][0]) if inits.height else (int(t["tc"].min()) if t.height else 0)  # type: ignore[arg-type]
+    return t.with_columns(((pl.col("tc") - t0) / 1e6).alias("x")), base, t0
+
+
 def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows: int = 48) -> Figure:
     """Per-rank timeline of the diagnosed attempt (see the module docstring)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    t_all, base = prepare(table)
-    t = t_all.filter(pl.col("attempt") == diagnosis.attempt) if t_all["attempt"].n_unique() > 1 else t_all
+    t, base, _t0 = timeline_data(table, diagnosis)
     if t.height == 0:
         fig, ax = _subplots(8, 2)
         ax.axis("off")
@@ -190,6 +201,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         fig.suptitle(diagnosis.summary or "", fontsize=10)
         return fig
     init_ids = initiating_event_ids(table, diagnosis)
+    inits = t.filter(pl.col("event_id").is_in(init_ids))
     rows, row_of = _rows(t, diagnosis)
     n = max(1, len(rows))
     many = n > MANY_ROWS
@@ -210,10 +222,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
         focus, focus_label = _waited_in(t), "the others wait in"
     t = t.with_columns(_focus_mask(t, focus).alias("focus"))
 
-    # Time axis: seconds relative to the initiating event (or the first event).
-    inits = t.filter(pl.col("event_id").is_in(init_ids)).sort("tc")
-    t0 = int(inits["tc"][0]) if inits.height else (int(t["tc"].min()) if t.height else 0)  # type: ignore[arg-type]
-    t = t.with_columns(((pl.col("tc") - t0) / 1e6).alias("x"))
+    # Time axis: seconds relative to the initiating event (or the first event): ``x`` of timeline_data.
     slices = t.filter(
         pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.GLOO_TIMEOUT]) & (pl.col("y") >= 0)
     ).with_columns(

@@ -146,12 +146,16 @@ RULES: list[Rule] = [
         "[PG ID 0 PG GUID 0(default_pg) Rank 13] Exception (either an error or timeout) detected by watchdog at work: "
         "4471, last enqueued NCCL work: 4473, last completed NCCL work: 4470.",
     ),
+    # HeartbeatMonitor::getNCCLWatchdogTimeoutErrorMsg(c10::str(" rank ", timeOutRank)) in ProcessGroupNCCL.cpp
+    # (torch 2.4+) prints "... due to a collective timeout from  rank 7 and ..." (two spaces) when another rank
+    # wrote the dump signal to the store, "from this local rank" when it was this one. The rank clause is an
+    # optional group that scans ahead, so it captures N when present (an empty alternative matched first before).
     Rule(
         "dump_signal",
         "heartbeat_timeout",
         "c10d",
         "dump signal",
-        r"(?:global dump signal from rank (?P<peer_rank>\d+)|from  rank (?P<peer_rank2>\d+)|)"
+        r"(?:.*?(?:global dump signal from rank|collective timeout from\s+rank) (?P<peer_rank>\d+))?"
         r".*?Last enqueued NCCL work: (?P<seq_enqueued>-?\d+), last completed NCCL work: (?P<seq_completed>-?\d+)",
         "error",
         PGNCCL.format("2.4 – 2.13 heartbeat monitor"),

@@ -36,7 +36,8 @@ RESTARTS: dict[str, tuple[int, list[tuple[int, list[int], list[int], str, float,
                     "gloo-connection-closed",
                 ],
             ),
-            (1, [0, 1], [], "rank_crash", 0.85, ["elastic-restart-stale-address"]),
+            # attempt 1: ranks 0, 1 fail in init; ranks 2, 3 are SIGTERMed (launcher.log 133-134, attempt 1's rows)
+            (1, [0, 1], [2, 3], "rank_crash", 0.9, ["elastic-restart-stale-address"]),
         ],
     ),
     "recon-09-elastic-restart-attempt1-store-eaddrinuse-8r": (
@@ -55,14 +56,16 @@ RESTARTS: dict[str, tuple[int, list[tuple[int, list[int], list[int], str, float,
                     "store-rendezvous-timeout",
                 ],
             ),
-            # attempt 1: ranks losing the TCPStore point at rank 0, the store's host (main's rule since the fix)
+            # attempt 1: rank 0 fails to bind (launcher.log 67: exitcode 1), node-a's agent SIGTERMs ranks 1-3
+            # (lines 64-66, attempt 1's rows since the launcher's rows take their attempt), node-b's ranks lose
+            # the TCPStore on rank 0
             (
                 1,
                 [0],
-                [4, 5, 6, 7],
-                "straggler_hang",
-                0.6,
-                ["store-rendezvous-timeout", "elastic-restart-stale-address"],
+                [1, 2, 3, 4, 5, 6, 7],
+                "rank_crash",
+                0.8,
+                ["elastic-restart-stale-address", "store-rendezvous-timeout"],
             ),
         ],
     ),

@@ -1,0 +1,194 @@
+"""Issue #15 item 4: each trust defect on a minimal input written here (the expected values follow from
+reading the lines)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import correlator
+from correlator.faults import fault_rows
+from tests.test_diagnose_units import ev, table
+
+DUMP = (
+    "[rank{r}]:[E703 21:51:54.112142364 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+    "Received a dump signal due to a collective timeout from {src} and we will try our best to dump the debug "
+    "info. Last enqueued NCCL work: 56116, last completed NCCL work: 56115.This is most likely caused by "
+    "incorrect usages of collectives"
+)
+
+
+def _load(root: Path, text: str, name: str = "console.log") -> pl.DataFrame:
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    (root / name).write_text(text + "\n")
+    return correlator.load(root)
+
+
+# --- c. the heartbeat monitor's "collective timeout from  rank N" names N ---------------------------------
+
+
+@pytest.mark.parametrize(("src", "peer"), [(" rank 7", 7), ("this local rank", None)])
+def test_dump_signal_captures_the_rank_that_timed_out(tmp_path: Path, src: str, peer: int | None) -> None:
+    # getNCCLWatchdogTimeoutErrorMsg(c10::str(" rank ", timeOutRank)): "from  rank 7" (two spaces)
+    t = _load(tmp_path, DUMP.format(r=6, src=src))
+    assert t.select("rank", "kind", "peer_rank", "seq_enqueued", "seq_completed").rows() == [
+        (6, "heartbeat_timeout", peer, 56116, 56115)
+    ]
+
+
+# --- a. exits past 128 and the launcher's SIGTERM / SIGHUP are effects --------------------------------------
+
+
+@pytest.mark.parametrize("code", [129, 143, 137])
+def test_exit_past_128_is_an_effect_and_not_the_initiator(tmp_path: Path, code: int) -> None:
+    pfx = "ERROR:torch.distributed.elastic.multiprocessing.api:"
+    text = "\n".join(
+        [
+            f"{pfx}failed (exitcode: {code}) local_rank: 0 (pid: 4241) of binary: /usr/bin/python",
+            f"{pfx}failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+        ]
+    )
+    t = _load(tmp_path, text)
+    assert fault_rows(t).sort("rank").select("rank", "role").rows() == [(0, "effect"), (1, "exit")]
+    assert correlator.diagnose(t).initiating_ranks == [1]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_launcher_signal_is_an_effect(sig: str) -> None:
+    assert fault_rows(table([ev(0, "worker_failed", 1, signal=sig)]))["role"].to_list() == ["effect"]
+
+
+# --- b. the host comes from evidence, never from an arbitrary folder name -----------------------------------
+
+WD = (
+    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600060 "
+    "milliseconds before timing out."
+)
+NCCL_WARN = "trn-17:4242:4300 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion with error 12"
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "host"),
+    [
+        ("exp/llama-7b-sft/notes.txt", WD, None),  # an experiment folder is no host
+        ("runs/2024-05-01/rank0.log", WD, None),  # nor is a date folder
+        ("node-3/console.log", WD, "node-3"),  # a node folder is
+        ("host-x/console.log", WD, "host-x"),
+        ("exp/llama-7b-sft/notes.txt", NCCL_WARN, "trn-17"),  # NCCL's host:pid:tid prefix names the host
+    ],
+)
+def test_host_comes_from_evidence_not_any_folder(
+    tmp_path: Path, rel: str, text: str, host: str | None
+) -> None:
+    t = _load(tmp_path, text, rel)
+    assert t["host"].unique().to_list() == [host]
+
+
+# --- d. --attempt N shows attempt N's errors ---------------------------------------------------------------
+
+RESTART = Path(__file__).parent.parent / "fixtures/cases/cap-12-elastic-restart/logs"
+
+
+def _launcher_lines(pattern: str) -> list[int]:
+    """1-based numbers of the launcher.log lines matching ``pattern`` (read here, not by rankscope)."""
+    lines = (RESTART / "launcher.log").read_text().splitlines()
+    return [i for i, line in enumerate(lines, 1) if re.search(pattern, line)]
+
+
+@pytest.mark.parametrize("attempt", [0, 1])
+def test_attempt_option_shows_that_attempts_errors(attempt: int) -> None:
+    from typer.testing import CliRunner
+
+    from correlator.cli import app
+
+    # torchrun logged no restart line: attempt 1 begins at the first worker line that says attempt=1.
+    boundary = _launcher_lines(r"attempt=1 ")[0]
+    failed = {  # the launcher's "failed (exitcode: N) local_rank: R" lines of this attempt: line -> (rank, code)
+        n: (int(m[2]), int(m[1]))
+        for n in _launcher_lines(r"failed \(exitcode: ")
+        if (n > boundary) == (attempt == 1)
+        for m in [
+            re.search(
+                r"exitcode: (-?\d+)\) local_rank: (\d+)",
+                (RESTART / "launcher.log").read_text().splitlines()[n - 1],
+            )
+        ]
+        if m
+    }
+    assert failed == ({76: (1, -6)} if attempt == 0 else {135: (0, 1)})  # what the log says
+    r = CliRunner().invoke(app, ["diagnose", str(RESTART), "--attempt", str(attempt), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["attempt"] == attempt
+    launcher = [e["line"] for e in d["evidence"] if e["path"] == "launcher.log"]
+    assert launcher and all((n > boundary) == (attempt == 1) for n in launcher)
+    assert set(failed) <= set(launcher)  # the attempt's own exit statuses are shown
+    folders = {e["path"].split("/")[2] for e in d["evidence"] if e["path"].startswith("torchrun_logs/")}
+    assert folders == {f"attempt_{attempt}"}
+    # Attempt 1: ranks 0 and 1 fail in init_process_group (their error.json), ranks 2 and 3 are SIGTERMed.
+    status = {p["rank"]: p["status"] for p in d["per_rank"]}
+    assert status == (
+        {0: "collateral", 1: "initiating", 2: "collateral", 3: "collateral"}
+        if attempt == 0
+        else {0: "initiating", 1: "initiating", 2: "collateral", 3: "collateral"}
+    )
+
+
+# --- e. one time for the report, the plot and the Perfetto trace --------------------------------------------
+
+CASES = Path(__file__).parent.parent / "fixtures/cases"
+
+
+def _us(iso: str) -> int:
+    return int(dt.datetime.fromisoformat(iso).timestamp() * 1_000_000)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "cap-12-elastic-restart",
+        pytest.param(
+            "recon-04-cuda-oom-rank5-watchdog-600s-global-prefix-16r",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the initiating evidence line (cuda_oom, no stamp of its own) is not the rank's first "
+                "stamped fault that per_rank states; the trace draws the evidence line at the stamp above it",
+            ),
+        ),
+    ],
+)
+def test_initiating_fault_at_one_time_in_report_plot_and_trace(case: str) -> None:
+    from correlator.perfetto import to_trace
+    from correlator.plot import timeline_data
+
+    t = correlator.load(CASES / case / "logs")
+    d = correlator.diagnose(t)
+    out = d.to_json()
+    doc = json.loads(out) if isinstance(out, str) else out
+    r = doc["initiating_ranks"][0]
+    stated = _us(next(p for p in doc["per_rank"] if p["rank"] == r)["first_fault_ts"])
+    trace = to_trace(t, d)
+    marked = [e for e in trace["traceEvents"] if e.get("args", {}).get("initiating") and e["tid"] == r + 1]
+    assert marked and min(e["ts"] for e in marked) == stated
+    rows, base, t0 = timeline_data(t, d)
+    assert base == "time" and t0 == stated
+    assert rows.filter(pl.col("x") == 0)["rank"].to_list().count(r) >= 1
+
+
+def test_a_third_stamped_is_still_a_time_axis() -> None:
+    from correlator.perfetto import prepare
+
+    t = correlator.load(CASES / "cap-12-elastic-restart" / "logs")
+    # Keep the stamp of every third row only (by event id); the others have none.
+    t = t.with_columns(pl.when(pl.col("event_id") % 3 == 0).then(pl.col("ts")).otherwise(None).alias("ts"))
+    stamped = t.filter(~pl.col("duplicate"))["ts"].drop_nulls().len()
+    assert 0.25 < stamped / t.filter(~pl.col("duplicate")).height < 0.4
+    rows, base = prepare(t)
+    assert base == "time"
+    assert rows["tc"].n_unique() > 1  # a time axis with more than one moment on it
