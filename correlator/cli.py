@@ -176,7 +176,14 @@ def _load(
             def step(_src: Source) -> None:
                 progress.advance(task)
 
-            res = ingest(directory, tz=tz, progress=step, on_sources=on_sources, fr=fr)
+            res = ingest(
+                directory,
+                tz=tz,
+                progress=step,
+                on_sources=on_sources,
+                fr=fr,
+                on_phase=lambda p: progress.update(task, description=p),
+            )
     if redact:
         from correlator.redact import redact_result
 
