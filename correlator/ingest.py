@@ -282,6 +282,10 @@ def _sorted_by_path_line(df: pl.DataFrame) -> bool:
     )
 
 
+#: The names ``ingest(on_phase=...)`` is called with, in order (after the per-file ``progress`` calls).
+PHASES = ("parsing lines", "reading timestamps", "resolving rank identity", "building the event table")
+
+
 def ingest(
     root: str | os.PathLike[str],
     *,
@@ -289,11 +293,13 @@ def ingest(
     progress: Callable[[Source], None] | None = None,
     on_sources: Callable[[list[Source]], None] | None = None,
     fr: str | os.PathLike[str] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> IngestResult:
     """Read every log under ``root`` (a directory or one file) into the event table.
 
     ``tz``: IANA zone for stamps that carry none (default UTC). ``progress`` is called once per file
-    read; ``on_sources`` once with the list of files found. ``fr``: a directory of Flight Recorder dumps
+    read; ``on_sources`` once with the list of files found; ``on_phase`` with the name of each step after
+    reading as it starts (:data:`PHASES`, in that order), so a progress display moves between files and phases. ``fr``: a directory of Flight Recorder dumps
     kept elsewhere (dumps under ``root`` are found anyway; see :mod:`correlator.fr`). Raises :class:`DiscoveryError` if ``root``
     is missing, holds no file, or no line of any file could be read (all empty, binary or unreadable);
     every other problem becomes a warning.
@@ -350,15 +356,23 @@ def ingest(
     df = df.drop("__src")
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
+    if on_phase:
+        on_phase("parsing lines")
     gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)
     del df
     if "exit_code_json" in gen.columns:
         gen = gen.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
+    if on_phase:
+        on_phase("reading timestamps")
     gen = timestamps.build_ts(gen, year, tz)  # fast-path rows carry no stamp of their own
+    if on_phase:
+        on_phase("resolving rank identity")
     if fast is None:
         df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
     else:
         df = _resolve_with_fast_rows(gen, fast)
+    if on_phase:
+        on_phase("building the event table")
     df = limits.cap_values(df, warnings)
     df = _mark_duplicates(df)
     if fr_rows.table.height:

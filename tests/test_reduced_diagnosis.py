@@ -49,6 +49,8 @@ def _check(t: pl.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, str
         t.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA), tmp_path / "t.parquet"
     )
     red = reduce_for_diagnosis(t)
+    # `rankscope diagnose` reduces every table, also ones already reduced (parquet, streaming): no change.
+    assert reduce_for_diagnosis(red).equals(red)
     from_pq = reduced_from_parquet(tmp_path / "t.parquet")
     assert from_pq.drop("event_id").equals(red.drop("event_id"))
     # Read in many chunks of key columns: the same rows (the per-chunk selection composes).
