@@ -441,7 +441,7 @@ def events(
         # Pipes and narrow terminals: one plain line per event (grep- and less-friendly).
         for r in t.iter_rows(named=True):
             ts = r["ts"].strftime("%Y-%m-%d %H:%M:%S") if r["ts"] else "-"
-            seq_s = f" SeqNum={r['seq']}" if r["seq"] is not None and r["kind"] != "step_progress" else ""
+            seq_s = f" SeqNum={r['seq']}" if r["seq"] is not None and r["kind"] != Kind.STEP_PROGRESS else ""
             rank_s = "-" if r["rank"] is None else str(r["rank"])
             msg = (r["message"] or "").split("\n")[0]
             print(f"{ts}  rank {rank_s:>4}  {r['kind']}{seq_s}  {r['path']}:{r['line']}  {msg}")
@@ -457,7 +457,7 @@ def events(
         tab.add_column("message", overflow="fold", ratio=3)
         for r in t.iter_rows(named=True):
             ts = r["ts"].strftime("%Y-%m-%d %H:%M:%S") if r["ts"] else ""
-            seq = f" SeqNum {r['seq']}" if r["seq"] is not None and r["kind"] != "step_progress" else ""
+            seq = f" SeqNum {r['seq']}" if r["seq"] is not None and r["kind"] != Kind.STEP_PROGRESS else ""
             tab.add_row(
                 ts,
                 "" if r["rank"] is None else str(r["rank"]),

@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from correlator.confidence import Note, Reason
+from correlator.schema import Kind
 from parsers import flight_recorder as frp
 
 #: The layer and kinds this module writes (see correlator.schema.Kind).
@@ -175,7 +176,7 @@ def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     for d in dumps:
         for r in frp.rows(d):
-            w = p2p_wait.get((d.rank, r["pg"])) if r["kind"] == "fr_status" else None
+            w = p2p_wait.get((d.rank, r["pg"])) if r["kind"] == Kind.FR_STATUS else None
             if w is not None and (d.rank, r["pg"]) not in inside:
                 e, peer = w
                 r.update(
@@ -189,7 +190,7 @@ def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
                     + f"; left inside {e.profiling_name} p2p seq {e.p2p_seq_id} (rank {peer} never posted "
                     "its half)",
                 )
-            if r["kind"] == "fr_status" and (d.rank, r["pg"]) in inside:
+            if r["kind"] == Kind.FR_STATUS and (d.rank, r["pg"]) in inside:
                 last = max(
                     (
                         e
@@ -268,7 +269,7 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
     """The FR verdict for one attempt's rows ``t`` (the event table; only ``layer == 'fr'`` rows are read,
     plus text rows of the same (pg, seq) as linked evidence). None when FR shows no disagreement."""
     fr = t.filter(
-        (pl.col("kind") == "fr_collective") & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
+        (pl.col("kind") == Kind.FR_COLLECTIVE) & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
     )
     if fr.height == 0:
         return None

@@ -23,6 +23,8 @@ from collections import Counter
 
 import polars as pl
 
+from correlator.schema import Kind
+
 _HOSTLESS = {"localhost", "localhost.localdomain", ""}
 
 
@@ -224,7 +226,7 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
             pl.col("local_rank").is_not_null()
             | (
                 pl.col("local_rank_stated").is_not_null()
-                & pl.col("kind").is_in(["worker_failed", "failure_entry", "root_cause_entry"])
+                & pl.col("kind").is_in([Kind.WORKER_FAILED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY])
             )
         )
         .select(pl.col("node_key").drop_nulls().unique())
@@ -373,16 +375,16 @@ def _stated_offsets(df: pl.DataFrame) -> dict[str, int]:
 
 def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
     """Ranks of agent lines: failure entries state them; ``failed … local_rank`` and pids map to them."""
-    entries = pl.col("kind").is_in(["failure_entry", "root_cause_entry"]) | (
-        (pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_not_null()
+    entries = pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]) | (
+        (pl.col("kind") == Kind.WORKER_FAILED) & pl.col("rank_stated").is_not_null()
     )
     spawned = (
-        (pl.col("kind") == "log")
+        (pl.col("kind") == Kind.LOG)
         & (pl.col("layer") == "elastic")
         & pl.col("local_rank_stated").is_not_null()
         & pl.col("pid").is_not_null()
     )
-    failed = ((pl.col("kind") == "worker_failed") & pl.col("rank_stated").is_null()) | spawned
+    failed = ((pl.col("kind") == Kind.WORKER_FAILED) & pl.col("rank_stated").is_null()) | spawned
     offset = pl.col("__offset")
     # The ChildFailedError summary states (global rank, pid): prefer it to local rank + a guessed offset.
     stated = (
@@ -423,7 +425,7 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
     )
     counts = known.group_by("pid").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").first())
     pid_rank = {p: r for p, n, r in counts.iter_rows() if n == 1}
-    signalled = pl.col("kind") == "worker_signalled"
+    signalled = pl.col("kind") == Kind.WORKER_SIGNALLED
     df = (
         df.with_columns(
             pl.when(signalled & pl.col("rank").is_null())
@@ -469,7 +471,9 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
     workers = (
         df.lazy()
         .filter(
-            pl.col("kind").is_in(["worker_failed", "worker_signalled", "failure_entry", "root_cause_entry"])
+            pl.col("kind").is_in(
+                [Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]
+            )
             & pl.col("pid").is_not_null()
         )
         .select("node_key", "attempt", "pid", "local_rank", "rank")
@@ -493,7 +497,7 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
     if not assign:
         return df
     guess = pl.col("pid").replace_strict(assign, default=None, return_dtype=pl.Int32)
-    todo = pl.col("kind").is_in(["worker_signalled", "worker_failed"]) & pl.col("rank").is_null()
+    todo = pl.col("kind").is_in([Kind.WORKER_SIGNALLED, Kind.WORKER_FAILED]) & pl.col("rank").is_null()
     return df.with_columns(
         pl.when(todo & guess.is_not_null())
         .then(pl.lit("pid_order"))
@@ -508,7 +512,7 @@ def _nccl_ranks(df: pl.DataFrame) -> pl.DataFrame:
     stated = (
         df.lazy()
         .filter(
-            pl.col("kind").is_in(["nccl_init", "nccl_abort", "log"])
+            pl.col("kind").is_in([Kind.NCCL_INIT, Kind.NCCL_ABORT, Kind.LOG])
             & (pl.col("layer") == "nccl")
             & pl.col("rank_stated").is_not_null()
             & pl.col("pid").is_not_null()
@@ -607,8 +611,8 @@ def _attempts(df: pl.DataFrame) -> pl.DataFrame:
     """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts seen so far, or (when
     torchrun logged no restart line, its default) the latest ``attempt_N`` folder whose first stamped row
     is not after the row's time (rows without a time take the attempt of the row above them)."""
-    restarts = (pl.col("kind") == "restart").cast(pl.Int32).cum_sum().over("path") - (
-        pl.col("kind") == "restart"
+    restarts = (pl.col("kind") == Kind.RESTART).cast(pl.Int32).cum_sum().over("path") - (
+        pl.col("kind") == Kind.RESTART
     ).cast(pl.Int32)
     starts = (
         df.filter(pl.col("src_attempt").is_not_null() & pl.col("ts").is_not_null())

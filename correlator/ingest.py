@@ -26,7 +26,7 @@ from correlator import fr as flight_recorder
 from correlator import identity, limits
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
 from correlator.read import ReadResult, read_lines
-from correlator.schema import POLARS_SCHEMA, conform
+from correlator.schema import POLARS_SCHEMA, Kind, conform
 from parsers import elastic, timestamps
 
 #: Columns that live only between parsing and the event table, in one place: what the steps after
@@ -100,7 +100,7 @@ class IngestResult:
         """Counts for the closing summary: files, ranks, hosts, attempts, rows by kind, lines not understood."""
         t = self.table
         kinds = dict(sorted(t.group_by("kind").len().iter_rows(), key=lambda kv: -kv[1]))
-        unparsed = int(t.filter(pl.col("kind") == "unparsed")["line_count"].sum() or 0)
+        unparsed = int(t.filter(pl.col("kind") == Kind.UNPARSED)["line_count"].sum() or 0)
         return {
             "files": len(self.sources),
             "lines_read": self.lines_read,
@@ -397,7 +397,7 @@ def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFra
     Fast rows stay whole where the summary would not be exact: files read as combined streams (launcher
     pairing reads their text) and files with restart lines (attempts count restarts line by line)."""
     restart_paths = (
-        gen.lazy().filter(pl.col("kind") == "restart").select(pl.col("path").unique()).collect()["path"]
+        gen.lazy().filter(pl.col("kind") == Kind.RESTART).select(pl.col("path").unique()).collect()["path"]
     )
     whole = (pl.col("layout") == "stream") | pl.col("path").is_in(restart_paths.implode())
     keep_whole = fast.select(whole.any()).item()

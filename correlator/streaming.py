@@ -51,7 +51,7 @@ from correlator.discover import (
     skipped_entries,
 )
 from correlator.ingest import ingest
-from correlator.schema import EVENT_SCHEMA, conform, empty_table
+from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table
 
 #: Input size above which the CLI should stream by default (``--streaming`` forces it).
 STREAMING_THRESHOLD_BYTES = 2 * 1024**3
@@ -409,7 +409,7 @@ def stream_ingest(
                     skipped_by_reason[k] = skipped_by_reason.get(k, 0) + v
                 for k, v in t.group_by("kind").len().iter_rows():
                     kinds[k] = kinds.get(k, 0) + v
-                unparsed += int(t.filter(pl.col("kind") == "unparsed")["line_count"].sum() or 0)
+                unparsed += int(t.filter(pl.col("kind") == Kind.UNPARSED)["line_count"].sum() or 0)
                 ranks.update(int(r) for r in t["rank"].drop_nulls().unique().to_list())
                 hosts.update(t["host"].drop_nulls().unique().to_list())
                 attempts.update(int(a) for a in t["attempt"].drop_nulls().unique().to_list())
@@ -482,7 +482,7 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
         lf = pl.scan_parquet(src, hive_partitioning=False)
         return lf.with_row_index("__row") if row else lf
 
-    chatter = (pl.col("kind") == "log") & (pl.col("layer") == "nccl") & pl.col("world_size").is_null()
+    chatter = (pl.col("kind") == Kind.LOG) & (pl.col("layer") == "nccl") & pl.col("world_size").is_null()
     # Select by event_id (row-group statistics and a pushed-down predicate) when it is unique, which it is in
     # the output of one ingest run (there strictly increasing: a cheap test); by row number otherwise (merged
     # outputs of separate runs).
