@@ -146,7 +146,10 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         G.nodes[r]["cause_event"] = cause_event.get(r)
 
     _add_edges(G, fr, initiators, failure_kind, signalled, cause_event)
-    # Ranks a rule names as waiting for the initiators (a stall report's ready ranks) without a fault row.
+    # Ranks a rule names as waiting for the initiators (a stall report's ready ranks) without a fault row;
+    # in a collective mismatch they waited inside the other collective (Horovod's stall report of ops that
+    # differ), so the edge is the mismatch.
+    waiting_edge = "mismatch" if failure_kind == "collective_mismatch" else "waits_for"
     for r in focus.get("waiting") or []:
         if r in initiators:
             continue
@@ -156,14 +159,14 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             G.nodes[r]["status"] = "collateral"
             G.nodes[r]["explained_by"] = {
                 "rank": initiators[0],
-                "edge": "waits_for",
+                "edge": waiting_edge,
                 "pg": focus.get("pg"),
                 "seq": None,
             }
             G.add_edge(
                 r,
                 initiators[0],
-                edge="waits_for",
+                edge=waiting_edge,
                 pg=focus.get("pg"),
                 seq=None,
                 evidence=(focus.get("evidence") or [])[:1],
@@ -258,7 +261,12 @@ def _add_edges(
             Kind.GLOO_TIMEOUT,
             Kind.MONITORED_BARRIER_FAILED,
             Kind.HEARTBEAT_TIMEOUT,
+            Kind.FR_WAITING,  # its Flight Recorder dump is pending at a seq the initiator did not reach
         }:
+            edge = "waits_for"
+        elif rows.filter((pl.col("kind") == Kind.STORE_ERROR) & pl.col("timeout_ms").is_not_null()).height:
+            # a store wait that ran out its timeout waited for a key the other rank never set (c10d
+            # "Timeout: ... waiting for key", store_wait_input), not a broken connection
             edge = "waits_for"
         elif kinds & set(PEER_KINDS):
             edge = "peer_error"

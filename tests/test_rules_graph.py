@@ -129,3 +129,34 @@ def test_edge_target_is_the_initiator_the_rank_names() -> None:
     assert G.graph["initiators"] == [0, 2]
     assert [G.nodes[r]["explained_by"]["rank"] for r in (1, 3, 4)] == [2, 0, 0]
     assert G.nodes[5]["status"] == "clean"
+
+
+def test_store_wait_that_ran_out_waits_for_the_rank_that_never_set_the_key() -> None:
+    crash = [ev(0, "python_exception", 1, exc_type="ValueError", layer="python"), progress(3, 1)]
+    # c10d's store_wait_input line states the timeout it waited ("... timeout 1800000ms"): a wait
+    assert _edge([*crash, ev(1, "store_error", 5, timeout_ms=1_800_000)], 1) == ("waits_for", 0, None, None)
+    # a store error without a timeout (connection reset/refused) stays a peer error
+    assert _edge([*crash, ev(1, "store_error", 5)], 1) == ("peer_error", 0, None, None)
+
+
+def test_pending_flight_recorder_dump_waits_even_when_the_launcher_signals_it_later() -> None:
+    crash = [ev(2, "python_exception", 1, exc_type="ValueError", layer="python"), progress(3, 1)]
+    rows = [
+        *crash,
+        ev(0, "fr_waiting", 4, layer="fr", pg="0", seq=36),
+        ev(0, "worker_signalled", 6, layer="elastic", signal="SIGTERM"),
+    ]
+    assert _edge(rows, 0) == ("waits_for", 2, "0", 36)
+
+
+def test_stall_report_ranks_in_a_collective_mismatch_are_explained_by_the_mismatch() -> None:
+    from pathlib import Path
+
+    import correlator
+
+    case = Path(__file__).parent.parent / "fixtures/cases/real-horovod-336-stall-rank3-different-op-4r/logs"
+    d = correlator.diagnose(correlator.load(case)).to_json()
+    assert (d["failure_kind"], d["initiating_ranks"]) == ("collective_mismatch", [3])
+    got = {p["rank"]: (p["explained_by"] or {}).get("edge") for p in d["per_rank"] if p["rank"] != 3}
+    # the thread's Horovod stall report: ranks 0-2 submitted other allreduces than rank 3
+    assert got == {0: "mismatch", 1: "mismatch", 2: "mismatch"}
