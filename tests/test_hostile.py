@@ -378,7 +378,7 @@ def test_parquet_given_to_diagnose_is_validated(tmp_path, monkeypatch, capsys):
 
 
 def test_rust_panic_is_exit_2_with_a_message(tmp_path, monkeypatch, capsys):
-    from correlator import cli
+    from correlator import api
 
     root = tmp_path / "logs"
     base(root)
@@ -386,7 +386,7 @@ def test_rust_panic_is_exit_2_with_a_message(tmp_path, monkeypatch, capsys):
     def boom(*_a, **_k):  # type: ignore[no-untyped-def]
         raise pl.exceptions.PanicException("index out of bounds")
 
-    monkeypatch.setattr(cli, "ingest", boom)
+    monkeypatch.setattr(api, "ingest", boom)  # `rankscope diagnose` ingests through correlator.api
     _, err = cli_ok(["diagnose", root], monkeypatch, capsys, want=2)
     assert "index out of bounds" in err and "error:" in err
 
