@@ -117,12 +117,17 @@ class IngestResult:
         }
 
 
-def _plain_lines(parts: list[tuple[int, Source, pl.Series]]) -> pl.DataFrame:
+def _plain_lines(
+    parts: list[tuple[int, Source, pl.Series]], first: list[int] | None = None, key: str = "__src"
+) -> pl.DataFrame:
     """The frame of physical lines of many plain sources at once (one polars frame, not one per file:
-    a directory of 10,000 tiny files costs one frame build). Same columns as :func:`_with_source`."""
+    a directory of 10,000 tiny files costs one frame build). Same columns as :func:`_with_source`, the
+    source index in column ``key``. ``first``: the line number of each part's first line (default 1; the
+    live watcher reads files from an offset)."""
     meta = pl.DataFrame(
         {
-            "__src": [i for i, _, _ in parts],
+            key: [i for i, _, _ in parts],
+            "first": first if first is not None else [1] * len(parts),
             "path": [s.rel for _, s, _ in parts],
             "n": [lines.len() for _, _, lines in parts],
             "layout": ["stream" if s.layout == "error_json" else s.layout for _, s, _ in parts],
@@ -135,7 +140,8 @@ def _plain_lines(parts: list[tuple[int, Source, pl.Series]]) -> pl.DataFrame:
             "node_key": [s.node_key for _, s, _ in parts],
         },
         schema_overrides={
-            "__src": pl.Int64,
+            key: pl.Int64,
+            "first": pl.Int64,
             "n": pl.Int64,
             "layout": pl.String,
             "stream": pl.String,
@@ -150,9 +156,11 @@ def _plain_lines(parts: list[tuple[int, Source, pl.Series]]) -> pl.DataFrame:
     # No rechunk: the frame refers to the files' text buffers instead of a second copy of all of it.
     raw = pl.concat([lines for _, _, lines in parts], rechunk=False).alias("raw")
     rows = (
-        meta.with_columns(pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64).alias("line"))
+        meta.with_columns(
+            pl.int_ranges(pl.col("first"), pl.col("first") + pl.col("n"), dtype=pl.Int64).alias("line")
+        )
         .explode("line")
-        .drop("n")
+        .drop("n", "first")
     )
     return rows.with_columns(
         raw,
@@ -160,7 +168,7 @@ def _plain_lines(parts: list[tuple[int, Source, pl.Series]]) -> pl.DataFrame:
         raw.alias("body"),
         pl.lit(None, dtype=pl.String).alias("layer"),
     ).select(
-        "__src",
+        key,
         "raw",
         "path",
         "line",

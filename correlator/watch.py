@@ -61,7 +61,7 @@ import parsers
 from correlator import identity
 from correlator.diagnose import Diagnosis, diagnose
 from correlator.discover import DiscoveryError, Source, discover
-from correlator.ingest import _mark_duplicates, _source_frame
+from correlator.ingest import _mark_duplicates, _plain_lines, _source_frame
 from correlator.read import _ANSI_RE, _looks_binary, read_lines
 from correlator.schema import FAULT_KINDS, Kind, conform, empty_table
 from parsers import nccl, timestamps
@@ -174,67 +174,13 @@ def _decode(data: bytes) -> list[str]:
     return lines
 
 
-# -- shim: the frame of physical lines, as ``correlator.ingest._plain_lines`` builds it but with each part's
-# -- first line number given (ingest numbers from 1). To be replaced by a public ``ingest.lines_frame``.
 def _lines_frame(parts: list[tuple[int, Source, list[str], int]]) -> pl.DataFrame:
-    meta = pl.DataFrame(
-        {
-            "wsrc": [i for i, _, _, _ in parts],
-            "path": [s.rel for _, s, _, _ in parts],
-            "first": [f for _, _, _, f in parts],
-            "n": [len(lines) for _, _, lines, _ in parts],
-            "layout": ["stream" if s.layout == "error_json" else s.layout for _, s, _, _ in parts],
-            "stream": [s.stream for _, s, _, _ in parts],
-            "src_rank": [s.rank for _, s, _, _ in parts],
-            "src_local_rank": [s.local_rank for _, s, _, _ in parts],
-            "src_host": [s.host for _, s, _, _ in parts],
-            "pid": [s.pid for _, s, _, _ in parts],
-            "src_attempt": [s.attempt for _, s, _, _ in parts],
-            "node_key": [s.node_key for _, s, _, _ in parts],
-        },
-        schema_overrides={
-            "wsrc": pl.Int64,
-            "first": pl.Int64,
-            "n": pl.Int64,
-            "layout": pl.String,
-            "stream": pl.String,
-            "src_rank": pl.Int32,
-            "src_local_rank": pl.Int32,
-            "src_host": pl.String,
-            "pid": pl.Int64,
-            "src_attempt": pl.Int32,
-            "node_key": pl.String,
-        },
-    )
-    raw = pl.Series("raw", [ln for _, _, lines, _ in parts for ln in lines], dtype=pl.String)
-    rows = (
-        meta.with_columns(
-            pl.int_ranges(pl.col("first"), pl.col("first") + pl.col("n"), dtype=pl.Int64).alias("line")
-        )
-        .explode("line")
-        .drop("n", "first")
-    )
-    return rows.with_columns(
-        raw,
-        pl.lit(1, dtype=pl.Int32).alias("line_count"),
-        raw.alias("body"),
-        pl.lit(None, dtype=pl.String).alias("layer"),
-    ).select(
-        "wsrc",
-        "raw",
-        "path",
-        "line",
-        "line_count",
-        "body",
-        "layout",
-        "stream",
-        "src_rank",
-        "src_local_rank",
-        "src_host",
-        "pid",
-        "src_attempt",
-        "node_key",
-        "layer",
+    """The frame of physical lines of the appended parts ``(source index, source, lines, first line
+    number)``: :func:`correlator.ingest._plain_lines` with the source index in ``wsrc``."""
+    return _plain_lines(
+        [(i, s, pl.Series("raw", lines, dtype=pl.String)) for i, s, lines, _ in parts],
+        first=[f for _, _, _, f in parts],
+        key="wsrc",
     )
 
 
