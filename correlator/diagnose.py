@@ -22,19 +22,6 @@ from correlator.graph import build_graph, failing_attempts
 from correlator.schema import Kind
 
 SCHEMA_VERSION = 1
-FAILURE_KINDS = (
-    "rank_crash",
-    "straggler_hang",
-    "collective_mismatch",
-    "network_error",
-    "oom_kill",
-    "cuda_oom",
-    "cuda_error",
-    "early_exit",
-    "launcher_error",
-    "none",
-    "unknown",
-)
 
 
 @dataclass

@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import cast
 
-from correlator.diagnose import FAILURE_KINDS, diagnose
+from correlator.diagnose import diagnose
 from correlator.ingest import load
+from correlator.schema import FAILURE_KINDS
 
 
 class LabelError(ValueError):

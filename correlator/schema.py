@@ -51,6 +51,23 @@ class TsQuality(StrEnum):
     MISSING = "missing"  #: no stamp and nothing before it in the stream
 
 
+#: The verdict's closed vocabulary of failure kinds (``Diagnosis.failure_kind``; signatures and corpus
+#: labels use the same names).
+FAILURE_KINDS = (
+    "rank_crash",
+    "straggler_hang",
+    "collective_mismatch",
+    "network_error",
+    "oom_kill",
+    "cuda_oom",
+    "cuda_error",
+    "early_exit",
+    "launcher_error",
+    "none",
+    "unknown",
+)
+
+
 class Kind(StrEnum):
     """Closed vocabulary of event kinds (the ``kind`` column).
 

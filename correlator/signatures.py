@@ -32,7 +32,7 @@ from typing import Annotated, Any
 import polars as pl
 import typer
 
-from correlator.schema import Kind
+from correlator.schema import FAILURE_KINDS, Kind
 
 #: ``position = "first_collective"`` means a SeqNum / opCount at or below this number.
 FIRST_COLLECTIVE_MAX_SEQ = 4
@@ -40,21 +40,7 @@ FIRST_COLLECTIVE_MAX_SEQ = 4
 MAX_MATCHED_EVENTS = 200
 
 _KINDS = frozenset(k.value for k in Kind)
-_FAILURE_KINDS = frozenset(
-    {
-        "rank_crash",
-        "straggler_hang",
-        "collective_mismatch",
-        "network_error",
-        "oom_kill",
-        "cuda_oom",
-        "cuda_error",
-        "early_exit",
-        "launcher_error",
-        "none",
-        "unknown",
-    }
-)
+_FAILURE_KINDS = frozenset(FAILURE_KINDS)
 _ROLES = ("cause", "effect", "context")
 _WHERE = ("initiating", "collateral", "any")
 _POSITIONS = ("first_collective",)
