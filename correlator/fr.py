@@ -112,6 +112,20 @@ def with_ids(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _mark_waiting(r: dict[str, Any], e: frp.Entry, seq: int | None, where: str) -> None:
+    """Turn a ``fr_status`` row into ``fr_waiting``: the rank was left inside entry ``e`` (``where`` says
+    which seq and why), stamped at the entry's creation."""
+    r.update(
+        kind=Kind.FR_WAITING,
+        severity="warning",
+        seq=seq,
+        op=frp.op_type(e.name),
+        ts=frp._ts(e.time_created_ns),
+        ts_quality="exact",
+        message=r["message"] + f"; left inside {e.profiling_name} {where}",
+    )
+
+
 def _sig(e: frp.Entry) -> tuple[Any, ...]:
     return (e.name, tuple(map(tuple, e.input_sizes)), tuple(e.input_dtypes))
 
@@ -179,16 +193,8 @@ def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
             w = p2p_wait.get((d.rank, r["pg"])) if r["kind"] == Kind.FR_STATUS else None
             if w is not None and (d.rank, r["pg"]) not in inside:
                 e, peer = w
-                r.update(
-                    kind="fr_waiting",
-                    severity="warning",
-                    seq=e.p2p_seq_id,
-                    op=frp.op_type(e.name),
-                    ts=frp._ts(e.time_created_ns),
-                    ts_quality="exact",
-                    message=r["message"]
-                    + f"; left inside {e.profiling_name} p2p seq {e.p2p_seq_id} (rank {peer} never posted "
-                    "its half)",
+                _mark_waiting(
+                    r, e, e.p2p_seq_id, f"p2p seq {e.p2p_seq_id} (rank {peer} never posted its half)"
                 )
             if r["kind"] == Kind.FR_STATUS and (d.rank, r["pg"]) in inside:
                 last = max(
@@ -201,16 +207,11 @@ def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
                     default=None,
                 )
                 if last is not None:
-                    r.update(
-                        kind="fr_waiting",
-                        severity="warning",
-                        seq=last.collective_seq_id,
-                        op=frp.op_type(last.name),
-                        ts=frp._ts(last.time_created_ns),
-                        ts_quality="exact",
-                        message=r["message"]
-                        + f"; left inside {last.profiling_name} seq {last.collective_seq_id} "
-                        "(not entered the same way by every other dumped rank)",
+                    _mark_waiting(
+                        r,
+                        last,
+                        last.collective_seq_id,
+                        f"seq {last.collective_seq_id} (not entered the same way by every other dumped rank)",
                     )
             rows.append(r)
     schema = {k: v for k, v in POLARS_SCHEMA.items() if k != "event_id"}
