@@ -16,7 +16,6 @@ from typing import Annotated, Any
 import polars as pl
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from correlator import api, commands
 from correlator.api import InputError
@@ -259,28 +258,10 @@ def _streamed(
 
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
-    if not quiet and err.is_terminal:
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as progress:
-            task = progress.add_task("streaming node by node", total=None)
-            table, s = stream_ingest(
-                directory,
-                out,
-                tz=tz,
-                partition_by=partition_by,
-                progress=lambda done, total: progress.update(task, completed=done, total=total),
-            )
-    else:
-        table, s = stream_ingest(directory, out, tz=tz, partition_by=partition_by)
-    if not quiet:
-        for w in list(s.get("warning_lines") or [])[:20]:  # type: ignore[call-overload]
-            err.print(f"[yellow]warning:[/] {_safe(w)}", highlight=False)
+    with _progress(quiet) as update:
+        cb = None if update is None else (lambda done, total: update("streaming node by node", done, total))
+        table, s = stream_ingest(directory, out, tz=tz, partition_by=partition_by, progress=cb)
+    _print_warnings(list(s.get("warning_lines") or []), quiet)  # type: ignore[call-overload]
     return table, s
 
 
