@@ -7,7 +7,7 @@ Every readable line ends up in exactly one row; what could not be read is report
 Shape of the work (issue 13): one frame of physical lines (one text column, ``raw``; ``body`` starts as the
 same buffer); ``parsers.parse_lines_split`` sends NCCL COLL lines of plain files down a one-regex fast path
 and everything else through every prefix and rule, and hands on only the event-table columns plus
-:data:`INTERMEDIATE_COLUMNS`. Stamps and identity then run on the generic rows plus one weighted summary
+:data:`correlator.schema.INTERMEDIATE_COLUMNS`. Stamps and identity then run on the generic rows plus one weighted summary
 row per run of fast rows of one (file, host, pid) (:func:`_resolve_with_fast_rows`); the two parts are
 merged once, narrow, at the end.
 """
@@ -26,54 +26,8 @@ from correlator import fr as flight_recorder
 from correlator import identity, limits
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
 from correlator.read import ReadResult, read_lines
-from correlator.schema import POLARS_SCHEMA, Kind, conform
+from correlator.schema import PARSE_KEEP, POLARS_SCHEMA, Kind, conform
 from parsers import elastic, timestamps
-
-#: Columns that live only between parsing and the event table, in one place: what the steps after
-#: ``parsers.parse_lines`` read (identity: source and prefix ranks; timestamps: the stamp parts; tee
-#: de-duplication: ``record``). Every other parser column is dropped right after parsing.
-INTERMEDIATE_COLUMNS: tuple[str, ...] = (
-    # source (correlator.discover.Source)
-    "layout",
-    "src_rank",
-    "src_local_rank",
-    "src_host",
-    "src_attempt",
-    "node_key",
-    # identity evidence (correlator.identity)
-    "c10_rank",
-    "tee_local_rank",
-    "xport_rank",
-    "xport_host",
-    "srun_label",
-    "hook_rank",
-    "local_rank_stated",
-    "rank_stated",
-    "pg_rank",
-    "msg_rank",
-    "msg_pg",
-    "gpu_index",
-    "cuda_dev",
-    # stamp parts (parsers.timestamps.build_ts)
-    "xport_ts",
-    "mpi_ctime",
-    "nccl_ts",
-    "pyts",
-    "cf_time",
-    "usts",
-    "mmdd",
-    "hms",
-    "yyyy",
-    "mm",
-    "dd",
-    "usec",
-    "epoch_s",
-    # records (tee de-duplication) and error.json exit codes
-    "record",
-    "exit_code_json",
-)
-#: What ``parsers.parse_lines`` hands on: the event-table columns plus the intermediate ones.
-PARSE_KEEP: tuple[str, ...] = tuple(dict.fromkeys([*POLARS_SCHEMA, *INTERMEDIATE_COLUMNS]))
 
 
 @dataclass

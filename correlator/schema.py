@@ -404,6 +404,77 @@ _PL_TYPES: dict[pa.DataType, pl.DataType] = {
 POLARS_SCHEMA: dict[str, pl.DataType] = {name: _PL_TYPES[typ] for name, typ, _ in COLUMNS}
 
 
+#: Columns that live only between parsing and the event table (issue 13: "the intermediate columns declared
+#: in one place"), next to the event-table columns they feed: ``(name, doc)``. What the steps after
+#: ``parsers.parse_lines`` read: identity (source and prefix ranks), timestamps (the stamp parts), tee
+#: de-duplication (``record``). Every other parser column is dropped right after parsing, and these are
+#: dropped once the event table is built (``conform``). All are strings unless the doc says otherwise.
+INTERMEDIATE: list[tuple[str, str]] = [
+    # source (correlator.discover.Source)
+    (
+        "layout",
+        "How the path says who wrote the file: ``torchrun_rank``, ``rank_file``, ``nccl_file``, ``stream``.",
+    ),
+    ("src_rank", "Rank stated by the file's path (``rank3.log``, ``attempt_0/3/``), Int32."),
+    ("src_local_rank", "Local rank stated by the path, Int32."),
+    ("src_host", "Host stated by a node-like folder name (``node-07/``); never an arbitrary folder."),
+    ("src_attempt", "Restart attempt stated by the path (``attempt_N``), Int32."),
+    ("node_key", "Folder that groups the files of one node (for local rank -> rank)."),
+    # identity evidence (correlator.identity)
+    ("c10_rank", "Rank of a c10d ``[rank N]:`` / ``[RankN]:`` line prefix."),
+    ("tee_local_rank", "Local rank of a torchrun ``--tee`` prefix (``[default0]:``), Int32."),
+    (
+        "xport_rank",
+        "Rank of a launcher transport prefix (OpenMPI ``[job,R]<stderr>:``, ``[rank R]``, ``[R]:``).",
+    ),
+    ("xport_host", "Pod of a ``kubectl logs --prefix`` line (``[pod/NAME/container]``)."),
+    ("srun_label", "Task label of a Slurm ``srun --label`` prefix ``R: ``."),
+    (
+        "hook_rank",
+        "Rank of a c10d excepthook prefix (its own stream), carried over the traceback block it opens.",
+    ),
+    (
+        "local_rank_stated",
+        "Local rank a message states (NCCL ``localRank N``, DeepSpeed ``--local_rank=N``), Int32.",
+    ),
+    (
+        "rank_stated",
+        "Rank a message states in its text (NCCL ``comm 0x.. rank 3 nranks 8``, ``Rank 3 ...``), Int32.",
+    ),
+    ("msg_rank", "Rank a fault message names as its own (``[PG 0 Rank 3]``, ``aborted on rank 3``), Int32."),
+    ("msg_pg", "Process group id of that ``[PG n Rank r]`` (the rank is then within the PG)."),
+    (
+        "gpu_index",
+        "CUDA device a CUDA error names (``(GPU 3;``, ``GPU 3 has a total capacity``, ``cuda:3``), Int32.",
+    ),
+    ("cuda_dev", "NCCL ``cudaDev N`` of an init/COLL line (local GPU)."),
+    # stamp parts (parsers.timestamps.build_ts)
+    ("xport_ts", "RFC 3339 stamp a transport adds (kubectl ``--timestamps``: ``2024-05-01T12:00:00.123Z``)."),
+    (
+        "mpi_ctime",
+        "ctime stamp before an OpenMPI ``--timestamp-output`` prefix (``Wed May  1 12:00:00 2024``).",
+    ),
+    ("nccl_ts", "Stamp at the head of a NCCL line (``NCCL_DEBUG_TIMESTAMP_FORMAT``)."),
+    ("pyts", "Python ``logging`` asctime (``2024-05-01 12:00:00,123``)."),
+    ("cf_time", "``time : 2024-05-01_12:00:00`` of a torchrun ChildFailedError failure table."),
+    ("usts", "US-order stamp of an app logger line ``05/01/2024 12:00:00 - INFO - name - ...``."),
+    ("mmdd", "glog month+day (``I0501``) of a c10d line."),
+    ("hms", "glog time of day ``12:00:00`` of a c10d line."),
+    ("yyyy", "Year of a glog-with-year stamp."),
+    ("mm", "Month of a split stamp."),
+    ("dd", "Day of a split stamp."),
+    ("usec", "Microseconds of a glog stamp."),
+    ("epoch_s", "Seconds since the epoch of a torchrun ``error.json`` ``timestamp``, Int64."),
+    # records and error.json
+    ("record", "Multi-line record key (traceback / table block) for tee de-duplication."),
+    ("exit_code_json", "Exit code read from a torchrun ``error.json`` file, Int32."),
+]
+#: The intermediate column names, in order.
+INTERMEDIATE_COLUMNS: tuple[str, ...] = tuple(name for name, _ in INTERMEDIATE)
+#: What ``parsers.parse_lines`` hands on: the event-table columns plus the intermediate ones.
+PARSE_KEEP: tuple[str, ...] = tuple(dict.fromkeys([*POLARS_SCHEMA, *INTERMEDIATE_COLUMNS]))
+
+
 def conform(df: pl.DataFrame) -> pl.DataFrame:
     """Return ``df`` with exactly the event-table columns, in order, with their types.
 
