@@ -152,56 +152,17 @@ _WAIT_KINDS = [
 ]
 
 
-_TASKS = r"srun: error: [^:\s]+: tasks? ([\d,\-\[\] ]+):"
-
-
-def _task_ids(spec: str) -> list[int]:
-    """Slurm task list ``0-7`` / ``8-10,12-15`` / ``[3,5]`` -> task ids."""
-    out: list[int] = []
-    for part in spec.strip().strip("[]").split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-", 1)
-            if a.isdigit() and b.isdigit():
-                out.extend(range(int(a), int(b) + 1))
-        elif part.isdigit():
-            out.append(int(part))
-    return out
-
-
 def _expand_task_lists(t: pl.DataFrame) -> pl.DataFrame:
-    """srun reports a whole task list per line; when srun ran one task per rank (the rows' ranks came from
-    ``srun --label``), the task ids are global ranks: one fault row per rank."""
-    rows = t.filter(pl.col("rank").is_null() & pl.col("message").str.contains(_TASKS))
+    """srun reports a whole task list per line (``ranks_named``, filled by ``parsers.system``); when srun ran
+    one task per rank (the rows' ranks came from ``srun --label``), the task ids are global ranks: one fault
+    row per rank."""
+    listed = pl.col("rank").is_null() & pl.col("ranks_named").is_not_null() & (pl.col("layer") == "system")
+    rows = t.filter(listed)
     if rows.height == 0:
         return t
-    ids = rows["message"].str.extract(_TASKS, 1).map_elements(_task_ids, return_dtype=pl.List(pl.Int32))
     expanded = (
-        rows.with_columns(ids.alias("rank"))
+        rows.with_columns(pl.col("ranks_named").str.split(",").alias("rank"))
         .explode("rank")
         .with_columns(pl.col("rank").cast(pl.Int32), pl.lit("srun_task").alias("rank_source"))
     )
-    return pl.concat(
-        [t.filter(~(pl.col("rank").is_null() & pl.col("message").str.contains(_TASKS))), expanded],
-        how="vertical_relaxed",
-    )
-
-
-def mismatch_peers(message: str) -> tuple[str | None, str | None]:
-    """From a ``Detected mismatch`` message, the peer's (op, shape) — what the other rank was running."""
-    import re
-
-    m = re.search(
-        r"but Rank \d+ is running collective: CollectiveFingerPrint\(SequenceNumber=\d+,? ?OpType=(\w+)"
-        r"(?:, TensorShape=(\[[^\]]*\]))?",
-        message,
-    )
-    return (m.group(1), m.group(2)) if m else (None, None)
-
-
-def barrier_ranks(message: str) -> list[int]:
-    """Ranks named by ``Ranks 1, 3 failed to pass monitoredBarrier``."""
-    import re
-
-    m = re.search(r"Ranks? (\d+(?:, \d+)*) (?:failed to pass|timed out in) monitoredBarrier", message)
-    return [int(x) for x in m.group(1).split(", ")] if m else []
+    return pl.concat([t.filter(~listed), expanded], how="vertical_relaxed")

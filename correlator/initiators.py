@@ -19,7 +19,7 @@ import polars as pl
 
 from correlator import align
 from correlator.confidence import Note, Reason
-from correlator.faults import FAILURE_KIND_OF, barrier_ranks, mismatch_peers
+from correlator.faults import FAILURE_KIND_OF
 from correlator.schema import Kind
 
 _SIG_KINDS = [Kind.COLLECTIVE_FINGERPRINT, Kind.WATCHDOG_TIMEOUT, Kind.COLLECTIVE_MISMATCH]
@@ -106,7 +106,7 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
     claims: list[tuple[str, int, int, str, int]] = []  # pg, seq, rank, signature, event_id
     own_line: dict[tuple[str, int, int], int] = {}  # (pg, seq, rank) -> the rank's own line about it
     for r in rows.select(
-        "kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "message", "event_id"
+        "kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "peer_op", "peer_shape", "event_id"
     ).iter_rows(named=True):
         pg = r["pg"] or "0"
         size = r["shape"] if r["shape"] is not None else (str(r["numel"]) if r["numel"] is not None else "")
@@ -114,7 +114,7 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
         own_line.setdefault((pg, r["seq"], r["rank"]), r["event_id"])
         claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
         if r["kind"] == Kind.COLLECTIVE_MISMATCH:
-            pop, pshape = mismatch_peers(r["message"] or "")
+            pop, pshape = r["peer_op"], r["peer_shape"]
             if r["peer_rank"] is not None and pop:
                 claims.append((pg, r["seq"], r["peer_rank"], f"{pop}|{pshape or ''}", r["event_id"]))
     by_key: dict[tuple[str, int], dict[int, set[str]]] = {}
@@ -299,7 +299,7 @@ def barrier_named(e: Evidence) -> Finding | None:
         shift = (
             (row["rank"] - row["pg_rank"]) if row["rank"] is not None and row["pg_rank"] is not None else 0
         )
-        named.update(r + shift for r in barrier_ranks(row["message"] or ""))
+        named.update(int(r) + shift for r in (row["ranks_named"] or "").split(",") if r)
     if not named:
         return None
     quiet = named - e.own_error_ranks()

@@ -368,6 +368,20 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
             "numbering of the line's process group."
         ),
     ),
+    (
+        "ranks_named",
+        pa.string(),
+        (
+            "Every rank a line names as a group, ascending, comma-separated (`1,3`): srun's `tasks 0-3`, "
+            "monitoredBarrier's `Ranks 1, 3 failed to pass`. In the numbering of the line (srun: task ids)."
+        ),
+    ),
+    (
+        "peer_op",
+        pa.string(),
+        "Collective the other rank was running, as a mismatch states it (`but Rank 0 is running … OpType=X`).",
+    ),
+    ("peer_shape", pa.string(), "Tensor shape of that other rank's collective (`[4, 2]`), when stated."),
     ("peer_addr", pa.string(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
     (
         "local_addr",

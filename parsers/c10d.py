@@ -255,7 +255,8 @@ RULES: list[Rule] = [
         "Detected mismatch between collectives",
         r"Rank (?P<rank_stated>\d+) is running collective: "
         + _FP
-        + r"(?:.*?but Rank (?P<peer_rank>\d+) is running)?",
+        + r"(?:.*?but Rank (?P<peer_rank>\d+) is running(?: collective: CollectiveFingerPrint\(SequenceNumber=\d+,? ?"
+        + r"OpType=(?P<peer_op>\w+)(?:, TensorShape=(?P<peer_shape>\[[^\]]*\]))?)?)?",
         "error",
         "ProcessGroupWrapper.cpp, TORCH_DISTRIBUTED_DEBUG=DETAIL, torch 1.10 – 2.13",
         "RuntimeError: Detected mismatch between collectives on ranks. Rank 3 is running collective: "
@@ -290,7 +291,7 @@ RULES: list[Rule] = [
         "monitored_barrier_failed",
         "c10d",
         "failed to pass monitoredBarrier",
-        r"Ranks? (?P<peer_rank>\d+)(?P<peer_list>(?:, \d+)*) failed to pass monitoredBarrier in (?P<timeout_ms>\d+) ms",
+        r"Ranks? (?P<ranks_spec>(?P<peer_rank>\d+)(?:, \d+)*) failed to pass monitoredBarrier in (?P<timeout_ms>\d+) ms",
         "error",
         "ProcessGroupGloo.cpp monitoredBarrier, torch 1.10 – 2.13",
         "[rank0]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 2 failed to pass monitoredBarrier "

@@ -5,9 +5,11 @@ stores its named groups in columns. A :class:`Rule` classifies a message: a chea
 candidate rows, then one regex with named groups extracts fields. Both run as polars expressions over
 whole columns (Rust regex, linear time); there is no Python loop per line.
 
-Named groups map to event-table columns (``seq``, ``op``, ``timeout_ms`` …). Three group names are
+Named groups map to event-table columns (``seq``, ``op``, ``timeout_ms`` …). Four group names are
 converted: ``seq_hex`` (an NCCL opCount, hex) -> ``seq``; ``host_fqdn`` -> ``host`` cut at the first dot;
-``rank_stated`` / ``local_rank_stated`` -> ranks stated inside the message (used by identity resolution).
+``ranks_spec`` (a rank list as the tool prints it: ``0-3,5``, ``[3,5]``, ``1, 3``) -> ``ranks_named``
+(:func:`rank_list`); ``rank_stated`` / ``local_rank_stated`` -> ranks stated inside the message (used by
+identity resolution).
 """
 
 from __future__ import annotations
@@ -69,7 +71,38 @@ RULE_FIELDS: tuple[str, ...] = (
     "comm_id",
     "root_cause",
     "local_addr",
+    "ranks_named",
+    "peer_op",
+    "peer_shape",
 )
+
+#: Most ranks one ``ranks_spec`` may name: a crafted ``tasks 0-4000000000`` must not expand into memory.
+MAX_RANKS_NAMED = 1 << 17
+
+
+def rank_list(spec: str | None) -> str | None:
+    """A rank list as a tool prints it -> the ranks, ascending and unique, comma-separated (``ranks_named``).
+
+    Slurm task lists (srun ``task_state.c``: ``0-7``, ``8-10,12-15``, ``[3,5]``) and c10d's monitoredBarrier
+    list (``ProcessGroupGloo.cpp``: ``1, 3``). A part that is not a number or a range is skipped; None when
+    nothing is left or the list names more than :data:`MAX_RANKS_NAMED` ranks (a range is never expanded
+    past that)."""
+    if spec is None:
+        return None
+    out: set[int] = set()
+    for part in spec.strip().strip("[]").split(","):
+        part = part.strip()
+        lo, dash, hi = part.partition("-")
+        if dash and lo.isdigit() and hi.isdigit():
+            a, b = int(lo), int(hi)
+            if b - a + 1 + len(out) > MAX_RANKS_NAMED:
+                return None
+            out.update(range(a, b + 1))
+        elif not dash and part.isdigit():
+            out.add(int(part))
+        if len(out) > MAX_RANKS_NAMED:
+            return None
+    return ",".join(map(str, sorted(out))) if out else None
 
 
 @dataclass(frozen=True)
@@ -111,6 +144,8 @@ def _cast_fields(df: pl.DataFrame) -> pl.DataFrame:
             exprs.append(pl.col(c).str.to_integer(base=16, strict=False).alias("seq"))
         elif c == "host_fqdn":
             exprs.append(pl.col(c).str.split(".").list.first().alias("host"))
+        elif c == "ranks_spec":  # few rows (launcher / barrier lines): a Python function per row is fine
+            exprs.append(pl.col(c).map_elements(rank_list, return_dtype=pl.String).alias("ranks_named"))
         elif c in FIELD_TYPES:
             exprs.append(pl.col(c).str.strip_chars().cast(FIELD_TYPES[c], strict=False))
         else:

@@ -208,6 +208,7 @@ def test_monitored_barrier_names_the_stuck_rank() -> None:
             pg_rank=0,
             peer_rank=2,
             message="Ranks 2 failed to pass monitoredBarrier in 15000 ms",
+            ranks_named="2",
         )
     ]
     rows += [ev(r, "monitored_barrier_peer", 20, peer_rank=0) for r in (1, 3)]

@@ -198,3 +198,90 @@ def test_srun_label_and_mpi_tag(tmp_path: Path) -> None:
 def test_kubectl_stamp_is_exact(tmp_path: Path) -> None:
     r = _events(tmp_path, "2024-11-29T22:58:55.104211337Z [default0]:hello").row(0, named=True)
     assert r["ts_quality"] == "exact" and r["ts"].microsecond == 104211 and r["local_rank"] == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "ranks"),
+    [
+        ("0-7", "0,1,2,3,4,5,6,7"),
+        ("8-10,12-15", "8,9,10,12,13,14,15"),
+        ("[3,5]", "3,5"),
+        ("[3, 5-6]", "3,5,6"),
+        (" 4 ", "4"),
+        ("1, 3", "1,3"),
+        ("5,3,3", "3,5"),
+        ("a-b,7", "7"),
+        ("1-2-3,4", "4"),
+        ("x", None),
+        ("", None),
+    ],
+)
+def test_rank_list(spec: str, ranks: str | None) -> None:
+    from parsers.rules import rank_list
+
+    assert rank_list(spec) == ranks
+
+
+def test_rank_list_never_expands_past_its_cap() -> None:
+    from parsers.rules import MAX_RANKS_NAMED, rank_list
+
+    assert rank_list(f"0-{MAX_RANKS_NAMED - 1}") == ",".join(map(str, range(MAX_RANKS_NAMED)))
+    assert rank_list(f"0-{MAX_RANKS_NAMED}") is None
+    assert rank_list("0-4000000000") is None
+    assert rank_list(",".join(["0-70000", "70001-140000"])) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "ranks"),
+    [
+        ("srun: error: node-b: tasks 4-5,7: Exited with exit code 1", "4,5,7"),
+        ("srun: error: node-b: task 11: Out Of Memory", "11"),
+        ("srun: error: node-b: tasks [0-1]: Killed", "0,1"),
+        (
+            "[rank0]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 1, 3 failed to pass "
+            "monitoredBarrier in 30000 ms",
+            "1,3",
+        ),
+        (
+            "[rank0]:[E1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 2 failed to pass "
+            "monitoredBarrier in 15000 ms",
+            "2",
+        ),
+        (
+            "[rank0]:[I1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] Rank 0 successfully reached "
+            "monitoredBarrier, but received errors while waiting for send/recv from rank 1",
+            None,
+        ),
+    ],
+)
+def test_ranks_named_from_srun_and_monitored_barrier_lines(
+    tmp_path: Path, line: str, ranks: str | None
+) -> None:
+    t = _events(tmp_path, line)
+    assert t["ranks_named"].to_list() == [ranks]
+
+
+def test_mismatch_line_states_the_other_ranks_collective(tmp_path: Path) -> None:
+    line = (
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float), but Rank 3 "
+        "is running collective: CollectiveFingerPrint(SequenceNumber=12, OpType=BROADCAST, TensorShape=[4, 2], "
+        "TensorDtypes=Float)."
+    )
+    t = _events(tmp_path, line)
+    assert t.select("kind", "op", "shape", "peer_rank", "peer_op", "peer_shape").row(0) == (
+        "collective_mismatch",
+        "ALLREDUCE",
+        "[4]",
+        3,
+        "BROADCAST",
+        "[4, 2]",
+    )
+    # torch 1.10's fingerprint has no comma before OpType and no shape
+    old = (
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=3OpType=ALLREDUCE), but Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=3OpType=BARRIER)."
+    )
+    t = _events(tmp_path, old)
+    assert t.select("peer_rank", "peer_op", "peer_shape").row(0) == (0, "BARRIER", None)

@@ -242,6 +242,7 @@ def test_barrier_summaries() -> None:
             20,
             pg_rank=0,
             message="Ranks 2 failed to pass monitoredBarrier in 15000 ms",
+            ranks_named="2",
         )
     ]
     d = diagnose(table(rows))

@@ -1,5 +1,5 @@
-"""Rules of ``correlator/faults.py`` on minimal event tables: the role of each fault row, srun task lists,
-mismatch and monitoredBarrier message fields. Expected values follow the module's documented precedence
+"""Rules of ``correlator/faults.py`` on minimal event tables: the role of each fault row and srun task lists
+(``ranks_named``, which ``parsers.system`` fills: tests/test_parsers.py). Expected values follow the module's documented precedence
 (DESIGN.md: exceptions, CUDA and SIGKILL are causes; timeouts, closed connections and SIGTERM are effects)."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from correlator import faults
-from correlator.faults import barrier_ranks, fault_rows, mismatch_peers
+from correlator.faults import fault_rows
 from tests.test_diagnose_units import ev, table
 
 
@@ -102,26 +101,10 @@ def test_watchdog_hang_after_own_timeout_is_an_effect() -> None:
     assert roles[(0, "watchdog_timeout")] == roles[(1, "watchdog_timeout")] == "effect"
 
 
-@pytest.mark.parametrize(
-    ("spec", "ids"),
-    [
-        ("0-7", list(range(8))),
-        ("8-10,12-15", [8, 9, 10, 12, 13, 14, 15]),
-        ("[3,5]", [3, 5]),
-        ("[3, 5-6]", [3, 5, 6]),
-        (" 4 ", [4]),
-        ("a-b,7", [7]),
-        ("x", []),
-    ],
-)
-def test_slurm_task_ids(spec: str, ids: list[int]) -> None:
-    assert faults._task_ids(spec) == ids
-
-
 def test_srun_task_list_expands_to_one_row_per_rank() -> None:
     msg = "srun: error: node-b: tasks 4-5,7: Exited with exit code 1"
     rows = [ev(r, "log", 0, severity="info", rank_source="transport_prefix") for r in range(8)]
-    rows += [ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg)]
+    rows += [ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg, ranks_named="4,5,7")]
     f = fault_rows(table(rows))
     assert sorted(f["rank"].to_list()) == [4, 5, 7]
     assert set(f["rank_source"].to_list()) == {"srun_task"}
@@ -133,7 +116,7 @@ def test_srun_task_list_untouched_when_a_launcher_ran_inside_the_tasks() -> None
     msg = "srun: error: node-b: task 3: Exited with exit code 1"
     rows = [
         ev(0, "log", 0, severity="info", rank_source="path"),
-        ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg),
+        ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg, ranks_named="3"),
     ]
     # torchrun inside the srun task: task ids are nodes, not ranks
     f = fault_rows(table([*rows, ev(0, "log", 0, severity="info", layer="elastic", rank_source="path")]))
@@ -153,6 +136,7 @@ def test_srun_rows_without_a_task_list_are_kept() -> None:
             layer="system",
             exit_code=1,
             message="srun: error: node-b: task 1: Killed",
+            ranks_named="1",
         ),
         ev(None, "job_cancelled", 9, layer="system", message="srun: Job step aborted"),
     ]
@@ -161,31 +145,9 @@ def test_srun_rows_without_a_task_list_are_kept() -> None:
     assert f.height == 2
 
 
-def test_mismatch_peers_reads_the_peer_collective() -> None:
-    msg = (
-        "Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint("
-        "SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float), but Rank 3 is running "
-        "collective: CollectiveFingerPrint(SequenceNumber=12, OpType=BROADCAST, TensorShape=[4, 2], "
-        "TensorDtypes=Float)."
-    )
-    assert mismatch_peers(msg) == ("BROADCAST", "[4, 2]")
-    no_shape = "but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=3OpType=BARRIER)"
-    assert mismatch_peers(no_shape) == ("BARRIER", None)
-    assert mismatch_peers("Rank 0 is running collective: CollectiveFingerPrint(OpType=ALLREDUCE)") == (
-        None,
-        None,
-    )
-
-
-@pytest.mark.parametrize(
-    ("msg", "ranks"),
-    [
-        ("Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms", [1, 3]),
-        ("Rank 2 failed to pass monitoredBarrier in 15000 ms", [2]),
-        ("[Rank 0]: Ranks 12 timed out in monitoredBarrier", [12]),
-        ("Rank 0 successfully reached monitoredBarrier", []),
-        ("", []),
-    ],
-)
-def test_barrier_ranks(msg: str, ranks: list[int]) -> None:
-    assert barrier_ranks(msg) == ranks
+def test_a_task_list_on_a_row_that_has_its_rank_or_is_not_the_launcher_is_not_expanded() -> None:
+    base = [ev(r, "log", 0, severity="info", rank_source="transport_prefix") for r in range(4)]
+    own = ev(2, "worker_failed", 9, layer="system", exit_code=1, ranks_named="0,1")
+    other = ev(None, "monitored_barrier_failed", 9, layer="c10d", ranks_named="1,3")
+    f = fault_rows(table([*base, own, other]))
+    assert sorted(f["rank"].to_list(), key=lambda x: (x is None, x)) == [2, None]

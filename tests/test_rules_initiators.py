@@ -222,6 +222,7 @@ def test_monitored_barrier_names_a_stuck_rank() -> None:
             20,
             pg_rank=0,
             message="Ranks 2 failed to pass monitoredBarrier in 15000 ms",
+            ranks_named="2",
         )
     ]
     G = graph_of(rows)
@@ -238,6 +239,7 @@ def test_monitored_barrier_group_ranks_are_shifted_to_global_ranks() -> None:
             20,
             pg_rank=0,
             message="Ranks 1 failed to pass monitoredBarrier in 15000 ms",
+            ranks_named="1",
         )
     ]
     assert verdict(graph_of(rows))[:3] == ([5], "named by monitoredBarrier", "straggler_hang")
@@ -252,6 +254,7 @@ def test_monitored_barrier_named_rank_that_failed_elsewhere_ran_another_collecti
             20,
             pg_rank=0,
             message="Ranks 2 failed to pass monitoredBarrier in 15000 ms",
+            ranks_named="2",
         ),
         ev(2, "watchdog_timeout", 30, seq=5, pg="0", op="ALLREDUCE"),
     ]  # id 5
@@ -424,7 +427,18 @@ def test_mismatch_message_states_what_the_peer_ran() -> None:
         "CollectiveFingerPrint(SequenceNumber=9, OpType=BROADCAST, TensorShape=[4])."
     )
     rows = [
-        ev(0, "collective_mismatch", 1, seq=9, op="ALLREDUCE", shape="[4]", peer_rank=2, message=msg),
+        ev(
+            0,
+            "collective_mismatch",
+            1,
+            seq=9,
+            op="ALLREDUCE",
+            shape="[4]",
+            peer_rank=2,
+            peer_op="BROADCAST",
+            peer_shape="[4]",
+            message=msg,
+        ),
         ev(1, "collective_fingerprint", 1, seq=9, op="ALLREDUCE", shape="[4]"),
         progress(2, 1),
     ]
