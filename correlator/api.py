@@ -172,6 +172,11 @@ def check_parquet(path: Path) -> None:
             raise InputError(
                 f"{_safe(f)}: not a rankscope timeline: missing column(s) {', '.join(missing[:8])}"
                 + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                + (
+                    " (written by an older rankscope? write it again with `rankscope timeline`)"
+                    if len(missing) < len(want) // 4
+                    else ""
+                )
             )
         wrong = [f"{c} is {got[c]}, want {t}" for c, t in want.items() if got[c] != t and got[c] != pl.Null]
         if wrong:

@@ -177,3 +177,21 @@ def test_every_module_imports(path: Path) -> None:
     if name == "correlator.__main__":
         pytest.skip("runs the CLI on import")
     assert importlib.import_module(name).__name__ == name
+
+
+def test_a_parquet_timeline_from_before_a_column_was_added_says_so(tmp_path: Path) -> None:
+    import polars as pl
+
+    from correlator.api import check_parquet
+    from correlator.errors import InputError
+
+    t = correlator.load(CASES / "cap-03-straggler-hang-plain" / "logs")
+    old = tmp_path / "old.parquet"
+    t.drop("ranks_named", "peer_op").write_parquet(old)
+    with pytest.raises(InputError, match=r"missing column\(s\) ranks_named, peer_op \(written by an older"):
+        check_parquet(old)
+    other = tmp_path / "other.parquet"
+    pl.DataFrame({"a": [1]}).write_parquet(other)
+    with pytest.raises(InputError, match=r"missing column") as e:
+        check_parquet(other)
+    assert "older rankscope" not in str(e.value)

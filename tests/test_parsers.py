@@ -238,18 +238,24 @@ def test_rank_list_never_expands_past_its_cap() -> None:
         ("srun: error: node-b: task 11: Out Of Memory", "11"),
         ("srun: error: node-b: tasks [0-1]: Killed", "0,1"),
         (
-            "[rank0]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 1, 3 failed to pass "
-            "monitoredBarrier in 30000 ms",
+            (
+                "[rank0]:[E1129 23:08:36.778416339 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 1, 3 failed to pass "
+                "monitoredBarrier in 30000 ms"
+            ),
             "1,3",
         ),
         (
-            "[rank0]:[E1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 2 failed to pass "
-            "monitoredBarrier in 15000 ms",
+            (
+                "[rank0]:[E1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 2 failed to pass "
+                "monitoredBarrier in 15000 ms"
+            ),
             "2",
         ),
         (
-            "[rank0]:[I1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] Rank 0 successfully reached "
-            "monitoredBarrier, but received errors while waiting for send/recv from rank 1",
+            (
+                "[rank0]:[I1129 23:08:36.778382438 ProcessGroupGloo.cpp:2901] Rank 0 successfully reached "
+                "monitoredBarrier, but received errors while waiting for send/recv from rank 1"
+            ),
             None,
         ),
     ],
