@@ -222,6 +222,14 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     return G
 
 
+def _coordinator_crashed(fr: pl.DataFrame, rows: pl.DataFrame) -> bool:
+    """Whether the rank a ``monitored_barrier_peer`` row got its errors from (``peer_rank``: the barrier's
+    coordinator, rank 0 of its group) has a fault of role ``cause`` of its own (it crashed, so the error is
+    its closed connection). ``fr``: the fault rows with ``role`` (``faults.fault_rows``); ``rows``: one rank's."""
+    coord = rows.filter(pl.col("kind") == Kind.MONITORED_BARRIER_PEER)["peer_rank"].drop_nulls().to_list()
+    return bool(coord) and fr.filter(pl.col("rank").is_in(coord) & (pl.col("role") == "cause")).height > 0
+
+
 def _add_edges(
     G: nx.DiGraph,
     fr: pl.DataFrame,
@@ -267,6 +275,11 @@ def _add_edges(
         elif rows.filter((pl.col("kind") == Kind.STORE_ERROR) & pl.col("timeout_ms").is_not_null()).height:
             # a store wait that ran out its timeout waited for a key the other rank never set (c10d
             # "Timeout: ... waiting for key", store_wait_input), not a broken connection
+            edge = "waits_for"
+        elif kinds & set(PEER_KINDS) == {Kind.MONITORED_BARRIER_PEER} and not _coordinator_crashed(fr, rows):
+            # "successfully reached monitoredBarrier, but received errors ... from rank 0": rank 0 (the
+            # barrier's coordinator) answered with its own timeout, so this rank waited (through rank 0) for
+            # the rank that never arrived; only a crashed coordinator makes it a broken connection
             edge = "waits_for"
         elif kinds & set(PEER_KINDS):
             edge = "peer_error"

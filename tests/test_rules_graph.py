@@ -73,7 +73,7 @@ def test_first_fault_puts_launcher_summaries_last() -> None:
 def test_rank_named_only_by_the_launcher_becomes_a_node() -> None:
     msg = "srun: error: node-b: task 3: Exited with exit code 1"
     rows = [ev(r, "log", 0, severity="info", rank_source="transport_prefix") for r in range(3)]
-    rows += [ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg)]
+    rows += [ev(None, "worker_failed", 9, layer="system", exit_code=1, message=msg, ranks_named="3")]
     G = build_graph(table(rows))
     assert G.graph["initiators"] == [3] and G.nodes[3]["status"] == "initiating"
     assert (G.nodes[3]["host"], G.nodes[3]["local_rank"], G.nodes[3]["first_fault_kind"]) == (
@@ -160,3 +160,38 @@ def test_stall_report_ranks_in_a_collective_mismatch_are_explained_by_the_mismat
     got = {p["rank"]: (p["explained_by"] or {}).get("edge") for p in d["per_rank"] if p["rank"] != 3}
     # the thread's Horovod stall report: ranks 0-2 submitted other allreduces than rank 3
     assert got == {0: "mismatch", 1: "mismatch", 2: "mismatch"}
+
+
+def test_monitored_barrier_peer_waits_unless_the_coordinator_crashed() -> None:
+    # Rank 0 coordinates the gloo monitoredBarrier; rank 2 never arrives (silent), rank 0 reports it, and
+    # rank 1 "successfully reached monitoredBarrier, but received errors ... from rank 0": it waited for 2.
+    barrier = [
+        progress(0, 1),
+        progress(1, 1),
+        progress(2, 1),
+        progress(0, 3),
+        progress(1, 3),
+        ev(0, "monitored_barrier_failed", 6, ranks_named="2", peer_rank=2, timeout_ms=30_000, pg_rank=0),
+        ev(1, "monitored_barrier_peer", 6, peer_rank=0),
+    ]
+    G = build_graph(table(barrier))
+    assert G.graph["initiators"] == [2]
+    assert G.nodes[1]["explained_by"]["edge"] == "waits_for"
+    assert G.nodes[1]["explained_by"]["rank"] == 2
+    # rank 0 itself crashed (an exception of its own): rank 1's error is the connection rank 0 closed
+    crashed = [
+        progress(0, 1),
+        progress(1, 1),
+        ev(0, "python_exception", 2, exc_type="ValueError", layer="python"),
+        ev(1, "monitored_barrier_peer", 6, peer_rank=0),
+    ]
+    assert _edge(crashed, 1) == ("peer_error", 0, None, None)
+    # next to another peer kind (a closed gloo connection) the peer error stays
+    alive = [progress(0, 1), progress(1, 1), progress(2, 1), progress(0, 3), progress(1, 3)]
+    both = [
+        *alive,
+        ev(0, "monitored_barrier_failed", 6, ranks_named="2", peer_rank=2, timeout_ms=30_000, pg_rank=0),
+        ev(1, "monitored_barrier_peer", 6, peer_rank=0),
+        ev(1, "gloo_connection_closed", 6),
+    ]
+    assert _edge(both, 1)[0] == "peer_error"
