@@ -222,14 +222,6 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     return G
 
 
-def _coordinator_crashed(fr: pl.DataFrame, rows: pl.DataFrame) -> bool:
-    """Whether the rank a ``monitored_barrier_peer`` row got its errors from (``peer_rank``: the barrier's
-    coordinator, rank 0 of its group) has a fault of role ``cause`` of its own (it crashed, so the error is
-    its closed connection). ``fr``: the fault rows with ``role`` (``faults.fault_rows``); ``rows``: one rank's."""
-    coord = rows.filter(pl.col("kind") == Kind.MONITORED_BARRIER_PEER)["peer_rank"].drop_nulls().to_list()
-    return bool(coord) and fr.filter(pl.col("rank").is_in(coord) & (pl.col("role") == "cause")).height > 0
-
-
 def _add_edges(
     G: nx.DiGraph,
     fr: pl.DataFrame,
@@ -238,27 +230,45 @@ def _add_edges(
     signalled: set[int],
     cause_event: dict[int, int],
 ) -> None:
-    """Give every faulty non-initiating rank the edge that explains it."""
+    """Give every faulty non-initiating rank the edge that explains it.
+
+    One sort of the fault rows ``fr`` (``faults.fault_rows``: with ``role`` and ``tc``), then plain Python per
+    rank: a rank has a handful of fault rows, and a polars call per rank made this step the slowest of the
+    diagnosis at 16,384 ranks (benchmarks/RESULTS.md)."""
     if not initiators:
         return
     target_default = initiators[0]
-    for rank, rows in fr.group_by("rank", maintain_order=True):
-        r = int(rank[0])
-        if r in initiators:
-            continue
-        rows = rows.sort(
+    inits = set(initiators)
+    # ranks whose own trouble is a crash (a cause), for the monitoredBarrier coordinator test below
+    crashed = set(fr.filter(pl.col("role") == "cause")["rank"].drop_nulls().to_list())
+    order = [int(x) for x in fr["rank"].unique(maintain_order=True).drop_nulls().to_list()]
+    per_rank: dict[int, list[dict[str, object]]] = {}
+    cols = ["rank", "kind", "peer_rank", "pg", "seq", "timeout_ms", "event_id"]
+    for row in (
+        fr.filter(~pl.col("rank").is_in(initiators))
+        .sort(
+            "rank",
             pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]).cast(pl.Int8),
             "tc",
             "event_id",
             nulls_last=True,
         )
-        firstrow = rows.row(0, named=True)
-        named = [p for p in rows["peer_rank"].drop_nulls().to_list() if p in initiators]
+        .select(cols)
+        .iter_rows(named=True)
+    ):
+        per_rank.setdefault(row["rank"], []).append(row)
+    for r in order:
+        if r in inits or r not in per_rank:
+            continue
+        rows = per_rank[r]
+        firstrow = rows[0]
+        named = [x["peer_rank"] for x in rows if x["peer_rank"] is not None and x["peer_rank"] in inits]
         target = named[0] if named else target_default
-        kinds = set(rows["kind"].to_list())
-        with_seq = rows.filter(pl.col("seq").is_not_null())
-        pg = with_seq["pg"][0] if with_seq.height else None
-        seq = with_seq["seq"][0] if with_seq.height else None
+        kinds = {x["kind"] for x in rows}
+        with_seq = [x for x in rows if x["seq"] is not None]
+        pg = with_seq[0]["pg"] if with_seq else None
+        seq = with_seq[0]["seq"] if with_seq else None
+        coordinators = {x["peer_rank"] for x in rows if x["kind"] == Kind.MONITORED_BARRIER_PEER} - {None}
         if failure_kind == "collective_mismatch":
             edge = "mismatch"
         elif failure_kind == "early_exit":
@@ -272,14 +282,15 @@ def _add_edges(
             Kind.FR_WAITING,  # its Flight Recorder dump is pending at a seq the initiator did not reach
         }:
             edge = "waits_for"
-        elif rows.filter((pl.col("kind") == Kind.STORE_ERROR) & pl.col("timeout_ms").is_not_null()).height:
+        elif any(x["kind"] == Kind.STORE_ERROR and x["timeout_ms"] is not None for x in rows):
             # a store wait that ran out its timeout waited for a key the other rank never set (c10d
             # "Timeout: ... waiting for key", store_wait_input), not a broken connection
             edge = "waits_for"
-        elif kinds & set(PEER_KINDS) == {Kind.MONITORED_BARRIER_PEER} and not _coordinator_crashed(fr, rows):
+        elif kinds & set(PEER_KINDS) == {Kind.MONITORED_BARRIER_PEER} and not coordinators & crashed:
             # "successfully reached monitoredBarrier, but received errors ... from rank 0": rank 0 (the
-            # barrier's coordinator) answered with its own timeout, so this rank waited (through rank 0) for
-            # the rank that never arrived; only a crashed coordinator makes it a broken connection
+            # barrier's coordinator, the row's peer_rank) answered with its own timeout, so this rank waited
+            # (through rank 0) for the rank that never arrived; only a coordinator that crashed (a fault of
+            # role cause) makes it a broken connection
             edge = "waits_for"
         elif kinds & set(PEER_KINDS):
             edge = "peer_error"
