@@ -181,7 +181,7 @@ def timeline_data(table: pl.DataFrame, diagnosis: Diagnosis) -> tuple[pl.DataFra
     (``tc``: the diagnosis's time, µs since the epoch, the same as the Perfetto trace's ``ts``), with ``x``
     (seconds from ``t0``, the initiating event's ``tc``, or the first event's); the time base
     (``time`` or ``event order``) and ``t0``."""
-    t_all, base = prepare(table)
+    t_all, base = prepare(table, diagnosis)
     t = t_all.filter(pl.col("attempt") == diagnosis.attempt) if t_all["attempt"].n_unique() > 1 else t_all
     inits = t.filter(pl.col("event_id").is_in(initiating_event_ids(table, diagnosis))).sort("tc")
     t0 = int(inits["tc"][0]) if inits.height else (int(t["tc"].min()) if t.height else 0)  # type: ignore[arg-type]
