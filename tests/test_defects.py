@@ -268,3 +268,80 @@ def test_a_third_stamped_is_still_a_time_axis() -> None:
     rows, base = prepare(t)
     assert base == "time"
     assert rows["tc"].n_unique() > 1  # a time axis with more than one moment on it
+
+
+def test_unstamped_initiating_line_is_stated_at_the_stamp_above_it_everywhere() -> None:
+    """recon-04: rank 5's OOM traceback (from node-a.console.log:200) has no stamp; the last stamped line above it
+    is line 4, ``W0211 02:31:40.000000`` (torchrun, year 2025 from the job's other stamps), and the job's two
+    hosts share no collective, so no clock offset. The report, Markdown, HTML page, trace and plot all say so."""
+    from rich.console import Console
+
+    from correlator.perfetto import to_trace
+    from correlator.plot import report_html, timeline_data
+    from correlator.report import render_markdown, render_text
+
+    logs = CASES / "recon-04-cuda-oom-rank5-watchdog-600s-global-prefix-16r" / "logs"
+    lines = (logs / "node-a.console.log").read_text().splitlines()
+    stamped_above = [i for i, s in enumerate(lines[:199], 1) if re.match(r"[IWEF]\d{4} \d\d:\d\d:\d\d", s)]
+    assert stamped_above[-1] == 4 and lines[3].startswith("W0211 02:31:40.000000")
+    # Line 200 opens rank 5's traceback; the record runs to its OutOfMemoryError line, none of it stamped.
+    end = next(i for i, s in enumerate(lines, 1) if "OutOfMemoryError" in s)
+    assert "Traceback" in lines[199] and end > 200
+    assert not any(re.search(r"\d\d:\d\d:\d\d", s) for s in lines[199:end])
+    t = correlator.load(logs)
+    d = correlator.diagnose(t)
+    [e] = d.initiating_events
+    assert (e.rank, e.path, e.line, e.kind, e.role) == (
+        5,
+        "node-a.console.log",
+        200,
+        "cuda_oom",
+        "initiating fault",
+    )
+    assert (e.ts, e.ts_basis) == ("2025-02-11T02:31:40Z", "stamp above")
+    quoted = next(x for x in d.evidence if x.role == "initiating fault")
+    assert (quoted.event_id, quoted.ts) == (e.event_id, None)  # the evidence row is that event, unstamped
+    shown = "rank 5: cuda_oom at ≥ 2025-02-11 02:31:40.000"
+    con = Console(width=400, record=True)
+    render_text(d, con)
+    assert shown in con.export_text()
+    assert f"- initiating event: {shown}" in render_markdown(d)
+    import html
+
+    import networkx as nx
+
+    assert html.escape(shown) in report_html(t, d, nx.DiGraph())
+    us = int(dt.datetime(2025, 2, 11, 2, 31, 40, tzinfo=dt.UTC).timestamp()) * 1_000_000
+    [mark] = [x for x in to_trace(t, d)["traceEvents"] if x.get("args", {}).get("initiating")]
+    assert (mark["ts"], mark["tid"], mark["args"]["event_id"], mark["args"]["ts_inferred"]) == (
+        us,
+        6,
+        e.event_id,
+        True,
+    )
+    _rows, _base, t0 = timeline_data(t, d)
+    assert t0 == us
+
+
+def test_every_attempts_evidence_names_its_event_row() -> None:
+    """cap-12 restarted once: both attempts' evidence rows (top level and nested) carry the event id of the
+    table row they quote, and each attempt names its initiating events by evidence row."""
+    t = correlator.load(RESTART)
+    doc = correlator.diagnose(t).to_json()
+    assert [a["attempt"] for a in doc["attempts"]] == [0, 1]
+    for d in [doc, *doc["attempts"]]:
+        assert d["evidence"]
+        for e in d["evidence"]:
+            row = t.filter(pl.col("event_id") == e["event_id"]).row(0, named=True)
+            assert (row["rank"], row["path"], row["line"], row["kind"], row["attempt"]) == (
+                e["rank"],
+                e["path"],
+                e["line"],
+                e["kind"],
+                d["attempt"],
+            )
+        quoted = {e["event_id"]: e for e in d["evidence"]}
+        assert d["initiating_events"]
+        for i in d["initiating_events"]:
+            assert quoted[i["event_id"]]["role"] == i["role"] == "initiating fault"
+            assert i["rank"] in d["initiating_ranks"]
