@@ -82,7 +82,11 @@ def attempt_times(table: pl.DataFrame) -> pl.Series:
     return pl.concat(parts).sort("__i")["tc"]
 
 
-def shown_times(table: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+#: The columns :func:`shown_times` reads (the clock estimate's and the file order's).
+_TIME_COLUMNS = ["event_id", "path", "line", "ts", "host", "attempt", "kind", "pg", "seq", "duplicate"]
+
+
+def shown_times(table: pl.DataFrame, paths: list[str] | None = None) -> tuple[pl.DataFrame, str]:
     """The time at which the report, the plot and the Perfetto trace place every event, and the time base.
 
     Over the non-duplicate, non-blank rows of ``table``: ``event_id``, ``path``, ``line``, ``tc`` (Datetime µs
@@ -91,12 +95,15 @@ def shown_times(table: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     ``ts_basis`` (``stamp``: its own stamp; ``stamp above``: a lower bound; ``stamp below``: an upper bound;
     null with ``tc``). Rows in table order. The base is ``time``, or ``event order`` when the rows carry
     fewer than two distinct stamps (then no row has a time worth stating and ``tc`` is all null).
+    ``paths``: return the rows of these files only (the offsets and the time base still come from all rows).
     """
-    t = table.filter(~pl.col("duplicate") & (pl.col("kind") != Kind.BLANK))
+    t = table.select(_TIME_COLUMNS).filter(~pl.col("duplicate") & (pl.col("kind") != Kind.BLANK))
     own = attempt_times(t)
     out = t.select("event_id", "path", "line").with_columns(
         own.alias("__own"), pl.int_range(pl.len()).alias("__i")
     )
+    if paths is not None:
+        out = out.filter(pl.col("path").is_in(paths))
     if own.drop_nulls().n_unique() < 2:
         return out.select(
             "event_id",

@@ -258,7 +258,7 @@ def _initiating_events(
             chosen.append((r, e))
     if not chosen:
         return []
-    times, _base = clock.shown_times(table)
+    times, _base = clock.shown_times(table, paths=sorted({e.path for _, e in chosen}))
     at = {
         eid: (tc, basis)
         for eid, tc, basis in times.filter(pl.col("event_id").is_in([e.event_id for _, e in chosen]))
