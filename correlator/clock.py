@@ -89,3 +89,50 @@ def attempt_times(table: pl.DataFrame) -> pl.Series:
         for _, part in idx.group_by("attempt", maintain_order=True)
     ]
     return pl.concat(parts).sort("__i")["tc"]
+
+
+#: The columns :func:`shown_times` reads (the clock estimate's and the file order's).
+_TIME_COLUMNS = ["event_id", "path", "line", "ts", "host", "attempt", "kind", "pg", "seq", "duplicate"]
+
+
+def shown_times(table: pl.DataFrame, paths: list[str] | None = None) -> tuple[pl.DataFrame, str]:
+    """The time at which the report, the plot and the Perfetto trace place every event, and the time base.
+
+    Over the non-duplicate, non-blank rows of ``table``: ``event_id``, ``path``, ``line``, ``tc`` (Datetime µs
+    UTC, :func:`attempt_times`; a row without a stamp of its own takes the ``tc`` of the nearest stamped row
+    above it in its file, else of the nearest below it; null only when its file has no stamp at all) and
+    ``ts_basis`` (``stamp``: its own stamp; ``stamp above``: a lower bound; ``stamp below``: an upper bound;
+    null with ``tc``). Rows in table order. The base is ``time``, or ``event order`` when the rows carry
+    fewer than two distinct stamps (then no row has a time worth stating and ``tc`` is all null).
+    ``paths``: return the rows of these files only (the offsets and the time base still come from all rows).
+    """
+    t = table.select(_TIME_COLUMNS).filter(~pl.col("duplicate") & (pl.col("kind") != Kind.BLANK))
+    own = attempt_times(t)
+    out = t.select("event_id", "path", "line").with_columns(
+        own.alias("__own"), pl.int_range(pl.len()).alias("__i")
+    )
+    if paths is not None:
+        out = out.filter(pl.col("path").is_in(paths))
+    if own.drop_nulls().n_unique() < 2:
+        return out.select(
+            "event_id",
+            "path",
+            "line",
+            pl.lit(None, own.dtype).alias("tc"),
+            pl.lit(None, pl.String).alias("ts_basis"),
+        ), "event order"
+    out = out.sort("path", "line", "event_id").with_columns(
+        pl.col("__own").forward_fill().over("path").alias("__above"),
+        pl.col("__own").backward_fill().over("path").alias("__below"),
+    )
+    out = out.with_columns(
+        pl.coalesce("__own", "__above", "__below").alias("tc"),
+        pl.when(pl.col("__own").is_not_null())
+        .then(pl.lit("stamp"))
+        .when(pl.col("__above").is_not_null())
+        .then(pl.lit("stamp above"))
+        .when(pl.col("__below").is_not_null())
+        .then(pl.lit("stamp below"))
+        .alias("ts_basis"),
+    )
+    return out.sort("__i").select("event_id", "path", "line", "tc", "ts_basis"), "time"

@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 import polars as pl
 
-from correlator import confidence
+from correlator import clock, confidence
 from correlator.graph import build_graph, failing_attempts
 from correlator.schema import Kind
 
@@ -26,7 +26,11 @@ SCHEMA_VERSION = 1
 
 @dataclass
 class Evidence:
-    """One log line that supports the verdict: ``path:line`` relative to the input directory."""
+    """One log line that supports the verdict: ``path:line`` relative to the input directory.
+
+    ``event_id``: the event table row it quotes (set where the evidence is chosen, so the plot, the trace and
+    the report name the same row; ``None`` only for evidence made by hand). ``ts``: that row's own stamp
+    (ISO 8601 UTC, not clock-corrected; ``None`` when the line has none)."""
 
     rank: int | None
     path: str
@@ -35,6 +39,29 @@ class Evidence:
     kind: str
     text: str
     role: str = ""
+    event_id: int | None = None
+
+
+@dataclass
+class InitiatingEvent:
+    """The event that shows an initiating rank's fault, as the evidence quotes it, and the one time of it.
+
+    ``event_id``: its event table row (the same as the quoting evidence row's ``event_id``). ``role``: that
+    evidence row's role: ``initiating fault``, or ``last sign of life of rank N`` for a rank found by its
+    silence. ``ts``: ISO 8601 UTC, clock-corrected (:func:`correlator.clock.shown_times`): where the report
+    states it and where the plot and the Perfetto trace place it. ``ts_basis``: ``stamp`` (its own stamp),
+    ``stamp above`` (no stamp of its own: the nearest stamped line above it in its file, a lower bound),
+    ``stamp below`` (an upper bound), or ``None`` with ``ts`` (its file has no stamp, or the logs carry
+    fewer than two distinct stamps)."""
+
+    rank: int
+    event_id: int
+    path: str
+    line: int
+    kind: str
+    role: str
+    ts: str | None = None
+    ts_basis: str | None = None
 
 
 @dataclass
@@ -79,6 +106,7 @@ class Diagnosis:
     confidence: float
     summary: str
     evidence: list[Evidence] = field(default_factory=list)
+    initiating_events: list[InitiatingEvent] = field(default_factory=list)
     per_rank: list[RankStatus] = field(default_factory=list)
     confidence_reasons: list[str] = field(default_factory=list)
     confidence_reason_codes: list[str] = field(default_factory=list)
@@ -97,7 +125,9 @@ class Diagnosis:
             if f.name == "attempts":
                 continue
             v = getattr(self, f.name)
-            body[f.name] = [asdict(x) for x in v] if f.name in ("evidence", "per_rank") else v
+            body[f.name] = (
+                [asdict(x) for x in v] if f.name in ("evidence", "initiating_events", "per_rank") else v
+            )
         # This verdict's own attempt is rendered from this verdict (its signatures, its confidence), the others
         # from their own results.
         body["attempts"] = [
@@ -205,8 +235,41 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         )
         text = r["message"] if use_message and r["message"] else r["raw"]
         out.append(
-            Evidence(r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role)
+            Evidence(
+                r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role, int(eid)
+            )
         )
+    return out
+
+
+def _initiating_events(
+    table: pl.DataFrame, evidence: list[Evidence], initiators: list[int]
+) -> list[InitiatingEvent]:
+    """Per initiating rank (in rank order), the evidence row that shows its fault: its ``initiating fault``
+    line, else its ``last sign of life``; with the time :func:`correlator.clock.shown_times` gives that row.
+    A rank the evidence quotes no line of (it left no log, or another rank reported its fault) has none."""
+    chosen: list[tuple[int, Evidence]] = []
+    for r in sorted(initiators):
+        own = [e for e in evidence if e.rank == r and e.event_id is not None]
+        e = next((e for e in own if e.role == "initiating fault"), None) or next(
+            (e for e in own if e.role == f"last sign of life of rank {r}"), None
+        )
+        if e is not None:
+            chosen.append((r, e))
+    if not chosen:
+        return []
+    times, _base = clock.shown_times(table, paths=sorted({e.path for _, e in chosen}))
+    at = {
+        eid: (tc, basis)
+        for eid, tc, basis in times.filter(pl.col("event_id").is_in([e.event_id for _, e in chosen]))
+        .select("event_id", "tc", "ts_basis")
+        .iter_rows()
+    }
+    out = []
+    for r, e in chosen:
+        assert e.event_id is not None
+        tc, basis = at.get(e.event_id, (None, None))
+        out.append(InitiatingEvent(r, e.event_id, e.path, e.line, e.kind, e.role, _iso(tc), basis))
     return out
 
 
@@ -374,6 +437,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
             )
         )
     clean = [r for r in groups["clean"] if r in G.graph["ranks_seen"]]
+    evidence = _evidence(table, G)
     d = Diagnosis(
         world_size=G.graph["world_size"],
         ranks_seen=G.graph["ranks_seen"],
@@ -385,7 +449,8 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         failure_kind=G.graph["failure_kind"],
         confidence=_confidence(G),
         summary="",
-        evidence=_evidence(table, G),
+        evidence=evidence,
+        initiating_events=_initiating_events(table, evidence, G.graph["initiators"]),
         per_rank=per_rank,
         confidence_reasons=confidence.texts(G.graph["reasons"]),
         confidence_reason_codes=confidence.codes(G.graph["reasons"]),

@@ -6,17 +6,19 @@ One process per host (per host and attempt when the job restarted), one thread p
 with a known completion time too): a watchdog timeout
 (end = its stamp, start = end - ``elapsed_ms``), a gloo timeout (``timeout_ms``), and the time between
 consecutive collective entries of the same process group (DETAIL fingerprints, NCCL opCounts). The
-initiating event(s) of the diagnosis are named ``INITIATING …``, carry the category ``initiating`` and
-``args.initiating = true``.
+initiating event(s) of the diagnosis (``Diagnosis.initiating_events``) are named ``INITIATING …``, carry
+the category ``initiating`` and ``args.initiating = true``, at the time the diagnosis states for them. Every
+instant drawn from a row has ``args.event_id``, its row of the event table.
 
 Times are microseconds since the Unix epoch (ints), corrected per host by the clock offsets of
-:mod:`correlator.clock`. Rows without a stamp take the stamp of the nearest stamped row of the same file
-(``args.ts_inferred``); when most rows have no stamp the trace runs in event order, 1 ms per event (and
-timeouts are not drawn as slices).
+:func:`correlator.clock.shown_times`, the time the report states. Rows without a stamp take the stamp of
+the nearest stamped row of the same file (``args.ts_inferred``); when the rows carry fewer than two distinct
+stamps the trace runs in event order, 1 ms per event (and timeouts are not drawn as slices).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -75,22 +77,18 @@ def category(kind: str) -> str:
 
 
 def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]:
-    """Event ids of the diagnosis' initiating fault(s): its ``initiating fault`` evidence lines, or else
-    each initiating rank's first fault of its ``first_fault_kind``."""
+    """Event ids of the diagnosis' initiating event(s): the rows it names in ``diagnosis.initiating_events``
+    (each an evidence row's ``event_id``, so no matching back by path and line).
+
+    Fallback, only for an initiating rank the diagnosis quotes no line of (another rank or the launcher
+    reported its fault, or the evidence holds the last sign of life of its first three ranks only): that
+    rank's first cause (exception, OOM, CUDA error …), else, when it was found by its silence, its last
+    progress line, else its first fault of its ``first_fault_kind``. The diagnosis states no time for such
+    a row; it is drawn at its own (:func:`prepare`)."""
     t = table.filter(~pl.col("duplicate"))
-    ids: list[int] = []
-    for e in diagnosis.evidence:
-        if e.role != "initiating fault":
-            continue
-        m = t.filter((pl.col("path") == e.path) & (pl.col("line") == e.line))
-        if e.rank is not None and e.rank not in diagnosis.initiating_ranks:
-            continue  # the line that proves it, written by another rank: not the initiating event itself
-        if e.rank is not None and m.filter(pl.col("rank") == e.rank).height:
-            m = m.filter(pl.col("rank") == e.rank)
-        if m.filter(pl.col("kind") == e.kind).height:
-            m = m.filter(pl.col("kind") == e.kind)
-        if m.height:
-            ids.append(int(m["event_id"][0]))
+    named = [e.event_id for e in diagnosis.initiating_events if e.rank in diagnosis.initiating_ranks]
+    present = set(t.filter(pl.col("event_id").is_in(named))["event_id"].to_list())
+    ids = [i for i in named if i in present]
     have = set(t.filter(pl.col("event_id").is_in(ids))["rank"].drop_nulls().to_list())
     status = {s.rank: s for s in diagnosis.per_rank}
     for r in diagnosis.initiating_ranks:
@@ -124,32 +122,49 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
     return list(dict.fromkeys(ids))
 
 
-def prepare(table: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """The non-duplicate rows with ``host_label``, ``tc`` (corrected time, µs since the epoch, never null)
-    and ``ts_inferred``, and the name of the time base (``time`` or ``event order``)."""
-    # The diagnosis's time (clock.attempt_times over the same non-duplicate rows), then the shown kinds.
-    t = table.filter(~pl.col("duplicate"))
-    t = t.with_columns(clock.attempt_times(t).alias("tcd")).filter(~pl.col("kind").is_in(list(SKIP_KINDS)))
+def prepare(table: pl.DataFrame, diagnosis: Diagnosis | None = None) -> tuple[pl.DataFrame, str]:
+    """The non-duplicate rows with ``host_label``, ``tc`` (µs since the epoch, never null) and
+    ``ts_inferred``, and the name of the time base (``time`` or ``event order``).
+
+    ``tc`` is :func:`correlator.clock.shown_times`, the time the report states: a row without a stamp takes
+    the stamp of the nearest stamped row of its file (``ts_inferred``); a file with no stamp at all sits at
+    the first moment of the job. With a ``diagnosis``, its initiating events (``diagnosis.initiating_events``)
+    sit at exactly the time it states for them (the same value when it was diagnosed from this table)."""
+    times, base = clock.shown_times(table)
+    # The same rows as shown_times, in the same order (SKIP_KINDS: the blank lines it leaves out too).
+    t = table.filter(~pl.col("duplicate") & ~pl.col("kind").is_in(list(SKIP_KINDS)))
     t = t.with_columns(
+        times["tc"].dt.epoch("us").alias("tc"),
         pl.when(pl.col("host").is_null() | (pl.col("host") == ""))
         .then(pl.lit(UNKNOWN_HOST))
         .otherwise(pl.col("host"))
-        .alias("host_label")
+        .alias("host_label"),
+        pl.col("ts").is_null().alias("ts_inferred"),
     )
-    t = t.with_columns(
-        pl.col("tcd").dt.epoch("us").alias("tc"), pl.col("tcd").is_null().alias("ts_inferred")
-    ).drop("tcd")
-    if t.height and t["tc"].drop_nulls().n_unique() < 2:
+    if base != "time":
         # Fewer than two distinct stamps: copying them would put every event at the same moment. A third of
         # the rows stamped is still a time axis (the others take the stamp above them in their file).
         t = t.sort("event_id").with_columns((pl.int_range(pl.len()) * 1000).cast(pl.Int64).alias("tc"))
         return t, "event order"
-    if t["tc"].null_count():
-        t = t.sort("path", "line", "event_id").with_columns(
-            pl.col("tc").forward_fill().backward_fill().over("path").alias("tc")
+    stated = {
+        e.event_id: _epoch_us(e.ts)
+        for e in (diagnosis.initiating_events if diagnosis is not None else [])
+        if e.event_id is not None and e.ts is not None
+    }
+    if stated:
+        t = t.with_columns(
+            pl.col("event_id").replace_strict(stated, default=pl.col("tc"), return_dtype=pl.Int64).alias("tc")
         )
-        t = t.with_columns(pl.col("tc").fill_null(t["tc"].min()))
+    t = t.with_columns(pl.col("tc").fill_null(t["tc"].min()))
     return t.sort("tc", "event_id"), "time"
+
+
+def _epoch_us(iso: str) -> int:
+    """Microseconds since the Unix epoch of an ISO 8601 time as :class:`Diagnosis` writes it (exact)."""
+    d = dt.datetime.fromisoformat(iso)
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=dt.UTC)
+    return (d - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
 
 
 def _thread_name(rank: int | None, local_rank: int | None) -> str:
@@ -160,7 +175,7 @@ def _thread_name(rank: int | None, local_rank: int | None) -> str:
 
 def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
     """The trace as a dict (``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``)."""
-    t, base = prepare(table)
+    t, base = prepare(table, diagnosis)
     init_ids = set(initiating_event_ids(table, diagnosis))
     multi = t["attempt"].n_unique() > 1 if t.height else False
     focus = diagnosis.focus or {}
@@ -250,6 +265,7 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
             label = f"{kind}: exit {r['exit_code']}" + (f" ({r['signal']})" if r["signal"] else "")
         args: dict[str, Any] = {
             "kind": kind,
+            "event_id": r["event_id"],
             "where": f"{r['path']}:{r['line']}",
             "message": (r["message"] or "")[:500],
         }

@@ -181,7 +181,7 @@ def timeline_data(table: pl.DataFrame, diagnosis: Diagnosis) -> tuple[pl.DataFra
     (``tc``: the diagnosis's time, µs since the epoch, the same as the Perfetto trace's ``ts``), with ``x``
     (seconds from ``t0``, the initiating event's ``tc``, or the first event's); the time base
     (``time`` or ``event order``) and ``t0``."""
-    t_all, base = prepare(table)
+    t_all, base = prepare(table, diagnosis)
     t = t_all.filter(pl.col("attempt") == diagnosis.attempt) if t_all["attempt"].n_unique() > 1 else t_all
     inits = t.filter(pl.col("event_id").is_in(initiating_event_ids(table, diagnosis))).sort("tc")
     t0 = int(inits["tc"][0]) if inits.height else (int(t["tc"].min()) if t.height else 0)  # type: ignore[arg-type]
@@ -814,8 +814,9 @@ def report_html(table: pl.DataFrame, diagnosis: Diagnosis, G: nx.DiGraph, title:
         s = figure_bytes(fig, "svg").decode("utf-8")
         return s[s.index("<svg") :]
 
-    from correlator.report import ranges
+    from correlator.report import initiating_lines, ranges
 
+    init = "".join(f"<li>initiating event: {html.escape(line)}</li>" for line in initiating_lines(diagnosis))
     ev = "".join(
         f"<tr><td>{html.escape(e.role)}</td><td>{'' if e.rank is None else e.rank}</td><td>{html.escape(e.kind)}</td>"
         f"<td><code>{html.escape(e.path)}:{e.line}</code></td><td><code>{html.escape(e.text)}</code></td></tr>"
@@ -836,6 +837,7 @@ text-align: left; vertical-align: top; }} code {{ font-size: 0.95em; }} svg {{ m
 <p class="muted">failure kind <b>{html.escape(diagnosis.failure_kind)}</b> · confidence {diagnosis.confidence:.2f} ·
 attempt {diagnosis.attempt} · initiating {html.escape(ranges(diagnosis.initiating_ranks))} ·
 collateral {html.escape(ranges(diagnosis.collateral_ranks))} · missing {html.escape(ranges(diagnosis.missing_ranks))}</p>
+{f"<ul>{init}</ul>" if init else ""}
 {f'<ul class="muted">{reasons}</ul>' if reasons else ""}
 <h2>Evidence</h2><table><tr><th>role</th><th>rank</th><th>kind</th><th>where</th><th>line</th></tr>{ev}</table>
 <h2>Timeline</h2>{svg(timeline_figure(table, diagnosis))}

@@ -79,10 +79,41 @@ def _grouped(statuses: list[Any]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda g: (g["status"] != "initiating", min(g["ranks"])))
 
 
+#: How ``InitiatingEvent.ts_basis`` is shown: the sign before the time and the note after it.
+_BASIS = {
+    "stamp": ("", ""),
+    "stamp above": ("≥ ", " (no stamp of its own: the stamped line above it in its file)"),
+    "stamp below": ("≤ ", " (no stamp of its own: the stamped line below it in its file)"),
+}
+
+
+def initiating_lines(d: Diagnosis, limit: int = 3) -> list[str]:
+    """One line per initiating event (:attr:`Diagnosis.initiating_events`), the first ``limit`` of them:
+    ``rank 5: cuda_oom at ≥ 2025-02-11 02:31:40.000 (…) — node-a.console.log:200``; the time is the one
+    the plot and the Perfetto trace place the event at (ms shown, the JSON has µs). Then ``… and N more``."""
+    out = []
+    for e in d.initiating_events[:limit]:
+        sign, note = _BASIS.get(e.ts_basis or "", ("", ""))
+        when = f"at {sign}{_short_ts(e.ts)}{note}" if e.ts else "at no known time (no stamp in its file)"
+        what = "last sign of life" if e.role.startswith("last sign of life") else e.kind
+        out.append(f"rank {e.rank}: {what} {when} — {e.path}:{e.line}")
+    if len(d.initiating_events) > limit:
+        out.append(f"… and {len(d.initiating_events) - limit} more")
+    return out
+
+
+def _short_ts(iso: str) -> str:
+    """``2025-02-11T03:17:23.630000Z`` -> ``2025-02-11 03:17:23.630`` (UTC)."""
+    s = iso.replace("T", " ").replace("Z", "")
+    return re.sub(r"(\.\d{3})\d*$", r"\1", s if "." in s[19:] else s + ".000")
+
+
 def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
     """The 3 a.m. report: verdict, evidence lines, per-rank status."""
     style = "bold green" if d.failure_kind == "none" else "bold red"
     console.print(Text("VERDICT  ", style="bold") + Text(d.summary, style=style))
+    for line in initiating_lines(d):
+        console.print(Text("initiating event  ", style="bold") + Text(line), soft_wrap=True)
     console.print(
         f"kind: [bold]{d.failure_kind}[/]   confidence: [bold]{d.confidence:.2f}[/]   attempt: {d.attempt}"
         f"   world size: {d.world_size if d.world_size is not None else 'unknown'}"
@@ -146,6 +177,7 @@ def render_markdown(d: Diagnosis) -> str:
         f"**{d.summary}**",
         "",
         f"- initiating ranks: {ranges(d.initiating_ranks)}",
+        *(f"- initiating event: {line}" for line in initiating_lines(d)),
         f"- collateral ranks: {ranges(d.collateral_ranks)}",
         f"- clean ranks: {ranges(d.clean_ranks)}",
         f"- missing ranks (no log): {ranges(d.missing_ranks)}",

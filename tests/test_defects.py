@@ -149,36 +149,112 @@ def _us(iso: str) -> int:
     return int(dt.datetime.fromisoformat(iso).timestamp() * 1_000_000)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "cap-12-elastic-restart",
-        pytest.param(
-            "recon-04-cuda-oom-rank5-watchdog-600s-global-prefix-16r",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the initiating evidence line (cuda_oom, no stamp of its own) is not the rank's first "
-                "stamped fault that per_rank states; the trace draws the evidence line at the stamp above it",
-            ),
-        ),
-    ],
-)
+STAMPED = [
+    c.name for c in sorted(CASES.iterdir()) if (c / "logs").is_dir() and (c / "expected.json").is_file()
+]
+
+
+def _expected_time(t: pl.DataFrame, event_id: int) -> tuple[dt.datetime | None, str | None]:
+    """The time of row ``event_id`` worked out here from the table and the clock offsets: its own
+    clock-corrected stamp, else that of the nearest stamped line above it in its file (by line), else of the
+    nearest below; offsets per attempt (``clock.estimate`` over the attempt's non-duplicate rows)."""
+    from correlator import clock
+
+    rows = t.filter(~pl.col("duplicate") & (pl.col("kind") != "blank"))
+    me = rows.filter(pl.col("event_id") == event_id).row(0, named=True)
+    part = rows.filter(pl.col("attempt") == me["attempt"]) if rows["attempt"].n_unique() > 1 else rows
+    offsets = clock.estimate(part)
+
+    def corrected(r: dict[str, object]) -> dt.datetime:
+        off = offsets[r["host"]].offset_s if r["host"] in offsets else 0.0  # type: ignore[index]
+        return r["ts"] - dt.timedelta(microseconds=int(off * 1e6))  # type: ignore[operator, return-value]
+
+    if me["ts"] is not None:
+        return corrected(me), "stamp"
+    same = rows.filter((pl.col("path") == me["path"]) & pl.col("ts").is_not_null())
+    key = (me["line"], me["event_id"])
+    above = [r for r in same.iter_rows(named=True) if (r["line"], r["event_id"]) < key]
+    below = [r for r in same.iter_rows(named=True) if (r["line"], r["event_id"]) > key]
+    if above:
+        r = max(above, key=lambda r: (r["line"], r["event_id"]))
+        # The row above belongs to its own attempt's clock.
+        return _expected_time(t, r["event_id"])[0], "stamp above"
+    if below:
+        r = min(below, key=lambda r: (r["line"], r["event_id"]))
+        return _expected_time(t, r["event_id"])[0], "stamp below"
+    return None, None
+
+
+def _us_exact(d: dt.datetime) -> int:
+    return (d - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+
+
+@pytest.mark.parametrize("case", STAMPED)
 def test_initiating_fault_at_one_time_in_report_plot_and_trace(case: str) -> None:
+    """Each initiating event the diagnosis names is the evidence row of that event id, stated at the time
+    the table and the clock give that row, and the report, the Perfetto trace and the plot put it there."""
+    from rich.console import Console
+
     from correlator.perfetto import to_trace
     from correlator.plot import timeline_data
+    from correlator.report import render_text
 
     t = correlator.load(CASES / case / "logs")
+    if t.filter(~pl.col("duplicate") & (pl.col("kind") != "blank"))["ts"].drop_nulls().n_unique() < 2:
+        pytest.skip("no time axis: the logs carry fewer than two distinct stamps")
     d = correlator.diagnose(t)
-    out = d.to_json()
-    doc = json.loads(out) if isinstance(out, str) else out
-    r = doc["initiating_ranks"][0]
-    stated = _us(next(p for p in doc["per_rank"] if p["rank"] == r)["first_fault_ts"])
+    doc = d.to_json()
+    evidence = {e["event_id"]: e for e in doc["evidence"]}
+    assert all(isinstance(i, int) for i in evidence), "every evidence row names its event id"
+    for e in doc["evidence"]:  # the row it quotes is the one its event id names
+        row = t.filter(pl.col("event_id") == e["event_id"]).row(0, named=True)
+        assert (row["rank"], row["path"], row["line"], row["kind"]) == (
+            e["rank"],
+            e["path"],
+            e["line"],
+            e["kind"],
+        )
+    # Every initiating rank with a line of its own in the evidence has its initiating event, and only those.
+    own = {
+        e["rank"]
+        for e in doc["evidence"]
+        if e["rank"] in doc["initiating_ranks"]
+        and (e["role"] == "initiating fault" or e["role"] == f"last sign of life of rank {e['rank']}")
+    }
+    assert [i["rank"] for i in doc["initiating_events"]] == sorted(own)
     trace = to_trace(t, d)
-    marked = [e for e in trace["traceEvents"] if e.get("args", {}).get("initiating") and e["tid"] == r + 1]
-    assert marked and min(e["ts"] for e in marked) == stated
+    instants = {
+        e["args"]["event_id"]: e for e in trace["traceEvents"] if e["ph"] == "i" and "event_id" in e["args"]
+    }
     rows, base, t0 = timeline_data(t, d)
-    assert base == "time" and t0 == stated
-    assert rows.filter(pl.col("x") == 0)["rank"].to_list().count(r) >= 1
+    assert base == "time"
+    text = Console(width=400, record=True)
+    render_text(d, text)
+    report = text.export_text()
+    stated_us = []
+    for i in doc["initiating_events"]:
+        ev = evidence[i["event_id"]]
+        assert (i["path"], i["line"], i["kind"], i["role"]) == (
+            ev["path"],
+            ev["line"],
+            ev["kind"],
+            ev["role"],
+        )
+        want, basis = _expected_time(t, i["event_id"])
+        assert i["ts_basis"] == basis
+        if want is None:
+            assert i["ts"] is None
+            continue
+        us = _us_exact(want)
+        assert _us_exact(dt.datetime.fromisoformat(i["ts"])) == us  # what the diagnosis states
+        drawn = instants[i["event_id"]]
+        assert drawn["args"].get("initiating") and drawn["ts"] == us and drawn["tid"] == i["rank"] + 1
+        assert rows.filter(pl.col("event_id") == i["event_id"])["tc"].to_list() == [us]
+        shown = want.strftime("%Y-%m-%d %H:%M:%S.") + f"{want.microsecond // 1000:03d}"
+        assert f"rank {i['rank']}: " in report and shown in report
+        stated_us.append(us)
+    if stated_us and len(doc["initiating_events"]) == len(doc["initiating_ranks"]):
+        assert t0 == min(stated_us)  # the plot's zero is the initiating event
 
 
 def test_a_third_stamped_is_still_a_time_axis() -> None:
@@ -192,3 +268,80 @@ def test_a_third_stamped_is_still_a_time_axis() -> None:
     rows, base = prepare(t)
     assert base == "time"
     assert rows["tc"].n_unique() > 1  # a time axis with more than one moment on it
+
+
+def test_unstamped_initiating_line_is_stated_at_the_stamp_above_it_everywhere() -> None:
+    """recon-04: rank 5's OOM traceback (from node-a.console.log:200) has no stamp; the last stamped line above it
+    is line 4, ``W0211 02:31:40.000000`` (torchrun, year 2025 from the job's other stamps), and the job's two
+    hosts share no collective, so no clock offset. The report, Markdown, HTML page, trace and plot all say so."""
+    from rich.console import Console
+
+    from correlator.perfetto import to_trace
+    from correlator.plot import report_html, timeline_data
+    from correlator.report import render_markdown, render_text
+
+    logs = CASES / "recon-04-cuda-oom-rank5-watchdog-600s-global-prefix-16r" / "logs"
+    lines = (logs / "node-a.console.log").read_text().splitlines()
+    stamped_above = [i for i, s in enumerate(lines[:199], 1) if re.match(r"[IWEF]\d{4} \d\d:\d\d:\d\d", s)]
+    assert stamped_above[-1] == 4 and lines[3].startswith("W0211 02:31:40.000000")
+    # Line 200 opens rank 5's traceback; the record runs to its OutOfMemoryError line, none of it stamped.
+    end = next(i for i, s in enumerate(lines, 1) if "OutOfMemoryError" in s)
+    assert "Traceback" in lines[199] and end > 200
+    assert not any(re.search(r"\d\d:\d\d:\d\d", s) for s in lines[199:end])
+    t = correlator.load(logs)
+    d = correlator.diagnose(t)
+    [e] = d.initiating_events
+    assert (e.rank, e.path, e.line, e.kind, e.role) == (
+        5,
+        "node-a.console.log",
+        200,
+        "cuda_oom",
+        "initiating fault",
+    )
+    assert (e.ts, e.ts_basis) == ("2025-02-11T02:31:40Z", "stamp above")
+    quoted = next(x for x in d.evidence if x.role == "initiating fault")
+    assert (quoted.event_id, quoted.ts) == (e.event_id, None)  # the evidence row is that event, unstamped
+    shown = "rank 5: cuda_oom at ≥ 2025-02-11 02:31:40.000"
+    con = Console(width=400, record=True)
+    render_text(d, con)
+    assert shown in con.export_text()
+    assert f"- initiating event: {shown}" in render_markdown(d)
+    import html
+
+    import networkx as nx
+
+    assert html.escape(shown) in report_html(t, d, nx.DiGraph())
+    us = int(dt.datetime(2025, 2, 11, 2, 31, 40, tzinfo=dt.UTC).timestamp()) * 1_000_000
+    [mark] = [x for x in to_trace(t, d)["traceEvents"] if x.get("args", {}).get("initiating")]
+    assert (mark["ts"], mark["tid"], mark["args"]["event_id"], mark["args"]["ts_inferred"]) == (
+        us,
+        6,
+        e.event_id,
+        True,
+    )
+    _rows, _base, t0 = timeline_data(t, d)
+    assert t0 == us
+
+
+def test_every_attempts_evidence_names_its_event_row() -> None:
+    """cap-12 restarted once: both attempts' evidence rows (top level and nested) carry the event id of the
+    table row they quote, and each attempt names its initiating events by evidence row."""
+    t = correlator.load(RESTART)
+    doc = correlator.diagnose(t).to_json()
+    assert [a["attempt"] for a in doc["attempts"]] == [0, 1]
+    for d in [doc, *doc["attempts"]]:
+        assert d["evidence"]
+        for e in d["evidence"]:
+            row = t.filter(pl.col("event_id") == e["event_id"]).row(0, named=True)
+            assert (row["rank"], row["path"], row["line"], row["kind"], row["attempt"]) == (
+                e["rank"],
+                e["path"],
+                e["line"],
+                e["kind"],
+                d["attempt"],
+            )
+        quoted = {e["event_id"]: e for e in d["evidence"]}
+        assert d["initiating_events"]
+        for i in d["initiating_events"]:
+            assert quoted[i["event_id"]]["role"] == i["role"] == "initiating fault"
+            assert i["rank"] in d["initiating_ranks"]
