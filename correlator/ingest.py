@@ -542,9 +542,11 @@ def _parse_reduced(
     """``parsers.parse_lines_split`` of the lines frame ``df`` reduced by :func:`_reduce_coll_lines`.
 
     The reduction assumes that the COLL lines it cuts take the fast path and that their files hold no
-    restart line; both are known only after parsing (a file whose other lines may form multi-line records
-    goes back to the generic path, which reads its COLL lines; attempts count restarts line by line). A file
-    for which either turns out false is put back whole and the lines parsed again (both tests are per file,
+    restart line, and that no torchrun ``--tee`` copy of them is looked up by tee de-duplication; these are
+    known only after parsing (a file whose other lines may form multi-line records goes back to the generic
+    path, which reads its COLL lines; attempts count restarts line by line; a tee copy of a COLL line in a
+    launcher output makes every file keep them). A file for which one turns out false is put
+    back whole and the lines parsed again (both tests are per file,
     so once is enough; a third parse, of every line, is a safety net that should never run).
     ``rows_done(n)`` is told the lines cut (they need no parse). Returns ``(generic rows, fast rows, dropped
     (path, line))``."""
@@ -573,6 +575,16 @@ def _parse_reduced(
         bad = set(went_generic["path"].unique().to_list())
         restarts = gen.filter((pl.col("kind") == Kind.RESTART) & pl.col("path").is_in(list(paths)))
         bad |= set(restarts["path"].unique().to_list())
+        # torchrun --tee copies of COLL lines in a launcher output: tee de-duplication looks for the per-rank
+        # line of each copy, in files paired with the launcher only by identity resolution (later), so then
+        # every file keeps its COLL lines (the launcher output holds them all anyway).
+        tee_copy = (
+            pl.col("tee_local_rank").is_not_null()
+            & (pl.col("layout") == "stream")
+            & pl.col("record").str.contains(coll.LITERAL, literal=True).fill_null(False)
+        )
+        if gen.select(tee_copy.any()).item():
+            bad |= paths
         if not bad:
             return gen, fast, dropped
         exclude |= bad
