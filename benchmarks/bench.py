@@ -13,12 +13,13 @@ alike; the table gives medians. Every command is a child process, timed by wall 
   t.parquet`` (diagnosis from the written table) and streaming ingest (``correlator.streaming.stream_ingest``
   to parquet).
 
-Printed per command: median wall s, lines/s, MB/s, median peak RSS, RSS / input bytes, wall / grep wall.
+Printed per command: median wall s, median CPU s (user + system of the child), lines/s, MB/s, median peak RSS, RSS / input bytes, wall / grep wall.
 ``--diag-scale 1024,4096,16384`` adds diagnosis on synthetic reduced tables (the rows streaming keeps for
 diagnosis) of that many ranks, each in its own child process: time and peak RSS vs ranks.
 
 Options: ``--sizes 16,64,256`` ``--lines 20000`` ``--rounds 3`` ``--only cat,grep,...`` ``--work DIR``
-(where data is generated; kept with ``--keep``), ``--quick`` (tiny smoke run), ``--json FILE``.
+(where data is generated; kept with ``--keep``), ``--quick`` (tiny smoke run), ``--json FILE``, ``--ref DIR``
+(another checkout with its own ``.venv``: its ``diagnose DIR`` runs too, as ``diagnose_dir_ref``, alternating).
 """
 
 from __future__ import annotations
@@ -131,36 +132,56 @@ def _diag_scale_cmd(ranks: int) -> dict[str, float]:
     }
 
 
-def _time_child(cmd: list[str], stdout_path: str | None = None) -> dict[str, float]:
-    """Run ``cmd``; return wall seconds and peak RSS (MiB) of the child."""
+def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str = REPO) -> dict[str, float]:
+    """Run ``cmd`` in ``cwd``; return wall seconds and peak RSS (MiB) of the child."""
     gnu_time = os.path.exists("/usr/bin/time")
     fd, rss_file = tempfile.mkstemp(prefix="rss")
     os.close(fd)
-    full = ["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd] if gnu_time else cmd
+    full = ["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file, *cmd] if gnu_time else cmd
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     with open(stdout_path or os.devnull, "w") as out:
         t0 = time.perf_counter()
-        p = subprocess.run(full, stdout=out, stderr=subprocess.PIPE, cwd=REPO, text=True, check=False)
+        p = subprocess.run(full, stdout=out, stderr=subprocess.PIPE, cwd=cwd, text=True, check=False)
         wall = time.perf_counter() - t0
     # grep exits 1 when nothing matched: not a failure for a timing
     if p.returncode not in (0, 1) or (p.returncode == 1 and cmd[0] != "env"):
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
     rss_kib = 0.0
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds (user + system) of the child: on a shared, loaded machine a steadier figure than wall.
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     try:
-        rss_kib = float(Path(rss_file).read_text().split()[-1]) if gnu_time else 0.0
+        fields = Path(rss_file).read_text().split() if gnu_time else []
+        rss_kib = float(fields[-3]) if len(fields) >= 3 else 0.0
     except (ValueError, IndexError):
         rss_kib = 0.0
     finally:
         os.unlink(rss_file)
     if not rss_kib:  # getrusage keeps the max over all children: only meaningful if it grew
         rss_kib = float(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-    return {"wall_s": wall, "rss_mib": rss_kib / 1024, "loadavg_1m": os.getloadavg()[0]}
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss_kib / 1024, "loadavg_1m": os.getloadavg()[0]}
+
+
+#: ``--ref DIR``: another checkout (with its own ``.venv``) whose ``diagnose DIR`` runs as ``diagnose_dir_ref``,
+#: alternating with this checkout's commands (a before/after on the same data and the same load).
+REF: Path | None = None
 
 
 def commands(root: str, work: str) -> dict[str, list[str]]:
     py = sys.executable
     tl = os.path.join(work, "t.parquet")
-    return {
+    ref = (
+        {
+            "diagnose_dir_ref": [
+                str(REF / ".venv" / "bin" / "python"),
+                *["-m", "correlator", "diagnose", root, "--format", "json", "-q", "--no-streaming"],
+            ]
+        }
+        if REF is not None
+        else {}
+    )
+    return ref | {
         "cat": ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "sh", root],
         "grep": ["env", "LC_ALL=C", "grep", "-rhoE", "opCount [0-9a-f]+", root],
         "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
@@ -190,10 +211,12 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
         for name in which:
             if name == "diagnose_parquet" and not os.path.exists(os.path.join(work, "t.parquet")):
                 continue
-            r = _time_child(cmds[name], os.path.join(work, f"{name}.out"))
+            cwd = REF if name == "diagnose_dir_ref" and REF is not None else REPO
+            r = _time_child(cmds[name], os.path.join(work, f"{name}.out"), cwd)
             runs[name].append(r)
             print(
-                f"  round {rnd + 1} {name:<17} {r['wall_s']:8.2f} s  peak RSS {r['rss_mib']:8.0f} MiB  "
+                f"  round {rnd + 1} {name:<17} {r['wall_s']:8.2f} s  cpu {r['cpu_s']:7.2f} s  "
+                f"peak RSS {r['rss_mib']:8.0f} MiB  "
                 f"(load {r['loadavg_1m']:.1f})",
                 flush=True,
             )
@@ -205,6 +228,7 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
         rss = statistics.median(r["rss_mib"] for r in rs)
         res[name] = {
             "wall_s": wall,
+            "cpu_s": statistics.median(r["cpu_s"] for r in rs),
             "rss_mib": rss,
             "rss_per_input": rss * 2**20 / nbytes,
             "lines_per_s": nlines / wall,
@@ -215,7 +239,7 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
     g = res.get("grep", {}).get("wall_s")
     for r in res.values():
         r["x_grep"] = r["wall_s"] / g if g else None
-    for name in ("diagnose_dir", "diagnose_parquet"):
+    for name in ("diagnose_dir", "diagnose_dir_ref", "diagnose_parquet"):
         if name in res:
             try:
                 d = json.loads(Path(work, f"{name}.out").read_text())
@@ -233,14 +257,14 @@ def print_table(ranks: int, info: dict[str, object], res: dict[str, dict]) -> No
         flush=True,
     )
     print(
-        f"  {'command':<17} {'wall s':>8} {'K lines/s':>10} {'MB/s':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
+        f"  {'command':<17} {'wall s':>8} {'cpu s':>7} {'K lines/s':>10} {'MB/s':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
         f"{'x grep':>7}"
     )
     for name, r in res.items():
         xg = f"{r['x_grep']:.2f}" if r.get("x_grep") is not None else "-"
         extra = f"  {r['verdict']}" if "verdict" in r else ""
         print(
-            f"  {name:<17} {r['wall_s']:8.2f} {r['lines_per_s'] / 1e3:10.1f} {r['mb_per_s']:7.1f} "
+            f"  {name:<17} {r['wall_s']:8.2f} {r['cpu_s']:7.2f} {r['lines_per_s'] / 1e3:10.1f} {r['mb_per_s']:7.1f} "
             f"{r['rss_mib']:13.0f} {r['rss_per_input']:9.2f} {xg:>7}{extra}",
             flush=True,
         )
@@ -298,7 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, 1 round)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--ref", default=None, help="another checkout with a .venv: adds diagnose_dir_ref")
     a = ap.parse_args(argv)
+    global REF
+    if a.ref:
+        REF = Path(a.ref).resolve()
+        ALL.append("diagnose_dir_ref")
     if a.quick:
         a.sizes, a.lines, a.rounds = "16", 300, 1
     which = [w for w in a.only.split(",") if w]

@@ -24,7 +24,7 @@ import polars as pl
 from correlator.diagnose import Diagnosis
 from correlator.diagnose import diagnose as run_diagnose
 from correlator.errors import InputError, safe
-from correlator.ingest import IngestResult, ingest
+from correlator.ingest import READING, IngestResult, ingest
 
 __all__ = ["InputError", "PathDiagnosis", "diagnose_path", "load_path", "safe"]
 
@@ -39,7 +39,8 @@ class PathDiagnosis:
     """The complete verdict on a path.
 
     ``diagnosis``: the :class:`~correlator.diagnose.Diagnosis` with its signatures attached. ``table``: the
-    event table it was made from (redacted under ``redact=True``; the reduced table for parquet and
+    event table it was made from (redacted under ``redact=True``; for a folder of logs without the NCCL COLL
+    lines diagnosis does not read, see ``ingest(keep_coll=...)``; the reduced table for parquet and
     streaming input). ``skipped``: what was not read, one dict per file (``path``, ``bytes``, ``lines``,
     ``reason``). ``warnings``: ingest warnings (one line each). ``attempts``, ``ranks``: the torchelastic
     attempts (counted from 0) and global ranks seen.
@@ -83,10 +84,12 @@ def load_path(
     redact: bool = False,
     fr: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    keep_coll: int | None = None,
 ) -> IngestResult:
     """``ingest(path)`` with the checks the CLI makes: the path and ``fr`` exist, ``tz`` is an IANA zone;
     then :func:`correlator.redact.redact_result` under ``redact``. Raises :class:`InputError`, or
-    :class:`~correlator.discover.DiscoveryError` when nothing readable is found."""
+    :class:`~correlator.discover.DiscoveryError` when nothing readable is found. ``keep_coll``: see
+    :func:`correlator.ingest.ingest` (only the rows diagnosis needs)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
@@ -94,7 +97,7 @@ def load_path(
         raise InputError(f"--fr {fr}: no such file or directory")
     _check_tz(tz)
     if progress is None:
-        res = ingest(p, tz=tz, fr=fr)
+        res = ingest(p, tz=tz, fr=fr, keep_coll=keep_coll)
     else:
         state = {"done": 0, "total": None}
 
@@ -106,10 +109,23 @@ def load_path(
             state["done"] += 1  # type: ignore[operator]
             progress("reading logs", state["done"], state["total"])  # type: ignore[arg-type]
 
-        def on_phase(phase: str) -> None:
-            progress(phase, state["done"], state["total"])  # type: ignore[arg-type]
+        def on_phase(phase: str) -> None:  # its own count follows (``within``)
+            progress(phase, 0, None)
 
-        res = ingest(p, tz=tz, progress=step, on_sources=on_sources, fr=fr, on_phase=on_phase)
+        def within(stage: str, done: int, total: int) -> None:
+            if stage != READING:  # reading shows files (above); the steps after it lines or one unit
+                progress(stage, done, total)
+
+        res = ingest(
+            p,
+            tz=tz,
+            progress=step,
+            on_sources=on_sources,
+            fr=fr,
+            on_phase=on_phase,
+            keep_coll=keep_coll,
+            on_progress=within,
+        )
     if redact:
         from correlator.redact import redact_result
 
@@ -336,7 +352,11 @@ def diagnose_path(
             for entry in skipped:
                 entry["path"] = r.text(str(entry["path"]))
     else:
-        res = load_path(p, tz=tz, redact=redact, fr=fr, progress=progress)
+        from correlator.streaming import KEEP_LAST
+
+        # Only the rows diagnosis needs: most NCCL COLL lines are cut before parsing (issue #13 item 4;
+        # tests/test_reduced_diagnosis.py checks the verdict against the full table's).
+        res = load_path(p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=KEEP_LAST)
         warnings = list(res.warnings)
         if on_warnings is not None:
             on_warnings(warnings)

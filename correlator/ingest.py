@@ -27,7 +27,7 @@ from correlator import identity, limits
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
 from correlator.read import ReadResult, read_lines
 from correlator.schema import PARSE_KEEP, POLARS_SCHEMA, Kind, conform
-from parsers import elastic, timestamps
+from parsers import coll, elastic, timestamps
 
 
 @dataclass
@@ -49,6 +49,9 @@ class IngestResult:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     #: What was not read, one dict per file and reason: ``{"path", "bytes", "lines", "reason"}``.
     skipped: list[dict[str, object]] = field(default_factory=list)
+    #: NCCL COLL lines read but left out of the table by ``ingest(keep_coll=...)`` (0 otherwise); then
+    #: ``lines_read == table["line_count"].sum() + skipped_lines + coll_lines_dropped``.
+    coll_lines_dropped: int = 0
 
     def summary(self) -> dict[str, object]:
         """Counts for the closing summary: files, ranks, hosts, attempts, rows by kind, lines not understood."""
@@ -140,11 +143,20 @@ def _plain_lines(
     )
 
 
+def _within(
+    report: Callable[[str, int, int], None] | None, base: int, size: int, total: int
+) -> Callable[[int], None] | None:
+    """``read_lines``'s ``on_bytes`` for a file of ``size`` bytes that starts at ``base`` of ``total``."""
+    if report is None:
+        return None
+    return lambda n: report(READING, base + min(n, size), total)
+
+
 def _source_frame(
-    src: Source, progress: Callable[[Source], None] | None
+    src: Source, progress: Callable[[Source], None] | None, on_bytes: Callable[[int], None] | None = None
 ) -> tuple[pl.DataFrame | None, ReadResult]:
     """Read one source. Returns a frame for an error.json record, or None for plain lines (in ``res.lines``)."""
-    res = read_lines(src.path, src.rel)
+    res = read_lines(src.path, src.rel, on_bytes)
     if progress:
         progress(src)
     n = res.lines.len()
@@ -246,6 +258,8 @@ def _sorted_by_path_line(df: pl.DataFrame) -> bool:
 
 #: The names ``ingest(on_phase=...)`` is called with, in order (after the per-file ``progress`` calls).
 PHASES = ("parsing lines", "reading timestamps", "resolving rank identity", "building the event table")
+#: The name of the reading step in ``ingest(on_progress=...)`` (before :data:`PHASES`).
+READING = "reading logs"
 
 
 def ingest(
@@ -256,19 +270,38 @@ def ingest(
     on_sources: Callable[[list[Source]], None] | None = None,
     fr: str | os.PathLike[str] | None = None,
     on_phase: Callable[[str], None] | None = None,
+    keep_coll: int | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> IngestResult:
     """Read every log under ``root`` (a directory or one file) into the event table.
 
     ``tz``: IANA zone for stamps that carry none (default UTC). ``progress`` is called once per file
     read; ``on_sources`` once with the list of files found; ``on_phase`` with the name of each step after
-    reading as it starts (:data:`PHASES`, in that order), so a progress display moves between files and phases. ``fr``: a directory of Flight Recorder dumps
-    kept elsewhere (dumps under ``root`` are found anyway; see :mod:`correlator.fr`). Raises :class:`DiscoveryError` if ``root``
+    reading as it starts (:data:`PHASES`, in that order), so a progress display moves between files and phases.
+    ``on_progress(step, done, total)``: progress within the steps (:data:`READING`, then :data:`PHASES`), with
+    ``done`` never decreasing within a step and ending at ``total``: reading counts bytes (``Source.size``,
+    per MiB within a file as it is read and at the end of each file); parsing counts lines (after each
+    chunk of NCCL COLL fast-path lines, ``parsers.coll.CHUNK_ROWS``, and at its end); the later steps,
+    one unit each, report at their end. ``fr``: a directory of Flight Recorder dumps
+    kept elsewhere (dumps under ``root`` are found anyway; see :mod:`correlator.fr`).
+
+    ``keep_coll``: build only the rows diagnosis needs (``rankscope diagnose DIR``, issue #13 item 4):
+    NCCL COLL lines of the fast-path shape (:mod:`parsers.coll`) are cut, before parsing, to the last
+    ``keep_coll`` per run of one process in a file and communicator, by opCount (see
+    :func:`_reduce_coll_lines`); every other line is parsed as usual. The rows that remain are the rows of the
+    full table, with its ``event_id`` values, and ``streaming.reduce_for_diagnosis`` of this table equals
+    that of the full table when ``keep_coll`` is at least its ``keep_last``; ``coll_lines_dropped`` counts
+    the lines left out. Raises :class:`DiscoveryError` if ``root``
     is missing, holds no file, or no line of any file could be read (all empty, binary or unreadable);
     every other problem becomes a warning.
     """
     sources, warnings = discover(root)
     if on_sources:
         on_sources(sources)
+    report = on_progress or (lambda _step, _done, _total: None)
+    total_bytes = sum(s.size for s in sources if s.layout != "fr_dump")
+    bytes_done = 0
+    report(READING, 0, total_bytes)
     fr_rows = flight_recorder.collect([(s.path, s.rel) for s in sources if s.layout == "fr_dump"], fr)
     warnings.extend(fr_rows.warnings)
     frames, plain, lines_read, skipped = [], [], 0, 0
@@ -280,7 +313,9 @@ def ingest(
         i = order[id(src)]
         if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
             continue
-        frame, res = _source_frame(src, progress)
+        frame, res = _source_frame(src, progress, _within(on_progress, bytes_done, src.size, total_bytes))
+        bytes_done += src.size
+        report(READING, bytes_done, total_bytes)
         if frame is not None:
             frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int64).alias("__src")))
         elif res.lines.len():
@@ -320,19 +355,38 @@ def ingest(
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
     if on_phase:
         on_phase("parsing lines")
-    gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)
+    n_lines = df.height
+    parsed = [0]
+
+    def rows_done(n: int) -> None:
+        parsed[0] = min(n_lines, parsed[0] + n)
+        report(PHASES[0], parsed[0], n_lines)
+
+    report(PHASES[0], 0, n_lines)
+    dropped: pl.DataFrame | None = None
+    token = coll.ON_ROWS.set(rows_done if on_progress else None)
+    try:
+        if keep_coll is not None:
+            gen, fast, dropped = _parse_reduced(df, keep_coll, rows_done)
+        else:
+            gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)
+    finally:
+        coll.ON_ROWS.reset(token)
+    report(PHASES[0], n_lines, n_lines)
     del df
     if "exit_code_json" in gen.columns:
         gen = gen.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     if on_phase:
         on_phase("reading timestamps")
     gen = timestamps.build_ts(gen, year, tz)  # fast-path rows carry no stamp of their own
+    report(PHASES[1], 1, 1)
     if on_phase:
         on_phase("resolving rank identity")
     if fast is None:
         df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
     else:
         df = _resolve_with_fast_rows(gen, fast)
+    report(PHASES[2], 1, 1)
     if on_phase:
         on_phase("building the event table")
     df = limits.cap_values(df, warnings)
@@ -342,7 +396,174 @@ def ingest(
     if not _sorted_by_path_line(df):
         df = df.sort("path", "line", maintain_order=True)
     df = df.drop("_pos").with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
-    return IngestResult(conform(df), sources, warnings, lines_read, skipped, by_reason, skipped_list)
+    n_dropped = 0
+    if dropped is not None and dropped.height:
+        n_dropped = dropped.height
+        df = df.with_columns(_full_event_ids(df, dropped).alias("event_id"))
+    if identity.WEIGHT in df.columns:
+        df = df.drop(identity.WEIGHT)
+    report(PHASES[3], 1, 1)
+    return IngestResult(
+        conform(df), sources, warnings, lines_read, skipped, by_reason, skipped_list, n_dropped
+    )
+
+
+#: Positions in the line frame of :func:`_reduce_coll_lines` (a private column).
+_LINE_IDX = "__li"
+
+
+def _reduce_coll_lines(
+    df: pl.DataFrame, keep: int, fast: pl.Series, exclude: set[str]
+) -> tuple[pl.DataFrame, pl.DataFrame, set[str], pl.Series]:
+    """The lines frame ``df`` without the NCCL COLL lines diagnosis does not need.
+
+    ``fast``: the rows of ``df`` that take the COLL fast path (``parsers._fast_split``); files of layout
+    ``stream`` (launcher pairing reads their text line by line) and the paths in ``exclude`` keep every
+    line. Among the other fast rows, a *run* is a maximal sequence (in row order, fast rows only) of one
+    file and one ``host:pid`` (the line's first token without its thread id): the unit identity resolution
+    summarizes (``_resolve_with_fast_rows``). Per run, kept: its first row, and per communicator (the
+    ``comm 0x..`` token) the ``keep`` rows with the highest opCount (a tie: the later line). The first row
+    kept of each run carries the weight (:data:`identity.WEIGHT`) of the run's lines left out, so the
+    majorities of identity resolution count every line as before.
+
+    Why exact: a run and a communicator lie inside one (rank, process group) of the full table (rank is
+    resolved per run; the PG is a function of host, pid and comm), so the last ``keep`` rows per (rank, PG)
+    by SeqNum, which is all ``streaming.reduce_for_diagnosis`` keeps of these rows, are among the kept ones;
+    the world size (``[nranks=N]``, one per communicator) keeps its maximum; stamps are inherited from the
+    generic rows, all kept. Returns ``(lines frame, dropped (path, line), paths reduced, candidates)``,
+    ``candidates`` the rows of the returned frame that were candidates (fast rows of files not kept whole).
+    """
+    cand = (pl.Series(fast) & (df["layout"] != "stream").fill_null(True)).fill_null(False)
+    if exclude:
+        cand = cand & ~df["path"].is_in(list(exclude))
+    raw = pl.col("raw")
+    c = (
+        df.select("path", "raw", "line")
+        .with_row_index(_LINE_IDX)
+        .filter(cand)
+        .select(
+            _LINE_IDX,
+            "path",
+            "line",
+            # A line of the fast-path shape has space-free tokens, so these literals occur once, in place.
+            raw.str.extract(r"^([^ :]+:[0-9]+):", 1).alias("hp"),
+            raw.str.slice(raw.str.find(": opCount ", literal=True) + 10)
+            .str.extract(r"^([0-9a-f]+)", 1)
+            .str.to_integer(base=16, strict=False)
+            .fill_null(-(2**63))
+            .alias("seq"),
+            raw.str.slice(raw.str.find(" comm 0x", literal=True) + 6)
+            .str.extract(r"^(0x[0-9a-f]+)", 1)
+            .alias("comm"),
+        )
+    )
+    if c.height == 0:
+        return df, c.select("path", "line"), set(), cand
+    starts = (
+        pl.col("path").ne_missing(pl.col("path").shift(1)) | pl.col("hp").ne_missing(pl.col("hp").shift(1))
+    ).fill_null(True)
+    c = c.with_columns(starts.alias("first"), (starts.cum_sum() - 1).alias("run"))
+    top = (
+        c.lazy()
+        .group_by("run", "comm")
+        .agg(pl.col(_LINE_IDX).top_k_by([pl.col("seq"), pl.col(_LINE_IDX)], keep))
+        .explode(_LINE_IDX)
+        .select(_LINE_IDX)
+        .collect()[_LINE_IDX]
+    )
+    kept = c["first"] | c[_LINE_IDX].is_in(top.implode())
+    if bool(kept.all()):
+        return df, c.select("path", "line").clear(), set(), cand
+    ck = c.select(_LINE_IDX, "run", "first").with_columns(kept.alias("k"))
+    # The run's first row carries the lines of its run that are left out.
+    lost = ck.group_by("run").agg((~pl.col("k")).sum().alias("lost"))
+    w = ck.filter("first").join(lost, on="run", how="left")
+    weight = (
+        pl.Series(identity.WEIGHT, [None], pl.Int64)
+        .extend_constant(None, df.height - 1)
+        .scatter(w[_LINE_IDX], (w["lost"] + 1).cast(pl.Int64))
+    )
+    drop_idx = ck.filter(~pl.col("k"))[_LINE_IDX]
+    dropped = c.filter(~kept).select("path", "line")
+    reduced_paths = set(dropped["path"].unique().to_list())
+    keep_mask = pl.Series([True]).extend_constant(True, df.height - 1).scatter(drop_idx, False)
+    return df.with_columns(weight).filter(keep_mask), dropped, reduced_paths, cand.filter(keep_mask)
+
+
+def _parse_reduced(
+    df: pl.DataFrame, keep: int, rows_done: Callable[[int], None] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame]:
+    """``parsers.parse_lines_split`` of the lines frame ``df`` reduced by :func:`_reduce_coll_lines`.
+
+    The reduction assumes that the COLL lines it cuts take the fast path and that their files hold no
+    restart line, and that no torchrun ``--tee`` copy of them is looked up by tee de-duplication; these are
+    known only after parsing (a file whose other lines may form multi-line records goes back to the generic
+    path, which reads its COLL lines; attempts count restarts line by line; a tee copy of a COLL line in a
+    launcher output makes every file keep them). A file for which one turns out false is put
+    back whole and the lines parsed again (both tests are per file,
+    so once is enough; a third parse, of every line, is a safety net that should never run).
+    ``rows_done(n)`` is told the lines cut (they need no parse). Returns ``(generic rows, fast rows, dropped
+    (path, line))``."""
+    fast0 = parsers._fast_split(df)
+    keep_cols = (*PARSE_KEEP, identity.WEIGHT)
+    none = pl.DataFrame(schema={"path": pl.String, "line": pl.Int64})
+    if fast0 is None:
+        gen, fast = parsers.parse_lines_split(df, keep=keep_cols)
+        return gen, fast, none
+    exclude: set[str] = set()
+    for _ in range(2):
+        red, dropped, paths, red_cand = _reduce_coll_lines(df, keep, fast0, exclude)
+        if rows_done is not None and not exclude:
+            rows_done(dropped.height)
+        gen, fast = parsers.parse_lines_split(red, keep=keep_cols)
+        if not paths:
+            return gen, fast, dropped
+        # Every COLL line kept of a reduced file must have taken the fast path, and no reduced file may
+        # restart; else its file is put back whole.
+        fast_pos = fast["_pos"] if fast is not None else pl.Series("_pos", [], pl.UInt32)
+        went_generic = (
+            red.select("path")
+            .with_row_index("_p")
+            .filter(red_cand & red["path"].is_in(list(paths)) & ~pl.col("_p").is_in(fast_pos.implode()))
+        )
+        bad = set(went_generic["path"].unique().to_list())
+        restarts = gen.filter((pl.col("kind") == Kind.RESTART) & pl.col("path").is_in(list(paths)))
+        bad |= set(restarts["path"].unique().to_list())
+        # torchrun --tee copies of COLL lines in a launcher output: tee de-duplication looks for the per-rank
+        # line of each copy, in files paired with the launcher only by identity resolution (later), so then
+        # every file keeps its COLL lines (the launcher output holds them all anyway).
+        tee_copy = (
+            pl.col("tee_local_rank").is_not_null()
+            & (pl.col("layout") == "stream")
+            & pl.col("record").str.contains(coll.LITERAL, literal=True).fill_null(False)
+        )
+        if gen.select(tee_copy.any()).item():
+            bad |= paths
+        if not bad:
+            return gen, fast, dropped
+        exclude |= bad
+    gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)  # pragma: no cover (see the docstring)
+    return gen, fast, none  # pragma: no cover
+
+
+def _full_event_ids(df: pl.DataFrame, dropped: pl.DataFrame) -> pl.Series:
+    """The ``event_id`` each row of ``df`` (the reduced table, in ``path, line`` order) has in the full
+    table: its position plus the number of dropped lines (each one row of its own) before it in
+    ``path, line`` order."""
+    paths = pl.concat([df["path"], dropped["path"]]).unique().sort()
+    code = {p: i for i, p in enumerate(paths.to_list())}
+
+    def key(f: pl.DataFrame) -> pl.Series:
+        return f.select(
+            (
+                pl.col("path").replace_strict(code, return_dtype=pl.Int64) * (1 << 32)
+                + pl.col("line").fill_null(0).cast(pl.Int64)
+            ).alias("k")
+        )["k"]
+
+    dk = key(dropped).sort()
+    before = dk.search_sorted(key(df), side="left").cast(pl.Int64)
+    return (df["event_id"] + before).alias("event_id")
 
 
 #: What identity resolution sets on a row (the rest of a fast-path row is known after parsing).
@@ -372,8 +593,13 @@ def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFra
     key = ["path", "host", "pid"]
     starts = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in key]).fill_null(True)
     fast = fast.with_columns((starts.cum_sum() - 1).cast(pl.Int64).alias("_gid"))
+    # A run's weight: its rows, or the lines they stand for after ``ingest(keep_coll=...)`` cut some.
+    size = pl.col(identity.WEIGHT).fill_null(1).sum() if identity.WEIGHT in fast.columns else pl.len()
     groups = fast.filter(starts).with_columns(
-        fast.group_by("_gid", maintain_order=True).len()["len"].cast(pl.Int64).alias(identity.WEIGHT)
+        fast.group_by("_gid", maintain_order=True)
+        .agg(size.alias("n"))["n"]
+        .cast(pl.Int64)
+        .alias(identity.WEIGHT)
     )
     both = identity.resolve(pl.concat([gen, groups.drop("_pos")], how="diagonal_relaxed"))
     is_group = pl.col("_gid").is_not_null()

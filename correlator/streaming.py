@@ -58,6 +58,8 @@ STREAMING_THRESHOLD_BYTES = 2 * 1024**3
 #: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.8 GiB peak RSS measured).
 DEFAULT_BATCH_BYTES = 32 * 1024**2
 
+#: How many of the last rows per group the reduced table keeps (``keep_last``; ``ingest(keep_coll=...)``).
+KEEP_LAST = 4
 #: Kinds that are routine at volume and reduced (see the module docstring); other rows are kept whole.
 ROUTINE_KINDS = frozenset({"nccl_coll", "collective_fingerprint", "step_progress", "log"})
 _SEQ_KINDS = ["nccl_coll", "collective_fingerprint"]
@@ -253,7 +255,7 @@ def _select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
     return pl.concat([whole.select(cols), seq_rows.select(cols), tail_rows.select(cols)], how="vertical")
 
 
-def reduce_for_diagnosis(table: pl.DataFrame, keep_last: int = 4) -> pl.DataFrame:
+def reduce_for_diagnosis(table: pl.DataFrame, keep_last: int = KEEP_LAST) -> pl.DataFrame:
     """The rows of ``table`` that diagnosis needs (see the module docstring); same schema, same order."""
     if table.height == 0:
         return table
@@ -524,6 +526,7 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
+    "KEEP_LAST",
     "ROUTINE_KINDS",
     "STREAMING_THRESHOLD_BYTES",
     "Batch",

@@ -13,6 +13,9 @@ the ``nccl_coll`` rule); ``tests/test_ingest_fastpath.py`` checks that equivalen
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
+
 import polars as pl
 
 from parsers.nccl import NCCL_OPS
@@ -29,6 +32,9 @@ FAST_COLL = (
 CHUNK_ROWS = 250_000
 #: Literal every fast-path line holds (a cheap pre-filter before the regex).
 LITERAL = ": opCount "
+#: Progress of :func:`parse_fast` (set by ``correlator.ingest`` while it parses): called with the number of
+#: rows of a chunk after each chunk is parsed (the caller sums them), so a long parse reports as it goes.
+ON_ROWS: ContextVar[Callable[[int], None] | None] = ContextVar("coll_on_rows", default=None)
 
 
 def fast_mask(raw: pl.Series) -> pl.Series:
@@ -53,6 +59,15 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
             [parse_fast(df.slice(i, CHUNK_ROWS), comm_pg) for i in range(0, df.height, CHUNK_ROWS)],
             how="vertical",
         )
+    out = _parse_chunk(df, comm_pg)
+    report = ON_ROWS.get()
+    if report is not None:
+        report(df.height)
+    return out
+
+
+def _parse_chunk(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
+    """:func:`parse_fast` of at most :data:`CHUNK_ROWS` rows."""
     # The line matched FAST_COLL whole, so its space-separated tokens are known by position (one split,
     # no captures): host:pid:tid [dev] NCCL INFO Op: opCount N sendbuff B recvbuff B count N datatype N
     # op N root N comm 0x.. [nranks=N] [stream 0x..].

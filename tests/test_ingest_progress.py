@@ -24,3 +24,87 @@ def test_progress_per_file_and_each_phase_in_order(tmp_path: Path) -> None:
     assert sorted(s.path for s in read) == files  # each file once
     assert phases == list(PHASES)
     assert res.table.height > 0
+
+
+def _steps(calls: list[tuple[str, int, int]]) -> dict[str, list[tuple[int, int]]]:
+    out: dict[str, list[tuple[int, int]]] = {}
+    for step, done, total in calls:
+        out.setdefault(step, []).append((done, total))
+    return out
+
+
+def _check_monotone(steps: dict[str, list[tuple[int, int]]]) -> None:
+    for step, seq in steps.items():
+        totals = {t for _, t in seq}
+        assert len(totals) == 1, (step, totals)  # one total per step
+        dones = [d for d, _ in seq]
+        assert dones == sorted(dones), step  # never backwards
+        assert 0 <= dones[0] and dones[-1] == seq[-1][1], step  # ends at the total
+
+
+def test_progress_within_steps_reading_bytes_and_parsing_lines(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``on_progress``: reading reports bytes per file and per MiB within a file; parsing reports lines
+    after each chunk of NCCL COLL lines; every step ends at its total, in the order of the steps."""
+    from correlator import read
+    from correlator.ingest import READING
+    from parsers import coll
+
+    sys.path.insert(0, str(CASES.parent.parent / "benchmarks"))
+    from generate import generate
+
+    info = generate(tmp_path / "job", ranks=4, lines=3000, seed=2)
+    monkeypatch.setattr(read, "_CHUNK", 64 * 1024)  # several chunks per file
+    monkeypatch.setattr(coll, "CHUNK_ROWS", 1000)  # several parse chunks
+    calls: list[tuple[str, int, int]] = []
+    res = ingest(tmp_path / "job", on_progress=lambda s, d, t: calls.append((s, d, t)))
+    order = list(dict.fromkeys(s for s, _, _ in calls))
+    assert order == [READING, *PHASES]
+    steps = _steps(calls)
+    _check_monotone(steps)
+    files = [p for p in (tmp_path / "job").rglob("*") if p.is_file()]
+    assert steps[READING][-1][1] == sum(p.stat().st_size for p in files) == info["bytes"]
+    # More reading events than files: progress within the big files (64 KiB chunks of ~600 KB files).
+    assert len(steps[READING]) > len(files) + 1
+    n_lines = int(res.table["line_count"].sum())
+    assert steps[PHASES[0]][-1] == (n_lines, n_lines)
+    # Per chunk of 1,000 fast-path lines: several events strictly inside the parse.
+    inside = [d for d, t in steps[PHASES[0]] if 0 < d < t]
+    assert len(inside) >= 4
+
+
+def test_progress_within_parsing_when_diagnosis_cuts_lines(tmp_path: Path) -> None:
+    """With ``keep_coll`` the cut lines count as parsed at once; the step still ends at all lines read."""
+    sys.path.insert(0, str(CASES.parent.parent / "benchmarks"))
+    from generate import generate
+
+    generate(tmp_path / "job", ranks=4, lines=600, seed=2)
+    calls: list[tuple[str, int, int]] = []
+    res = ingest(tmp_path / "job", keep_coll=4, on_progress=lambda s, d, t: calls.append((s, d, t)))
+    steps = _steps(calls)
+    _check_monotone(steps)
+    n_lines = int(res.table["line_count"].sum()) + res.coll_lines_dropped
+    parse = steps[PHASES[0]]
+    assert parse[-1] == (n_lines, n_lines)
+    assert (res.coll_lines_dropped, n_lines) in parse  # the cut, reported before the parse
+
+
+def test_diagnose_path_progress_moves_within_parsing(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The CLI's callback (``correlator.api.Progress``) gets files while reading, then lines while parsing."""
+    from correlator.api import diagnose_path
+    from correlator.ingest import READING
+    from parsers import coll
+
+    sys.path.insert(0, str(CASES.parent.parent / "benchmarks"))
+    from generate import generate
+
+    generate(tmp_path / "job", ranks=4, lines=3000, seed=2)
+    monkeypatch.setattr(coll, "CHUNK_ROWS", 5)  # the few COLL lines diagnosis keeps: several chunks
+    calls: list[tuple[str, int, int | None]] = []
+    diagnose_path(tmp_path / "job", progress=lambda s, d, t: calls.append((s, d, t)))
+    reading = [(d, t) for s, d, t in calls if s == READING]
+    n_files = sum(1 for p in (tmp_path / "job").rglob("*") if p.is_file())
+    assert reading[-1] == (n_files, n_files)
+    parse = [(d, t) for s, d, t in calls if s == PHASES[0]]
+    dones = [d for d, _ in parse]
+    assert dones == sorted(dones) and len({d for d in dones if 0 < d < parse[-1][1]}) >= 3
+    assert parse[-1][0] == parse[-1][1]

@@ -83,3 +83,137 @@ def test_reduced_verdict_equals_full_on_generated_job(
     assert reduce_for_diagnosis(t).height < t.height / 4
     _check(t, tmp_path, monkeypatch, strip_ts=True)
     assert _json(reduce_for_diagnosis(t))["initiating_ranks"] == [info["culprit"]]
+
+
+# --- `diagnose DIR` ingests only what diagnosis needs (ingest(keep_coll=...), issue #13 item 4) ---------------
+
+
+def _full_path_json(root: Path) -> dict[str, object]:
+    """What ``diagnose_path(root)`` printed before ``keep_coll``: the verdict on the whole event table, the
+    signatures matched on the whole table, the skipped list."""
+    from correlator.api import attach_signatures, skipped_for_output, with_skipped
+
+    res = ingest(root)
+    d = diagnose(reduce_for_diagnosis(res.table))
+    attach_signatures(d, res.table, [])
+    return _normalized(json.loads(with_skipped(to_json(d), skipped_for_output(res, False))))
+
+
+def _normalized(d: dict[str, object]) -> dict[str, object]:
+    for e in d.get("evidence", []):  # type: ignore[attr-defined]
+        if e.get("role") == "collective disagreement":  # see the module docstring
+            for k in ("rank", "path", "line", "ts", "text"):
+                e.pop(k, None)
+    return d
+
+
+def _check_cut(root: Path, keep: int) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """``ingest(root, keep_coll=keep)`` against ``ingest(root)``: every row it keeps is the full table's row
+    with the same ``event_id``, column by column; the reduction of both is the same frame; every line read
+    is in a row, skipped, or counted as cut. Returns (full table, cut table, lines cut)."""
+    full = ingest(root)
+    cut = ingest(root, keep_coll=keep)
+    same_ids = full.table.filter(pl.col("event_id").is_in(cut.table["event_id"].implode()))
+    assert same_ids.equals(cut.table)
+    assert reduce_for_diagnosis(cut.table, keep).equals(reduce_for_diagnosis(full.table, keep))
+    assert cut.lines_read == full.lines_read
+    assert cut.lines_read == int(cut.table["line_count"].sum()) + cut.skipped_lines + cut.coll_lines_dropped
+    assert full.table.height - cut.table.height == cut.coll_lines_dropped
+    return full.table, cut.table, cut.coll_lines_dropped
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir()))
+def test_diagnose_dir_verdict_equals_full_table_verdict(case: str) -> None:
+    """`rankscope diagnose DIR` (``diagnose_path``, which ingests with ``keep_coll``) prints the same JSON as
+    the verdict on the whole table, every field included (no field counts rows). The corpus holds no NCCL
+    COLL line of the fast-path shape, so here nothing is cut; the generated jobs below cut most lines."""
+    from correlator.api import diagnose_path
+
+    root = CASES / case / "logs"
+    _check_cut(root, streaming.KEEP_LAST)
+    assert _normalized(diagnose_path(root, require_lines=False).to_dict()) == _full_path_json(root)
+
+
+def _coll(host: str, pid: int, seq: int, comm: str, op: str = "AllReduce", n: int = 16) -> str:
+    """An NCCL INFO COLL line (NCCL 2.21 ``src/enqueue.cc`` shape, as in benchmarks/generate.py)."""
+    return (
+        f"{host}:{pid}:{pid} [0] NCCL INFO {op}: opCount {seq:x} sendbuff 0x7f3b52000000 recvbuff "
+        f"0x7f3b52000000 count 8 datatype 7 op 0 root 0 comm {comm} [nranks={n}] stream 0x55d0c2f1a9e0"
+    )
+
+
+def _job(tmp: Path, variant: str) -> tuple[Path, str | None]:
+    """A generated 16-rank job (NCCL COLL lines are most of its lines), changed by ``variant``; returns the
+    root and the file the variant changed (None: none)."""
+    import sys
+
+    sys.path.insert(0, str(CASES.parent.parent / "benchmarks"))
+    from generate import generate
+
+    root = tmp / variant
+    generate(root, ranks=16, lines=300, seed=5)
+    f = min(root.rglob("stdout.log"))
+    lines = f.read_text().splitlines()
+    host, pid = lines[1].split(" ")[0].split(":")[:2]
+    mid = len(lines) // 2
+    if variant == "traceback":  # a record candidate: the file goes back to the generic path whole
+        lines[mid:mid] = ["Traceback (most recent call last):", "RuntimeError: boom"]
+    elif variant == "restart":  # a restart line: attempts count the file's lines one by one
+        restart = (
+            "INFO:torch.distributed.elastic.agent.server.api:[default] Worker group FAILED. 3/3 attempts "
+        )
+        lines[mid:mid] = [restart + "left; will restart worker group"]
+    elif variant == "interleaved":  # two processes in one file: runs of one host:pid alternate
+        extra = [_coll(host, 777, i, "0xabc") for i in range(40)]
+        out = []
+        for i, line in enumerate(lines):
+            out.append(line)
+            if i % 7 == 0 and extra:
+                out.append(extra.pop(0))
+        lines = out + extra
+    elif variant == "two_comms":  # a second communicator of the same process, another world size
+        lines += [_coll(host, int(pid), i, "0xdead1", "AllGather", 8) for i in range(30)]
+    elif variant == "opcount_overflow":  # an opCount past Int64: no SeqNum, sorted lowest
+        lines += [_coll(host, int(pid), 2**70, "0xfeed")] * 3
+    elif variant == "tee":  # torchrun --tee copies of early COLL lines of local rank 0 in the launcher log
+        launcher = root / "node-0000" / "launcher.log"
+        copies = ["[default0]:" + line for line in lines if ": opCount " in line][:10]
+        launcher.write_text(launcher.read_text() + "\n".join(copies) + "\n")
+        return root, str(f.relative_to(root))
+    elif variant == "stream":  # a combined stream of three processes: read whole (launcher pairing)
+        (root / "combined.log").write_text(
+            "\n".join(_coll("node-0009", 900 + i % 3, i // 3, "0xbeef") for i in range(60)) + "\n"
+        )
+        return root, "combined.log"
+    else:
+        return root, None
+    f.write_text("\n".join(lines) + "\n")
+    return root, str(f.relative_to(root))
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["plain", "traceback", "restart", "interleaved", "two_comms", "opcount_overflow", "stream", "tee"],
+)
+@pytest.mark.parametrize("keep", [1, 4])
+def test_keep_coll_cuts_only_lines_the_reduction_drops(tmp_path: Path, variant: str, keep: int) -> None:
+    root, changed = _job(tmp_path, variant)
+    full, cut, n_cut = _check_cut(root, keep)
+    if variant == "tee":  # tee copies of COLL lines: every file keeps its COLL lines (see _parse_reduced)
+        assert n_cut == 0
+        return
+    assert n_cut > full.height / 2  # most COLL lines are cut
+    if variant in ("traceback", "restart", "stream"):  # that file is read whole
+        mine = pl.col("path") == changed
+        assert cut.filter(mine).height == full.filter(mine).height > 40
+
+
+@pytest.mark.parametrize("variant", ["plain", "traceback", "interleaved", "two_comms", "tee"])
+def test_diagnose_dir_on_generated_job_equals_full_table_verdict(tmp_path: Path, variant: str) -> None:
+    from correlator.api import diagnose_path
+
+    root, _ = _job(tmp_path, variant)
+    got = diagnose_path(root, require_lines=False)
+    assert _normalized(got.to_dict()) == _full_path_json(root)
+    if variant != "tee":
+        assert got.table.height < ingest(root).table.height / 2
