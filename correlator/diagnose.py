@@ -77,7 +77,7 @@ class RankStatus:
     rank: int
     host: str | None
     local_rank: int | None
-    status: str  # initiating | collateral | clean | missing
+    status: str  # initiating | collateral | unexplained | clean | missing
     first_fault_ts: str | None = None
     first_fault_kind: str | None = None
     explained_by: Explanation | None = None
@@ -106,6 +106,9 @@ class Diagnosis:
     confidence: float
     summary: str
     evidence: list[Evidence] = field(default_factory=list)
+    #: Ranks that failed (a fault of their own) while no initiating rank was named: not collateral of anyone
+    #: the diagnosis knows, and never clean.
+    unexplained_ranks: list[int] = field(default_factory=list)
     initiating_events: list[InitiatingEvent] = field(default_factory=list)
     per_rank: list[RankStatus] = field(default_factory=list)
     confidence_reasons: list[str] = field(default_factory=list)
@@ -416,12 +419,19 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
     G = build_graph(table, attempt)
     quality = dict(table.select("event_id", "ts_quality").iter_rows())
     per_rank: list[RankStatus] = []
-    groups: dict[str, list[int]] = {"initiating": [], "collateral": [], "clean": [], "missing": []}
+    groups: dict[str, list[int]] = {
+        "initiating": [],
+        "collateral": [],
+        "unexplained": [],
+        "clean": [],
+        "missing": [],
+    }
     for r in sorted(G.nodes):
         n = G.nodes[r]
         status = n["status"]
         if status == "clean" and n.get("first_fault_kind"):
-            status = "collateral" if G.graph["initiators"] else "clean"
+            # a rank with a fault of its own is never clean: collateral of the initiators, or unexplained
+            status = "collateral" if G.graph["initiators"] else "unexplained"
         groups.setdefault(status, []).append(r)
         ex = n.get("explained_by")
         per_rank.append(
@@ -445,6 +455,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         initiating_ranks=sorted(G.graph["initiators"]),
         collateral_ranks=sorted(groups["collateral"]),
         clean_ranks=clean,
+        unexplained_ranks=sorted(groups["unexplained"]),
         missing_ranks=[r for r in G.graph["missing"] if r not in G.graph["initiators"]],
         failure_kind=G.graph["failure_kind"],
         confidence=_confidence(G),

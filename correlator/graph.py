@@ -55,7 +55,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     """Build the causal graph of one attempt (default: the first attempt with a fault).
 
     Nodes are global ranks (ints) with attributes ``host``, ``local_rank``, ``status``
-    (initiating | collateral | clean | missing), ``first_fault_kind``, ``first_fault_ts``,
+    (initiating | collateral | unexplained | clean | missing), ``first_fault_kind``, ``first_fault_ts``,
     ``first_fault_event`` and ``explained_by``. See the module docstring for edges and graph attributes.
     """
     t_all = table.filter(~pl.col("duplicate"))
@@ -207,6 +207,12 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     if uncertain and len(initiators) > 0 and basis == "first fault":
         reasons.append(Reason.CLOCKS_UNALIGNED.note())
 
+    if not initiators:
+        # a rank that failed on its own account while no initiator is named: not collateral of anyone known,
+        # and never clean
+        for r in G.nodes:
+            if G.nodes[r]["status"] == "clean" and G.nodes[r].get("first_fault_kind"):
+                G.nodes[r]["status"] = "unexplained"
     G.graph.update(
         world_size=world,
         ranks_seen=seen,

@@ -79,7 +79,13 @@ _CAT_COLORS = {
     "log": "#bdbdbd",
 }
 _CAT_MARKERS = {"cause": "X", "effect": "o", "launcher": "s", "progress": "|", "log": "|"}
-STATUS_COLORS = {"initiating": "#d62728", "collateral": "#ff7f0e", "clean": "#2ca02c", "missing": "#9e9e9e"}
+STATUS_COLORS = {
+    "initiating": "#d62728",
+    "collateral": "#ff7f0e",
+    "unexplained": "#bcbd22",
+    "clean": "#2ca02c",
+    "missing": "#9e9e9e",
+}
 EDGE_COLORS = {
     "waits_for": "#ff7f0e",
     "peer_error": "#9467bd",
@@ -731,7 +737,7 @@ def graph_figure(G: nx.DiGraph) -> Figure:
             connectionstyle="arc3,rad=0.06",
         )
     size = 600 if n <= 32 else (260 if not many else 60)
-    for st in ("clean", "collateral", "missing", "initiating"):
+    for st in ("clean", "collateral", "unexplained", "missing", "initiating"):
         nl = [r for r in nodes if status[r] == st]
         if not nl:
             continue
@@ -778,7 +784,7 @@ def graph_figure(G: nx.DiGraph) -> Figure:
             mec=STATUS_COLORS[st] if st == "missing" else "#333333",
             label=f"{st} ({sum(1 for r in nodes if status[r] == st)})",
         )
-        for st in ("initiating", "collateral", "clean", "missing")
+        for st in ("initiating", "collateral", "unexplained", "clean", "missing")
         if any(status[r] == st for r in nodes)
     ]
     handles += [

@@ -35,7 +35,13 @@ _LAUNCHER_KINDS = frozenset(
 from correlator.diagnose import Diagnosis
 from correlator.ranks import ranges
 
-_STATUS_STYLE = {"initiating": "bold red", "collateral": "yellow", "clean": "green", "missing": "magenta"}
+_STATUS_STYLE = {
+    "initiating": "bold red",
+    "collateral": "yellow",
+    "unexplained": "bold yellow",
+    "clean": "green",
+    "missing": "magenta",
+}
 
 
 def to_json(d: Diagnosis) -> str:
@@ -158,6 +164,8 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
         console.print(table)
         if len(_grouped(involved)) > max_rows:
             console.print("  … and more (use --format json for every rank)", style="dim")
+    if d.unexplained_ranks:
+        console.print(f"failed, no initiator named: {_ranks_phrase(d.unexplained_ranks)}")
     console.print(f"clean: {_ranks_phrase(d.clean_ranks)}   no log at all: {_ranks_phrase(d.missing_ranks)}")
     if len(d.attempts) > 1:
         console.print("\n[bold]Attempts[/]")
@@ -179,6 +187,7 @@ def render_markdown(d: Diagnosis) -> str:
         f"- initiating ranks: {ranges(d.initiating_ranks)}",
         *(f"- initiating event: {line}" for line in initiating_lines(d)),
         f"- collateral ranks: {ranges(d.collateral_ranks)}",
+        *([f"- failed, no initiator named: {ranges(d.unexplained_ranks)}"] if d.unexplained_ranks else []),
         f"- clean ranks: {ranges(d.clean_ranks)}",
         f"- missing ranks (no log): {ranges(d.missing_ranks)}",
         f"- confidence: {d.confidence:.2f}"
@@ -265,7 +274,13 @@ def write_graph(G: nx.DiGraph, out: Path) -> str:
 
 def to_dot(G: nx.DiGraph) -> str:
     """Graphviz DOT text: initiating ranks red, collateral orange, edges labelled with their type."""
-    colors = {"initiating": "red", "collateral": "orange", "clean": "darkgreen", "missing": "purple"}
+    colors = {
+        "initiating": "red",
+        "collateral": "orange",
+        "unexplained": "goldenrod",
+        "clean": "darkgreen",
+        "missing": "purple",
+    }
     lines = ["digraph rankscope {", "  rankdir=LR;", "  node [shape=box, style=rounded];"]
     for n, d in G.nodes(data=True):
         label = (

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from correlator import diagnose
+from correlator.ranks import ranges
 from correlator.schema import conform
 from tests.test_diagnose_units import T0, ev, progress, table, timeout
 
@@ -517,3 +518,20 @@ def test_rankless_faults_kind_from_the_first_cause_and_all_quoted() -> None:
     G = build_graph(table(rows))
     # the first cause decides (a later CUDA OOM does not outrank it); three rows are quoted
     assert (G.graph["failure_kind"], G.graph["focus"]) == ("rank_crash", {"evidence": [0, 1, 2]})
+
+
+def test_ranks_that_failed_without_a_named_initiator_are_unexplained_never_clean() -> None:
+    # Every rank that logged times out in the same collective; nothing says who they waited for: no
+    # initiating rank, and the ranks that timed out are not clean (a script reading clean_ranks would treat
+    # them as healthy).
+    rows = [progress(r, 1) for r in range(3)]
+    rows += [timeout(r, 9) for r in (0, 1, 2)]
+    d = diagnose(table(rows))
+    assert d.initiating_ranks == []
+    assert (d.unexplained_ranks, d.clean_ranks, d.collateral_ranks) == ([0, 1, 2], [], [])
+    assert {s.rank: s.status for s in d.per_rank} == {0: "unexplained", 1: "unexplained", 2: "unexplained"}
+    doc = d.to_json()
+    assert doc["unexplained_ranks"] == [0, 1, 2] and doc["clean_ranks"] == []
+    from correlator.report import render_markdown
+
+    assert f"- failed, no initiator named: {ranges([0, 1, 2])}" in render_markdown(d)
