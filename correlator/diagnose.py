@@ -376,8 +376,13 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         elif len(seqs) == 1:
             where = f" in SeqNum {next(iter(seqs))[1]}"
         n = len(collateral)
-        if waits and len(waits) == n:
-            tail = f"; {n} rank{'s' if n > 1 else ''} timed out waiting for {'them' if len(inits) > 1 else 'it'}{where}"
+        # "timed out waiting" only when each of them says it timed out, "waited" when each is shown waiting (a
+        # pending Flight Recorder entry, a stall report); an exit status alone shows neither
+        them = "them" if len(inits) > 1 else "it"
+        if waits and len(waits) == n and all(G.nodes[r].get("timed_out") for r in waits):
+            tail = f"; {n} rank{'s' if n > 1 else ''} timed out waiting for {them}{where}"
+        elif waits and len(waits) == n and all(G.nodes[r].get("waited") for r in waits):
+            tail = f"; {n} rank{'s' if n > 1 else ''} waited for {them}{where}"
         else:
             tail = f"; {n} other rank{'s' if n > 1 else ''} failed as a consequence{where}"
     return f"{head}{tail}."

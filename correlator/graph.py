@@ -157,6 +157,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             G.add_node(r, host=None, local_rank=None, status="clean")
         if G.nodes[r]["status"] in ("clean", "missing"):
             G.nodes[r]["status"] = "collateral"
+            G.nodes[r]["waited"] = True  # the rule that names it says it is waiting
             G.nodes[r]["explained_by"] = {
                 "rank": initiators[0],
                 "edge": waiting_edge,
@@ -226,6 +227,18 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         launcher_present=launcher_present,
     )
     return G
+
+
+#: Kinds that say the rank itself ran out a timeout (not only that it waited or was torn down).
+_TIMEOUT_KINDS = frozenset(
+    {
+        Kind.WATCHDOG_TIMEOUT,
+        Kind.WATCHDOG_STATUS,
+        Kind.GLOO_TIMEOUT,
+        Kind.MONITORED_BARRIER_FAILED,
+        Kind.HEARTBEAT_TIMEOUT,
+    }
+)
 
 
 def _add_edges(
@@ -304,7 +317,13 @@ def _add_edges(
             edge = "killed_by"
         else:
             edge = "waits_for"
+            G.nodes[r]["waited"] = False  # assumed: nothing but its failure shows that it waited
+        G.nodes[r].setdefault("waited", edge == "waits_for")
         G.nodes[r]["status"] = "collateral"
+        # whether the rank's own lines say it timed out (what the summary may then state), not only waited
+        G.nodes[r]["timed_out"] = bool(kinds & _TIMEOUT_KINDS) or any(
+            x["kind"] == Kind.STORE_ERROR and x["timeout_ms"] is not None for x in rows
+        )
         G.nodes[r]["explained_by"] = {
             "rank": target,
             "edge": edge,

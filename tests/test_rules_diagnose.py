@@ -535,3 +535,20 @@ def test_ranks_that_failed_without_a_named_initiator_are_unexplained_never_clean
     from correlator.report import render_markdown
 
     assert f"- failed, no initiator named: {ranges([0, 1, 2])}" in render_markdown(d)
+
+
+def test_summary_states_a_timeout_only_where_the_ranks_logged_one() -> None:
+    crash = [progress(r, 1) for r in range(3)] + [
+        ev(0, "python_exception", 2, exc_type="ValueError", layer="python")
+    ]
+    # ranks 1 and 2 only exited with status 1 (pytorch 130113's ranks 0 and 2): neither a timeout nor a wait shows
+    exits = [ev(r, "worker_failed", 5, layer="elastic", exit_code=1) for r in (1, 2)]
+    d = diagnose(table(crash + exits))
+    assert d.summary == "rank 0 (node-a) failed first: ValueError; 2 other ranks failed as a consequence."
+    # one watchdog timeout each: they timed out waiting
+    d = diagnose(table(crash + [timeout(r, 9) for r in (1, 2)]))
+    assert d.summary.startswith("rank 0 (node-a) failed first: ValueError; 2 ranks timed out waiting for it")
+    # a pending Flight Recorder entry shows a wait, not a timeout
+    pending = [ev(r, "fr_waiting", 4, layer="fr", pg="0", seq=36) for r in (1, 2)]
+    d = diagnose(table(crash + pending))
+    assert d.summary.endswith("; 2 ranks waited for it in collective SeqNum 36.")
