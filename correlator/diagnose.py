@@ -155,7 +155,13 @@ def _iso(ts: Any) -> str | None:
     return str(ts)
 
 
-def _first_line(text: str | None, limit: int = 400) -> str:
+#: Characters of a quoted line the evidence keeps (the JSON carries this much; the terminal report shows less).
+EVIDENCE_TEXT_LIMIT = 4000
+
+
+def _first_line(text: str | None, limit: int = EVIDENCE_TEXT_LIMIT) -> str:
+    """The first line of ``text``, cut to ``limit`` characters with a final "…" (a long mismatch line or a
+    JSON record keeps its tail: the other rank's collective comes last)."""
     s = (text or "").split("\n")[0]
     return s if len(s) <= limit else s[: limit - 1] + "…"
 

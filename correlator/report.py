@@ -35,6 +35,9 @@ _LAUNCHER_KINDS = frozenset(
 from correlator.diagnose import Diagnosis
 from correlator.ranks import ranges
 
+#: Characters of an evidence line the terminal report shows (``-f json``/``markdown`` carry the whole line).
+_TERMINAL_TEXT = 600
+
 _STATUS_STYLE = {
     "initiating": "bold red",
     "collateral": "yellow",
@@ -145,7 +148,8 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
                 Text(f"  {e.path}:{e.line}", style="cyan")
                 + Text(f"  [{rank}, {e.kind}] {e.role}", style="dim")
             )
-            console.print(Text(f"    {e.text}"), soft_wrap=True)
+            shown = e.text if len(e.text) <= _TERMINAL_TEXT else e.text[: _TERMINAL_TEXT - 1] + "…"
+            console.print(Text(f"    {shown}"), soft_wrap=True)
     involved = [s for s in d.per_rank if s.status in ("initiating", "collateral")]
     if involved:
         console.print()

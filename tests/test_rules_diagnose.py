@@ -552,3 +552,29 @@ def test_summary_states_a_timeout_only_where_the_ranks_logged_one() -> None:
     pending = [ev(r, "fr_waiting", 4, layer="fr", pg="0", seq=36) for r in (1, 2)]
     d = diagnose(table(crash + pending))
     assert d.summary.endswith("; 2 ranks waited for it in collective SeqNum 36.")
+
+
+def test_evidence_keeps_a_long_line_whole_in_json_and_the_terminal_shows_a_cut() -> None:
+    import io
+
+    from rich.console import Console
+
+    from correlator.report import render_text
+
+    fp = "CollectiveFingerPrint(SequenceNumber=34, OpType={}, TensorShape=[2], TensorDtypes=Float, TensorDeviceTypes="
+    # the fingerprint as torch 2.x prints it (cap-05 capture, TORCH_DISTRIBUTED_DEBUG=DETAIL)
+    fp += "TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), requires_grad=false (default), "
+    fp += "pinned_memory=false (default), memory_format=(nullopt)))"
+    msg = "RuntimeError: Detected mismatch between collectives on ranks. Rank 3 is running collective: "
+    msg += fp.format("BROADCAST") + ", but Rank 0 is running collective: " + fp.format("ALLREDUCE") + "."
+    assert 600 < len(msg) < 4000
+    rows = [progress(r, 1) for r in range(4)] + [
+        ev(3, "python_exception", 2, exc_type="RuntimeError", layer="python", message=msg)
+    ]
+    d = diagnose(table(rows))
+    (init,) = [e for e in d.evidence if e.role == "initiating fault"]
+    assert init.text == msg
+    buf = io.StringIO()
+    render_text(d, Console(file=buf, width=10_000, color_system=None))
+    out = buf.getvalue()
+    assert msg[:599] + "…" in out and msg not in out
