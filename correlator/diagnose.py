@@ -166,6 +166,15 @@ def _first_line(text: str | None, limit: int = EVIDENCE_TEXT_LIMIT) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def _words(s: str, limit: int) -> str:
+    """``s`` cut to at most ``limit`` characters at a word boundary, with "…" when cut (for the headline)."""
+    if len(s) <= limit:
+        return s
+    head = s[: limit - 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head[limit // 2 :] else head
+    return cut.rstrip(" ,;:") + "…"
+
+
 def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
     ids: list[tuple[int, str]] = []
     for r in G.graph["initiators"]:
@@ -342,7 +351,7 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
                 sig = r["signal"] or _signal_name(r["exit_code"])
                 what = f"exit code {r['exit_code']}" + (f" ({sig})" if sig else "")
             elif r["kind"] in (Kind.CUDA_ERROR, Kind.NCCL_NET_ERROR, Kind.WATCHDOG_HANG) and r["message"]:
-                what = _first_line(r["message"], 90)
+                what = _words(_first_line(r["message"]), 120)
             else:
                 what = r["kind"].replace("_", " ")
     basis = G.graph["initiator_basis"]

@@ -200,7 +200,8 @@ def test_cuda_error_summary_quotes_the_message() -> None:
     msg = "CUDA error: an illegal memory access was encountered " + "x" * 100
     rows = [progress(r, 1) for r in range(2)] + [ev(1, "cuda_error", 2, layer="python", message=msg)]
     d = diagnose(table(rows))
-    assert d.summary == f"rank 1 (node-a) failed first: {msg[:89]}…."
+    # no space in the last half of the 120 characters the headline keeps: a hard cut
+    assert d.summary == f"rank 1 (node-a) failed first: {msg[:119]}…."
     assert d.failure_kind == "cuda_error"
 
 
@@ -421,8 +422,8 @@ def test_helpers() -> None:
     assert dm._iso("x") == "x"
     assert dm._first_line("a\nb") == "a"
     assert dm._first_line(None) == ""
-    assert dm._first_line("y" * 400) == "y" * 400
-    assert dm._first_line("y" * 401) == "y" * 399 + "…"
+    assert dm._first_line("y" * 4000) == "y" * 4000
+    assert dm._first_line("y" * 4001) == "y" * 3999 + "…"
     assert dm._first_line("abcdef", 4) == "abc…"
     assert [dm._signal_name(c) for c in (-11, -9, -15, -6, 0, 1, None, -999)] == [
         "SIGSEGV",
@@ -578,3 +579,18 @@ def test_evidence_keeps_a_long_line_whole_in_json_and_the_terminal_shows_a_cut()
     render_text(d, Console(file=buf, width=10_000, color_system=None))
     out = buf.getvalue()
     assert msg[:599] + "…" in out and msg not in out
+
+
+def test_headline_cuts_a_long_message_at_a_word() -> None:
+    from correlator.diagnose import _words
+
+    msg = (
+        "CUDA error: an illegal memory access was encountered CUDA kernel errors might be asynchronously reported "
+        "at some other API call, so the stacktrace below might be incorrect."
+    )
+    assert _words(msg, 400) == msg
+    cut = _words(msg, 60)
+    assert cut == "CUDA error: an illegal memory access was encountered CUDA…"
+    assert len(cut) <= 60
+    # no space in the second half: a hard cut
+    assert _words("x" * 100, 20) == "x" * 19 + "…"
