@@ -404,13 +404,24 @@ def events(
         t = t.filter(pl.col("kind").is_in(kind))
     if faults:
         t = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
-    t = t.sort("ts", "event_id", nulls_last=True)
+    # in the one time the report, plot and trace state (a line without a stamp of its own sits at the stamp
+    # above it in its file), then file order: an unstamped fault is not pushed to the end
+    from correlator.clock import shown_times
+
+    shown, _ = shown_times(res.table)
+    t = (
+        t.join(shown.select("event_id", pl.col("tc").alias("__shown")), on="event_id", how="left")
+        .sort("__shown", "path", "line", "event_id", nulls_last=True)
+        .drop("__shown")
+    )
     total = t.height
     if limit and limit < 2**62:  # a larger limit is no limit
         t = t.head(limit)
     if not quiet:
         if total == 0:
-            err.print("0 events match", highlight=False)
+            have = res.table["rank"].drop_nulls().unique().sort().to_list()
+            hint = f" (ranks in these logs: {_r(have)})" if rank and have else ""
+            err.print(f"0 events match{hint}", highlight=False)
         elif total > t.height:
             err.print(f"showing {t.height} of {total} matching events (--limit 0 for all)", highlight=False)
     cols = ["ts", "rank", "host", "kind", "pg", "seq", "op", "path", "line", "message"]

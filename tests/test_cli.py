@@ -209,3 +209,17 @@ def test_rank_partitioned_dataset_bad_parquet_and_bad_expected_json(tmp_path: Pa
     r = _cli("eval", str(tmp_path / "cases"))
     assert r.returncode == 2 and "expected.json" in r.stderr
     assert _cli("events", str(GLOO05), "-n", "-5").returncode == 2
+
+
+def test_events_puts_an_unstamped_line_at_the_stamp_above_it_and_hints_at_ranks(tmp_path: Path) -> None:
+    # rank0.log: a stamped line, an unstamped traceback line, a later stamped line; rank1.log: one stamped line
+    # between the two. Ordered by shown time, the unstamped line sits right after the first stamp of its file.
+    (tmp_path / "rank0.log").write_text(
+        "2024-05-01 12:00:00,000 INFO step 1\nValueError: boom\n2024-05-01 12:00:10,000 INFO step 2\n"
+    )
+    (tmp_path / "rank1.log").write_text("2024-05-01 12:00:05,000 INFO step 1\n")
+    r = _cli("events", str(tmp_path), "--format", "json", "-n", "0", "-q")
+    order = [(e["path"], e["line"]) for e in map(json.loads, r.stdout.splitlines())]
+    assert order == [("rank0.log", 1), ("rank0.log", 2), ("rank1.log", 1), ("rank0.log", 3)]
+    r = _cli("events", str(tmp_path), "--rank", "7")
+    assert r.returncode == 0 and "0 events match (ranks in these logs: 0-1)" in r.stderr
