@@ -168,9 +168,9 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     no_exc = ~df["record"].str.contains(
         r"\n\s*(?:\[rank\d+\]: )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b"
     )
-    df = apply_rules(df, [python.CUT_TRACEBACK], where=no_exc & (df["line_count"] > 1)).pipe(
-        python.cut_message
-    )
+    cut = no_exc & (df["line_count"] > 1)
+    df = apply_rules(df, [elastic.AGENT_TRACEBACK], text="record", where=cut)
+    df = apply_rules(df, [python.CUT_TRACEBACK], where=cut).pipe(python.cut_message)
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
     df = lightning.rank_fields(df)

@@ -183,6 +183,28 @@ RULES: list[Rule] = [
     ),
 ]
 
+#: A traceback cut before its exception line whose frames are torchrun's own (``torch/distributed/run.py`` ->
+#: ``launch_agent``): the agent's ChildFailedError re-raise, pasted without its last line, never a worker's
+#: exception. Run on the record, before :data:`parsers.python.CUT_TRACEBACK`.
+AGENT_TRACEBACK = Rule(
+    "agent_cut_traceback",
+    "launcher_error",
+    "elastic",
+    "in launch_agent",
+    r"^Traceback \(most recent call last\):\n(?s:.*)torch/distributed/(?:run|launcher/api)\.py\", line \d+, in "
+    r"launch_agent",
+    "error",
+    SRC.format(
+        "launcher/api.py launch_agent, torch 1.10 – 2.13 (ms-swift#6301 paste, cut before ChildFailedError)"
+    ),
+    "Traceback (most recent call last):\n"
+    '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/run.py", line 927, in run\n'
+    "    elastic_launch(\n"
+    '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/launcher/api.py", line 156, in __call__\n'
+    "    return launch_agent(self._config, self._entrypoint, list(args))\n"
+    '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/launcher/api.py", line 293, in launch_agent',
+)
+
 #: Rules run on the whole multi-line record (the ChildFailedError ``[i]:`` blocks).
 RECORD_RULES: list[Rule] = [
     Rule(
