@@ -41,8 +41,12 @@ def evidence_of(rows: list[dict[str, Any]], **kw: Any) -> ini.Evidence:
 def test_own_error_ranks_leave_out_the_agents_sigterm() -> None:
     rows = [
         timeout(0, 7),  # a timeout of its own
-        ev(1, "worker_failed", 9, layer="elastic", exit_code=-15),  # torchrun: exitcode -15 (SIGTERM by the agent)
-        ev(2, "worker_signalled", 9, layer="elastic", signal="SIGTERM"),  # the agent's "Sending process … SIGTERM"
+        ev(
+            1, "worker_failed", 9, layer="elastic", exit_code=-15
+        ),  # torchrun: exitcode -15 (SIGTERM by the agent)
+        ev(
+            2, "worker_signalled", 9, layer="elastic", signal="SIGTERM"
+        ),  # the agent's "Sending process … SIGTERM"
         ev(3, "python_exception", 9, exc_type="KeyboardInterrupt", layer="python", signal="SIGTERM"),
         ev(4, "gloo_connection_closed", 8, layer="gloo"),  # a lost connection of its own
     ]
@@ -54,7 +58,9 @@ def test_own_error_ranks_leave_out_the_agents_sigterm() -> None:
 
 def test_rank0_reason_rooted_collective() -> None:
     e = evidence_of([progress(r, 1) for r in range(3)])
-    assert ini._rank0_reason(e, {"op": "broadcast"}) == "rank 0 is the root of the broadcast the others wait in"
+    assert (
+        ini._rank0_reason(e, {"op": "broadcast"}) == "rank 0 is the root of the broadcast the others wait in"
+    )
     assert ini._rank0_reason(e, {"op": "ALLREDUCE"}) is None
     assert ini._rank0_reason(e, {}) is None
 
@@ -92,7 +98,9 @@ def test_rank0_reason_store_lost_by_two_ranks() -> None:
 def test_rankless_exit_status_alone_is_an_unknown_fault() -> None:
     rows = [
         progress(0, 1),  # id 0
-        ev(None, "worker_failed", 5, layer="system", exit_code=1, path="job.log", message="exit code 1"),  # id 1
+        ev(
+            None, "worker_failed", 5, layer="system", exit_code=1, path="job.log", message="exit code 1"
+        ),  # id 1
     ]
     G = build_graph(table(rows))
     assert (G.graph["initiators"], G.graph["initiator_basis"], G.graph["failure_kind"]) == (
@@ -166,3 +174,149 @@ def test_task_ids_skip_what_is_not_a_range() -> None:
     assert _task_ids("1-2-3,5") == [5]
     assert _task_ids("4-,6") == [6]
     assert _task_ids("-4,6") == [6]
+
+
+# --- initiators.votes / named_by_waiters --------------------------------------------------------------------
+
+
+def test_votes_count_waiting_kinds_once_per_voter_never_oneself() -> None:
+    rows = [progress(r, 1) for r in range(4)]
+    rows += [
+        ev(1, "nccl_error", 5, layer="nccl", peer_rank=0),  # "remote error detected from rank: 0"
+        ev(1, "store_error", 6, peer_rank=0),  # the same voter again: counted once
+        ev(2, "gloo_connection_closed", 5, layer="gloo", peer_rank=3),  # a lost link is not a wait for rank 3
+        ev(3, "store_error", 5, peer_rank=3),  # a rank never votes for itself
+    ]
+    assert ini.votes(evidence_of(rows)) == {0: 1}
+
+
+def test_named_by_waiters_names_the_rank_two_waiters_name() -> None:
+    rows = [progress(r, 1) for r in range(4)]  # ids 0-3
+    rows += [
+        ev(3, "store_error", 3, message="Connection reset by peer"),  # id 4: names nobody
+        ev(
+            1, "nccl_error", 5, layer="nccl", peer_rank=0, message="remote error detected from rank: 0"
+        ),  # id 5
+        ev(2, "store_error", 6, peer_rank=0, message="retrieving ncclUniqueId from [0]"),  # id 6
+    ]
+    found = ini.named_by_waiters(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.basis, found.failure_kind, found.cause_event) == (
+        [0],
+        "named by the ranks waiting for it",
+        "straggler_hang",
+        {0: 5},
+    )
+    assert [n.text() for n in found.reasons] == ["named by 2 waiting rank(s) (1, 2); it logged no error"]
+
+
+def test_named_by_waiters_passes_on_a_tie_and_on_a_rank_with_its_own_error() -> None:
+    rows = [progress(r, 1) for r in range(4)]
+    tie = [*rows, ev(1, "store_error", 5, peer_rank=0), ev(2, "store_error", 5, peer_rank=3)]
+    assert ini.named_by_waiters(evidence_of(tie)) is None
+    own = [*rows, ev(1, "store_error", 5, peer_rank=0), ev(0, "python_exception", 4, layer="python")]
+    assert ini.named_by_waiters(evidence_of(own)) is None
+
+
+# --- initiators.barrier_named ----------------------------------------------------------------------------------
+
+
+def test_barrier_report_without_a_group_rank_names_global_ranks() -> None:
+    rows = [progress(r, 1) for r in range(4)]
+    msg = "Rank 2 failed to pass monitoredBarrier in 1800000 ms"
+    rows += [ev(0, "monitored_barrier_failed", 5, message=msg, pg_rank=None)]
+    found = ini.barrier_named(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.failure_kind) == ([2], "straggler_hang")
+
+
+# --- initiators.minority_progress --------------------------------------------------------------------------------
+
+
+def _fp(r: int, seq: int, sec: float = 1, pg: str | None = None) -> dict[str, Any]:
+    return ev(r, "collective_fingerprint", sec, layer="c10d", severity="info", seq=seq, op="ALLREDUCE", pg=pg)
+
+
+def test_minority_that_timed_out_in_a_collective_the_others_went_past() -> None:
+    rows = [_fp(r, q) for r in (1, 2, 3) for q in (5, 6)]  # ids 0-5
+    rows += [timeout(0, 5)]  # id 6
+    found = ini.minority_progress(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.basis, found.failure_kind, found.cause_event) == (
+        [0],
+        "odd one out",
+        "collective_mismatch",
+        {0: 6},
+    )
+    assert found.focus == {"pg": "0", "seq": 5, "op": "ALLREDUCE"}
+    assert [n.text() for n in found.reasons] == [
+        "the minority timed out in a collective the others went past (SeqNum 5); it ran a different sequence "
+        "of collectives"
+    ]
+
+
+def test_minority_that_went_past_the_collective_the_others_wait_in() -> None:
+    rows = [_fp(3, 5), _fp(3, 6)] + [timeout(r, 5) for r in (0, 1, 2)]
+    found = ini.minority_progress(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.cause_event) == ([3], {})  # it has no timeout line of its own
+    assert [n.text() for n in found.reasons] == [
+        "the minority went past the collective the others wait in (SeqNum 5); it ran a different sequence of "
+        "collectives"
+    ]
+
+
+def test_minority_progress_needs_a_minority_and_a_watchdog_timeout() -> None:
+    even = [_fp(r, q) for r in (2, 3) for q in (5, 6)] + [timeout(r, 5) for r in (0, 1)]
+    assert ini.minority_progress(evidence_of(even)) is None  # two against two: nobody is the odd one out
+    # an async error at a seq is not a timeout in it
+    other = [_fp(r, q) for r in (1, 2, 3) for q in (5, 6)] + [ev(0, "async_error", 9, seq=5, op="ALLREDUCE")]
+    assert ini.minority_progress(evidence_of(other)) is None
+
+
+def test_minority_progress_counts_the_timed_out_ranks_of_one_group() -> None:
+    rows = [_fp(r, q, pg="0") for r in (3, 4, 5, 6) for q in (5, 6)]
+    rows += [timeout(0, 5), timeout(1, 5)]
+    rows += [dict(timeout(2, 5), pg="1")]  # another group's SeqNum 5
+    found = ini.minority_progress(evidence_of(rows))
+    assert found is not None and found.initiators == [0, 1]
+
+
+# --- initiators.silence -------------------------------------------------------------------------------------
+
+
+def test_silence_compares_progress_in_the_group_the_others_wait_in() -> None:
+    rows = [dict(timeout(r, 10), pg="1") for r in (0, 1)]
+    rows += [_fp(2, 10, pg="1"), _fp(3, 9, pg="1"), _fp(2, 4, pg="0"), _fp(3, 5, pg="0")]
+    found = ini.silence(evidence_of(rows))
+    assert found is not None and (found.initiators, found.focus["pg"]) == ([3], "1")
+
+
+def test_silent_rank_of_an_unnamed_sigkill_is_that_worker() -> None:
+    rows = [progress(r, 5) for r in range(4)]  # ids 0-3
+    rows += [timeout(r, 50) for r in (0, 1, 2)]  # ids 4-6
+    rows += [ev(None, "worker_failed", 601, layer="system", exit_code=137, message="exit code 137")]  # id 7
+    found = ini.silence(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.failure_kind, found.cause_event) == ([3], "oom_kill", {3: 7})
+    assert [n.reason.name for n in found.reasons] == ["FOUND_BY_SILENCE", "UNNAMED_SIGKILL"]
+    # two silent ranks: the kill cannot be placed on either
+    two = ini.silence(
+        evidence_of([r for r in rows if not (r["rank"] == 2 and r["kind"] == "watchdog_timeout")])
+    )
+    assert two is not None and (two.initiators, two.failure_kind) == ([2, 3], "straggler_hang")
+
+
+def test_absent_ranks_of_an_excerpt_need_few_absent_or_a_reason() -> None:
+    # ranks 0 and 5 of a pasted excerpt time out in a broadcast; 1-4 are absent: most likely cut from the paste
+    many = [timeout(r, 3, op="BROADCAST") for r in (0, 5)]
+    assert ini.silence(evidence_of(many)) is None
+    # one rank absent between two that time out: too few lines to say it is the one
+    one = [timeout(r, 3) for r in (0, 2)]
+    assert ini.silence(evidence_of(one)) is None
+    # ... unless the others lost their connection to a peer
+    lost = [*one, ev(2, "gloo_connection_closed", 4, layer="gloo")]
+    found = ini.silence(evidence_of(lost))
+    assert found is not None
+    assert (found.initiators, found.basis) == ([1], "absent from the excerpt")
+    assert [n.reason.name for n in found.reasons] == ["ABSENT_FROM_EXCERPT"]
