@@ -250,8 +250,10 @@ def test_minority_that_timed_out_in_a_collective_the_others_went_past() -> None:
     )
     assert found.focus == {"pg": "0", "seq": 5, "op": "ALLREDUCE"}
     assert [n.text() for n in found.reasons] == [
-        "the minority timed out in a collective the others went past (SeqNum 5); it ran a different sequence "
-        "of collectives"
+        (
+            "the minority timed out in a collective the others went past (SeqNum 5); it ran a different sequence "
+            "of collectives"
+        )
     ]
 
 
@@ -261,8 +263,10 @@ def test_minority_that_went_past_the_collective_the_others_wait_in() -> None:
     assert found is not None
     assert (found.initiators, found.cause_event) == ([3], {})  # it has no timeout line of its own
     assert [n.text() for n in found.reasons] == [
-        "the minority went past the collective the others wait in (SeqNum 5); it ran a different sequence of "
-        "collectives"
+        (
+            "the minority went past the collective the others wait in (SeqNum 5); it ran a different sequence of "
+            "collectives"
+        )
     ]
 
 
