@@ -12,15 +12,17 @@ from typing import Any
 
 import polars as pl
 
-from correlator import build_graph
+from correlator import build_graph, diagnose
 from correlator import initiators as ini
 from correlator.faults import _task_ids, fault_rows
 from tests.test_diagnose_units import ev, progress, table, timeout
 
 
-def evidence_of(rows: list[dict[str, Any]], **kw: Any) -> ini.Evidence:
-    """The rules' input as ``graph.build_graph`` makes it, for one attempt on one clock (``tc`` = ``ts``)."""
+def evidence_of(rows: list[dict[str, Any]], reverse: bool = False, **kw: Any) -> ini.Evidence:
+    """The rules' input as ``graph.build_graph`` makes it, for one attempt on one clock (``tc`` = ``ts``);
+    ``reverse``: the attempt's rows in reverse order (same event ids), as a table sorted otherwise holds them."""
     t = table(rows).with_columns(pl.col("ts").alias("tc"))
+    t = t.reverse() if reverse else t
     f = fault_rows(t).filter(pl.col("role") != "weak").sort("tc", "event_id", nulls_last=True)
     fr = f.filter(pl.col("rank").is_not_null())
     seen = sorted(int(r) for r in t["rank"].drop_nulls().unique().to_list())
@@ -324,3 +326,264 @@ def test_absent_ranks_of_an_excerpt_need_few_absent_or_a_reason() -> None:
     assert found is not None
     assert (found.initiators, found.basis) == ([1], "absent from the excerpt")
     assert [n.reason.name for n in found.reasons] == ["ABSENT_FROM_EXCERPT"]
+
+
+# --- initiators.network --------------------------------------------------------------------------------------
+
+
+def test_first_network_error_is_a_stamped_one() -> None:
+    rows = [progress(r, 1) for r in range(3)]  # ids 0-2
+    rows += [ev(1, "nccl_net_error", 0, layer="nccl", message="NET/IB : Got completion with error")]  # id 3
+    rows += [ev(2, "nccl_net_error", 5, layer="nccl", message="NET/IB : Got completion with error")]  # id 4
+    rows[3]["ts"] = None  # rank 1's line has no stamp: it cannot be placed first
+    found = ini.network(evidence_of(rows))
+    assert found is not None and (found.initiators, found.cause_event) == ([2], {2: 4})
+
+
+def test_unstamped_network_errors_name_the_first_in_line_order() -> None:
+    rows = [progress(r, 1) for r in range(3)]  # ids 0-2
+    rows += [
+        ev(r, "nccl_net_error", 0, layer="nccl", message="NET/Socket : Connection closed") for r in (2, 1)
+    ]
+    for row in rows[3:]:
+        row["ts"] = None  # ids 3 (rank 2), 4 (rank 1)
+    found = ini.network(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.basis, found.cause_event) == ([2], "first network error", {2: 3})
+
+
+# --- initiators.stall_report -----------------------------------------------------------------------------------
+
+
+def _ready(ranks: tuple[int, ...], tensor: str, sec: float = 60) -> list[dict[str, Any]]:
+    """One Horovod ``[ready ranks: …]`` report of the coordinator (rank 0): one row per named rank."""
+    return [
+        ev(
+            0,
+            "stall_ready",
+            sec,
+            layer="app",
+            severity="warning",
+            peer_rank=p,
+            pg=f"horovod:{tensor}",
+            op="ALLREDUCE",
+        )
+        for p in ranks
+    ]
+
+
+def test_stall_report_names_the_rank_not_ready() -> None:
+    rows = [progress(r, 1) for r in range(4)] + _ready((0, 1, 2), "grad_0")  # ids 0-3, 4-6
+    found = ini.stall_report(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.basis, found.failure_kind, found.cause_event) == (
+        [3],
+        "named by the stall report",
+        "straggler_hang",
+        {3: 4},
+    )
+    assert found.focus == {"op": "ALLREDUCE", "waiting": [0, 1, 2], "evidence": [4]}
+    assert [n.reason.name for n in found.reasons] == ["STALL_REPORT"]
+    # rows of one report share their stamp: the first row (line order) is the evidence, whatever the row order
+    again = ini.stall_report(evidence_of(rows, reverse=True))
+    assert again is not None and again.cause_event == {3: 4}
+
+
+def test_stall_report_missing_rank_ready_elsewhere_ran_another_collective() -> None:
+    rows = [progress(r, 1) for r in range(4)] + _ready((0, 1, 2), "grad_0") + _ready((3,), "loss_0")
+    found = ini.stall_report(evidence_of(rows))
+    assert found is not None and (found.initiators, found.failure_kind) == ([3], "collective_mismatch")
+    assert [n.reason.name for n in found.reasons] == ["STALL_REPORT", "STALL_READY_ELSEWHERE"]
+    # a ready rank that is ready on another tensor too says nothing about the missing one
+    also = [progress(r, 1) for r in range(4)] + _ready((0, 1, 2), "grad_0") + _ready((0,), "loss_0")
+    found = ini.stall_report(evidence_of(also))
+    assert found is not None and (found.initiators, found.failure_kind) == ([3], "straggler_hang")
+
+
+def test_stall_report_reads_only_stall_rows() -> None:
+    rows = [progress(r, 1) for r in range(4)] + _ready((0, 1, 2), "grad_0")
+    rows += [ev(3, "store_error", 61, peer_rank=0, message="retrieving ncclUniqueId from [0]")]
+    found = ini.stall_report(evidence_of(rows))
+    assert found is not None and found.initiators == [3]
+
+
+# --- diagnose._evidence / _summary ------------------------------------------------------------------------------
+
+
+def _roles(d: Any) -> list[tuple[int | None, str, int, str]]:
+    return [(e.rank, e.path, e.line, e.role) for e in d.evidence]
+
+
+def test_evidence_quotes_two_launcher_lines() -> None:
+    rows = [progress(r, 1) for r in range(4)]  # ids 0-3
+    rows += [ev(r, "python_exception", 1, exc_type="ValueError", layer="python") for r in (1, 3)]  # ids 4, 5
+    rows += [
+        ev(1, "worker_failed", 9, layer="elastic", exit_code=1, path="launcher.log", line=10),  # id 6
+        ev(3, "worker_failed", 9, layer="elastic", exit_code=1, path="launcher.log", line=11),  # id 7
+        ev(1, "root_cause_entry", 9, layer="elastic", exit_code=1, path="launcher.log", line=12),  # id 8
+    ]
+    d = diagnose(table(rows))
+    assert d.initiating_ranks == [1, 3]
+    assert [(e.path, e.line) for e in d.evidence if e.role.startswith("launcher")] == [
+        ("launcher.log", 10),
+        ("launcher.log", 11),
+    ]
+
+
+def test_evidence_one_line_per_edge_type_from_the_lowest_rank() -> None:
+    rows = [progress(r, 1) for r in range(5)]  # ids 0-4
+    rows += [ev(2, "cuda_oom", 1, exc_type="torch.OutOfMemoryError", layer="python")]  # id 5
+    rows += [
+        dict(timeout(3, 100, sec=600), line=3),
+        dict(ev(0, "gloo_connection_closed", 605, layer="gloo"), line=4),
+        dict(ev(4, "gloo_connection_closed", 606, layer="gloo"), line=5),
+        dict(timeout(1, 100, sec=610), line=6),
+    ]
+    d = diagnose(table(rows))
+    assert [role for *_, role in _roles(d) if role.startswith("collateral")] == [
+        "collateral: rank 0 peer error rank 2",
+        "collateral: rank 1 waits for rank 2",
+    ]
+
+
+def test_last_sign_of_life_is_the_latest_in_time_of_the_ranks_files() -> None:
+    rows = [progress(r, 1) for r in range(3)]  # ids 0-2
+    rows += [
+        ev(3, "log", 8, layer="app", severity="info", path="rank3.err", line=1, message="loss=1.2")
+    ]  # id 3
+    rows += [
+        ev(3, "log", 5, layer="app", severity="info", path="rank3.out", line=1, message="step 4")
+    ]  # id 4
+    rows += [timeout(r, 5) for r in (0, 1, 2)]
+    d = diagnose(table(rows))
+    assert d.initiating_ranks == [3]
+    assert [(rank, path) for rank, path, _, role in _roles(d) if role == "last sign of life of rank 3"] == [
+        (3, "rank3.err")
+    ]
+
+
+def test_last_sign_of_life_at_one_stamp_is_the_last_line() -> None:
+    rows = [progress(r, 1) for r in range(3)]  # ids 0-2
+    rows += [ev(3, "log", 8, layer="app", severity="info", line=n, message=f"line {n}") for n in (1, 2)]
+    rows += [timeout(r, 5) for r in (0, 1, 2)]
+    for t in (table(rows), table(rows).reverse()):
+        d = diagnose(t)
+        assert [line for _, _, line, role in _roles(d) if role == "last sign of life of rank 3"] == [2]
+
+
+def test_error_json_evidence_quotes_the_message_not_the_json() -> None:
+    rows = [progress(r, 1) for r in range(2)]
+    rows += [
+        ev(
+            1,
+            "error_file",
+            3,
+            layer="elastic",
+            stream="error_json",
+            path="error.json",
+            message="ValueError: boom",
+        )
+    ]
+    rows[-1]["raw"] = '{"message": {"message": "ValueError: boom", "extraInfo": {"timestamp": "1700000000"}}}'
+    d = diagnose(table(rows))
+    assert [(e.path, e.text, e.role) for e in d.evidence] == [
+        ("error.json", "ValueError: boom", "initiating fault")
+    ]
+
+
+def test_summary_names_a_rankless_fault_by_its_kind() -> None:
+    rows = [ev(None, "cuda_error", 3, layer="python", path="job.log", line=7)]
+    assert diagnose(table(rows)).summary == (
+        "No rank could be named: the logs show cuda error at job.log:7, on a line that names no rank "
+        "(failure kind cuda_error)."
+    )
+
+
+def test_summary_of_faults_no_rank_explains() -> None:
+    d = diagnose(table([timeout(r, 5) for r in (0, 1)]))
+    assert (d.failure_kind, d.summary) == (
+        "unknown",
+        "Ranks 0-1 failed in ALLREDUCE SeqNum 5; no rank in these logs explains them.",
+    )
+    # an excerpt of ranks 0 and 3: the one they waited for may be among those it lacks
+    d = diagnose(table([timeout(r, 5, op=None) for r in (0, 3)]))  # type: ignore[arg-type]
+    assert d.summary == (
+        "Ranks 0, 3 failed in a collective SeqNum 5; the rank they waited for is not in these logs "
+        "(candidates: ranks 1-2)."
+    )
+
+
+def test_summary_names_a_cause_without_exception_or_exit_code_by_its_kind() -> None:
+    rows = [progress(r, 1) for r in range(3)]
+    rows += [ev(1, "process_killed", 1, layer="system", signal="SIGKILL", message="Killed")]
+    rows += [timeout(r, 5) for r in (0, 2)]
+    d = diagnose(table(rows))
+    assert (d.failure_kind, d.summary) == (
+        "oom_kill",
+        "rank 1 (node-a) failed first: process killed; 2 ranks timed out waiting for it in ALLREDUCE SeqNum 5.",
+    )
+
+
+# --- initiators.divergence ------------------------------------------------------------------------------------
+
+
+def test_old_watchdog_lines_without_seqnum_are_compared_as_one_collective() -> None:
+    # torch <= 1.12: ``WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000)`` names no SeqNum and no size
+    rows = [timeout(r, 0, op="ALLREDUCE" if r == 3 else "BROADCAST", numel=None) for r in range(4)]  # type: ignore[arg-type]
+    for row in rows:
+        row["seq"] = None
+    minority, majority, info = ini.divergence(table(rows))
+    assert (minority, majority, info["seq"], info["majority"], info["own"]) == (
+        {3},
+        {0, 1, 2},
+        -1,
+        "BROADCAST",
+        {3: 3},
+    )
+    # a rank that timed out in two ops: the lines cannot be matched up
+    two = [*rows, dict(rows[0], op="ALLREDUCE")]
+    assert ini.divergence(table(two)) == (set(), set(), {})
+
+
+def test_divergence_first_disagreement_by_seqnum_then_group() -> None:
+    rows = [dict(timeout(r, 7, op="BROADCAST" if r == 3 else "ALLREDUCE"), pg="0") for r in range(4)]
+    rows += [dict(timeout(r, 3, op="BROADCAST" if r == 2 else "ALLREDUCE"), pg="1") for r in range(4)]
+    minority, _, info = ini.divergence(table(rows))
+    assert (minority, info["pg"], info["seq"]) == ({2}, "1", 3)
+
+
+# --- initiators.flight_recorder ---------------------------------------------------------------------------
+
+
+def test_flight_recorder_rule_passes_the_dump_verdict_through() -> None:
+    import correlator
+    from correlator import fr
+    from tests.conftest import CASES
+
+    for case in ("fr-05-exception-fsdp2-dumps-only", "fr-05-exception-fsdp2"):
+        t = correlator.load(CASES / case / "logs")
+        v = fr.analyze(t)
+        assert v is not None and (v.kind, v.initiators) == ("never_reached", [2])
+        G = build_graph(t)
+        focus = G.graph["focus"]
+        assert (G.graph["initiators"], G.graph["initiator_basis"]) == ([2], "Flight Recorder")
+        assert {k: focus[k] for k in ("pg", "seq", "op", "fr", "evidence")} == {
+            "pg": v.pg,
+            "seq": v.seq,
+            "op": v.op,
+            "fr": v.kind,
+            "evidence": v.evidence,
+        }
+        own = t.filter(
+            (pl.col("rank") == 2) & (pl.col("kind") == "python_exception") & ~pl.col("duplicate")
+        ).sort("ts", "event_id", nulls_last=True)
+        if own.height:  # with its text log: rank 2 raised; its exception is the cause, FR the evidence
+            assert (G.graph["failure_kind"], focus["claim"]) == ("rank_crash", v.claim)
+            assert G.nodes[2]["cause_event"] == own["event_id"][0]
+        else:
+            assert G.graph["failure_kind"] == v.failure_kind
+            assert focus["claim"] == (
+                f"{v.claim}; the dumps show where it stopped, not why "
+                "(a rank that raised and one that is slow or hung leave the same dump)"
+            )
+            assert G.nodes[2]["cause_event"] == v.cause_event[2]
