@@ -1,4 +1,4 @@
-"""Rules that the third mutation run (benchmarks/MUTATION.md) found unpinned: one small table per behaviour, the
+"""Rules that the second mutation sample (benchmarks/MUTATION.md) found unpinned: one small table per behaviour, the
 expected value read off the rows written in the test (event ids are row positions, see
 ``tests.test_diagnose_units.table``).
 
