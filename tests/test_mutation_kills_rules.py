@@ -587,3 +587,32 @@ def test_flight_recorder_rule_passes_the_dump_verdict_through() -> None:
                 "(a rank that raised and one that is slow or hung leave the same dump)"
             )
             assert G.nodes[2]["cause_event"] == v.cause_event[2]
+
+
+# --- faults.fault_rows: the scheduler's teardown ------------------------------------------------------------
+
+
+def test_kill_after_the_scheduler_cancelled_the_job_is_the_teardown() -> None:
+    log = "slurm-1234.out"
+    rows = [
+        ev(
+            1, "process_killed", 1, layer="system", signal="SIGKILL", path=log, message="task 1: Killed"
+        ),  # id 0
+        ev(
+            None,
+            "job_cancelled",
+            5,
+            layer="system",
+            path=log,
+            message="slurmstepd: *** STEP 1234.0 CANCELLED AT",
+        ),
+        ev(
+            2, "process_killed", 6, layer="system", signal="SIGKILL", path=log, message="task 2: Killed"
+        ),  # id 2
+    ]
+    f = fault_rows(table(rows)).sort("event_id")
+    assert list(zip(f["event_id"], f["kind"], f["role"], strict=True)) == [
+        (0, "process_killed", "cause"),
+        (1, "job_cancelled", "effect"),
+        (2, "worker_signalled", "effect"),
+    ]
