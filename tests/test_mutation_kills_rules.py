@@ -616,3 +616,18 @@ def test_kill_after_the_scheduler_cancelled_the_job_is_the_teardown() -> None:
         (1, "job_cancelled", "effect"),
         (2, "worker_signalled", "effect"),
     ]
+
+
+# --- initiators.first_causes -------------------------------------------------------------------------------
+
+
+def test_first_cause_event_is_the_most_specific_even_when_a_summary_is_stamped_earlier() -> None:
+    # torchrun's failure summary is stamped in whole seconds (05), the traceback that it summarises at 05.6
+    rows = [progress(r, 3) for r in range(3)]  # ids 0-2
+    rows += [
+        ev(1, "failure_entry", 5, layer="elastic", exit_code=-9, path="launcher.log"),  # id 3
+        ev(1, "cuda_error", 5.6, exc_type="RuntimeError", layer="python"),  # id 4
+    ]
+    G = build_graph(table(rows))
+    assert (G.graph["initiators"], G.graph["failure_kind"]) == ([1], "cuda_error")
+    assert G.nodes[1]["cause_event"] == 4
