@@ -14,7 +14,8 @@ import polars as pl
 
 from correlator import build_graph, diagnose
 from correlator import initiators as ini
-from correlator.faults import _task_ids, fault_rows
+from correlator.faults import fault_rows
+from parsers.rules import rank_list
 from tests.test_diagnose_units import ev, progress, table, timeout
 
 
@@ -168,14 +169,14 @@ def test_config_outlier_first_template_in_log_order_decides() -> None:
     assert ini.config_outlier(table(rows)) == (0, [0, 1])
 
 
-# --- faults._task_ids ---------------------------------------------------------------------------------------
+# --- parsers.rules.rank_list (the task lists faults._expand_task_lists reads) ------------------------------
 
 
 def test_task_ids_skip_what_is_not_a_range() -> None:
     # the task-list pattern admits any run of digits, commas and dashes: a part that is not a range is skipped
-    assert _task_ids("1-2-3,5") == [5]
-    assert _task_ids("4-,6") == [6]
-    assert _task_ids("-4,6") == [6]
+    assert rank_list("1-2-3,5") == "5"
+    assert rank_list("4-,6") == "6"
+    assert rank_list("-4,6") == "6"
 
 
 # --- initiators.votes / named_by_waiters --------------------------------------------------------------------
@@ -226,7 +227,7 @@ def test_named_by_waiters_passes_on_a_tie_and_on_a_rank_with_its_own_error() -> 
 def test_barrier_report_without_a_group_rank_names_global_ranks() -> None:
     rows = [progress(r, 1) for r in range(4)]
     msg = "Rank 2 failed to pass monitoredBarrier in 1800000 ms"
-    rows += [ev(0, "monitored_barrier_failed", 5, message=msg, pg_rank=None)]
+    rows += [ev(0, "monitored_barrier_failed", 5, message=msg, pg_rank=None, ranks_named="2")]
     found = ini.barrier_named(evidence_of(rows))
     assert found is not None
     assert (found.initiators, found.failure_kind) == ([2], "straggler_hang")
