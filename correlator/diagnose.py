@@ -448,10 +448,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
     }
     for r in sorted(G.nodes):
         n = G.nodes[r]
-        status = n["status"]
-        if status == "clean" and n.get("first_fault_kind"):
-            # a rank with a fault of its own is never clean: collateral of the initiators, or unexplained
-            status = "collateral" if G.graph["initiators"] else "unexplained"
+        status = n["status"]  # a faulty rank is never clean (graph.build_graph)
         groups.setdefault(status, []).append(r)
         ex = n.get("explained_by")
         per_rank.append(

@@ -208,12 +208,11 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     if uncertain and len(initiators) > 0 and basis == "first fault":
         reasons.append(Reason.CLOCKS_UNALIGNED.note())
 
-    if not initiators:
-        # a rank that failed on its own account while no initiator is named: not collateral of anyone known,
-        # and never clean
-        for r in G.nodes:
-            if G.nodes[r]["status"] == "clean" and G.nodes[r].get("first_fault_kind"):
-                G.nodes[r]["status"] = "unexplained"
+    # A rank with a fault of its own is never clean: collateral of the initiators (even when no rule gave it
+    # an edge), or, when no initiator is named, unexplained.
+    for r in G.nodes:
+        if G.nodes[r]["status"] == "clean" and G.nodes[r].get("first_fault_kind"):
+            G.nodes[r]["status"] = "collateral" if initiators else "unexplained"
     G.graph.update(
         world_size=world,
         ranks_seen=seen,
@@ -288,22 +287,18 @@ def _add_edges(
         pg = with_seq[0]["pg"] if with_seq else None
         seq = with_seq[0]["seq"] if with_seq else None
         coordinators = {x["peer_rank"] for x in rows if x["kind"] == Kind.MONITORED_BARRIER_PEER} - {None}
+        # a store wait that ran out its timeout waited for a key the other rank never set (c10d "Timeout: ...
+        # waiting for key", store_wait_input), not a broken connection
+        store_timeout = any(x["kind"] == Kind.STORE_ERROR and x["timeout_ms"] is not None for x in rows)
+        timed_out = bool(kinds & _TIMEOUT_KINDS) or store_timeout
+        assumed = False  # the edge is waits_for only because nothing else explains the rank
         if failure_kind == "collective_mismatch":
             edge = "mismatch"
         elif failure_kind == "early_exit":
             edge = "exited_before"
-        elif kinds & {
-            Kind.WATCHDOG_TIMEOUT,
-            Kind.WATCHDOG_STATUS,
-            Kind.GLOO_TIMEOUT,
-            Kind.MONITORED_BARRIER_FAILED,
-            Kind.HEARTBEAT_TIMEOUT,
-            Kind.FR_WAITING,  # its Flight Recorder dump is pending at a seq the initiator did not reach
-        }:
-            edge = "waits_for"
-        elif any(x["kind"] == Kind.STORE_ERROR and x["timeout_ms"] is not None for x in rows):
-            # a store wait that ran out its timeout waited for a key the other rank never set (c10d
-            # "Timeout: ... waiting for key", store_wait_input), not a broken connection
+        elif (
+            timed_out or Kind.FR_WAITING in kinds
+        ):  # FR: its dump is pending at a seq the initiator did not reach
             edge = "waits_for"
         elif kinds & set(PEER_KINDS) == {Kind.MONITORED_BARRIER_PEER} and not coordinators & crashed:
             # "successfully reached monitoredBarrier, but received errors ... from rank 0": rank 0 (the
@@ -316,14 +311,11 @@ def _add_edges(
         elif r in signalled or Kind.WORKER_SIGNALLED in kinds:
             edge = "killed_by"
         else:
-            edge = "waits_for"
-            G.nodes[r]["waited"] = False  # assumed: nothing but its failure shows that it waited
-        G.nodes[r].setdefault("waited", edge == "waits_for")
+            edge, assumed = "waits_for", True
         G.nodes[r]["status"] = "collateral"
-        # whether the rank's own lines say it timed out (what the summary may then state), not only waited
-        G.nodes[r]["timed_out"] = bool(kinds & _TIMEOUT_KINDS) or any(
-            x["kind"] == Kind.STORE_ERROR and x["timeout_ms"] is not None for x in rows
-        )
+        # what the summary may state: the rank's own lines say it timed out / that it waited
+        G.nodes[r]["timed_out"] = timed_out
+        G.nodes[r]["waited"] = edge == "waits_for" and not assumed
         G.nodes[r]["explained_by"] = {
             "rank": target,
             "edge": edge,
