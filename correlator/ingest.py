@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -288,7 +290,10 @@ def ingest(
     ``keep_coll``: build only the rows diagnosis needs (``rankscope diagnose DIR``, issue #13 item 4):
     NCCL COLL lines of the fast-path shape (:mod:`parsers.coll`) are cut, before parsing, to the last
     ``keep_coll`` per run of one process in a file and communicator, by opCount (see
-    :func:`_reduce_coll_lines`); every other line is parsed as usual. The rows that remain are the rows of the
+    :func:`_reduce_coll_lines`); every other line is parsed as usual. The cut runs batch by batch
+    (:data:`CUT_BATCH_BYTES` of text) in a worker thread while later files are read (:class:`_CollCut`),
+    so the text of the lines cut is held for two batches at most; a file that must be parsed whole after
+    all is read again from disk (:func:`_parse_reduced`). The rows that remain are the rows of the
     full table, with its ``event_id`` values, and ``streaming.reduce_for_diagnosis`` of this table equals
     that of the full table when ``keep_coll`` is at least its ``keep_last``; ``coll_lines_dropped`` counts
     the lines left out. Raises :class:`DiscoveryError` if ``root``
@@ -309,24 +314,33 @@ def ingest(
     skipped_list = skipped_entries(warnings)
     # Frames are built in path order (``path`` is ``Source.rel``), so the table usually needs no final sort.
     order = {id(s): k for k, s in enumerate(sorted(sources, key=lambda s: s.rel))}
-    for src in sources:
-        i = order[id(src)]
-        if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
-            continue
-        frame, res = _source_frame(src, progress, _within(on_progress, bytes_done, src.size, total_bytes))
-        bytes_done += src.size
-        report(READING, bytes_done, total_bytes)
-        if frame is not None:
-            frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int64).alias("__src")))
-        elif res.lines.len():
-            plain.append((i, src, res.lines))
-        lines_read += res.physical_lines
-        skipped += res.skipped_lines
-        skipped_list.extend(res.skipped)
-        for e in res.skipped:
-            if e["lines"]:
-                by_reason[str(e["reason"])] = by_reason.get(str(e["reason"]), 0) + int(e["lines"])  # type: ignore[call-overload]
-        warnings.extend(res.warnings)
+    cut = _CollCut(keep_coll) if keep_coll is not None else None
+    try:
+        for src in sources:
+            i = order[id(src)]
+            if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
+                continue
+            frame, res = _source_frame(src, progress, _within(on_progress, bytes_done, src.size, total_bytes))
+            bytes_done += src.size
+            report(READING, bytes_done, total_bytes)
+            if frame is not None:
+                frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int64).alias("__src")))
+            elif res.lines.len() and cut is not None:
+                cut.add(i, src, res.lines)
+            elif res.lines.len():
+                plain.append((i, src, res.lines))
+            lines_read += res.physical_lines
+            skipped += res.skipped_lines
+            skipped_list.extend(res.skipped)
+            for e in res.skipped:
+                if e["lines"]:
+                    by_reason[str(e["reason"])] = by_reason.get(str(e["reason"]), 0) + int(e["lines"])  # type: ignore[call-overload]
+            warnings.extend(res.warnings)
+        if cut is not None:
+            frames.extend(cut.finish())
+    finally:
+        if cut is not None:
+            cut.close()
     if plain:
         plain.sort(key=lambda part: part[0])
         frames.append(_plain_lines(plain))
@@ -350,7 +364,8 @@ def ingest(
     if len(frames) > 1:
         df = df.sort("__src", "line", maintain_order=True)
     del frames, plain
-    df = df.drop("__src")
+    if cut is None:
+        df = df.drop("__src")
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
     if on_phase:
@@ -366,8 +381,11 @@ def ingest(
     dropped: pl.DataFrame | None = None
     token = coll.ON_ROWS.set(rows_done if on_progress else None)
     try:
-        if keep_coll is not None:
-            gen, fast, dropped = _parse_reduced(df, keep_coll, rows_done)
+        if cut is not None:
+            by_rel = {s.rel: s for s in sources}
+            gen, fast, dropped = _parse_reduced(
+                df, cut.dropped(), cut.paths, lambda rels: _reread(rels, by_rel, order)
+            )
         else:
             gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)
     finally:
@@ -399,7 +417,8 @@ def ingest(
     n_dropped = 0
     if dropped is not None and dropped.height:
         n_dropped = dropped.height
-        df = df.with_columns(_full_event_ids(df, dropped).alias("event_id"))
+        rel_of = {order[id(s)]: s.rel for s in sources}
+        df = df.with_columns(_full_event_ids(df, dropped, rel_of).alias("event_id"))
     if identity.WEIGHT in df.columns:
         df = df.drop(identity.WEIGHT)
     report(PHASES[3], 1, 1)
@@ -410,15 +429,128 @@ def ingest(
 
 #: Positions in the line frame of :func:`_reduce_coll_lines` (a private column).
 _LINE_IDX = "__li"
+#: Per row of a cut lines frame: the line was a COLL fast-path candidate of a file that was cut.
+_CAND = "__cand"
+#: Text read per batch before its NCCL COLL lines are cut (``ingest(keep_coll=...)``): the lines of one batch
+#: are held whole, the batches after the cut only keep what remains.
+CUT_BATCH_BYTES = 32 << 20
+
+
+def compact(df: pl.DataFrame) -> pl.DataFrame:
+    """A copy of ``df`` that owns its text: polars string columns are views into shared buffers, so a few
+    rows filtered out of a batch would otherwise keep the whole batch's text alive (measured: ~65 MB per
+    32 MB batch, 8.5 GiB after 128 batches)."""
+    return pl.from_arrow(df.to_arrow(compat_level=pl.CompatLevel.oldest()))  # type: ignore[return-value]
+
+
+class _CollCut:
+    """The reading side of ``ingest(keep_coll=...)``: files are gathered into batches of about
+    :data:`CUT_BATCH_BYTES` of text; each batch becomes a lines frame (``_plain_lines``) whose NCCL COLL
+    lines are cut (:func:`_reduce_coll_lines`) while the next batch is read (one worker thread: the cut runs
+    in polars, which releases the GIL, while reading runs in Python), and at most :data:`_IN_FLIGHT` batches
+    wait for their cut, so the text of the cut lines is held for a few batches only. Every decision of the
+    cut is per file (fast-path shape per line, the file-level tests of ``parsers._fast_split``, runs within
+    one file), so cutting batch by batch cuts the same lines as cutting all files at once. Results are
+    kept in batch order; an error in the worker is raised by :meth:`add` or :meth:`finish`."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.batch: list[tuple[int, Source, pl.Series]] = []
+        self.size = 0
+        self.frames: list[pl.DataFrame] = []
+        self.cut: list[pl.DataFrame] = []
+        #: Paths of the files of which some lines were cut.
+        self.paths: set[str] = set()
+        self.pool: ThreadPoolExecutor | None = None
+        self.pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame | None, set[str]]]] = deque()
+
+    def add(self, i: int, src: Source, lines: pl.Series) -> None:
+        self.batch.append((i, src, lines))
+        self.size += int(lines.str.len_bytes().sum() or 0) + lines.len()
+        if self.size >= CUT_BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.batch:
+            return
+        frame = _plain_lines(self.batch)
+        self.batch, self.size = [], 0
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(_CUT_WORKERS, thread_name_prefix="rankscope-cut")
+        self.pending.append(self.pool.submit(_cut_batch, frame, self.keep))
+        while len(self.pending) > _IN_FLIGHT:
+            self._take()
+
+    def _take(self) -> None:
+        red, dropped, paths = self.pending.popleft().result()
+        self.frames.append(red)
+        if dropped is not None:
+            self.cut.append(dropped)
+        self.paths |= paths
+
+    def finish(self) -> list[pl.DataFrame]:
+        """The lines frames of all batches (columns of ``_plain_lines`` plus :data:`_CAND` and, where lines
+        were cut, :data:`identity.WEIGHT`)."""
+        try:
+            self._flush()
+            while self.pending:
+                self._take()
+        finally:
+            self.close()
+        return self.frames
+
+    def close(self) -> None:
+        """Stop the worker (batches not cut yet are dropped); safe to call more than once."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        self.pending.clear()
+
+    def dropped(self) -> pl.DataFrame:
+        """``(__src, line)`` of every line cut."""
+        if not self.cut:
+            return pl.DataFrame(schema={"__src": pl.Int64, "line": pl.Int64})
+        return pl.concat(self.cut)
+
+
+#: Batches read but not yet cut, and the threads that cut them (see :class:`_CollCut`). One thread: the
+#: reading and the cut then fill two cores; a second cut thread was measured no faster on 2 cores.
+_IN_FLIGHT = 2
+_CUT_WORKERS = 1
+
+
+def _cut_batch(frame: pl.DataFrame, keep: int) -> tuple[pl.DataFrame, pl.DataFrame | None, set[str]]:
+    """One batch of :class:`_CollCut`: ``(lines frame left, (__src, line) cut or None, paths cut)``."""
+    fast = parsers._fast_split(frame)
+    if fast is None:
+        return frame.with_columns(pl.lit(False).alias(_CAND)), None, set()
+    red, dropped, paths = _reduce_coll_lines(frame, keep, fast)
+    # Own the text of the rows kept when most of the batch was cut (else its buffers stay alive).
+    return (compact(red) if red.height * 2 < frame.height else red), dropped, paths
+
+
+def _reread(rels: set[str], by_rel: dict[str, Source], order: dict[int, int]) -> pl.DataFrame:
+    """The lines frame of the files ``rels``, every line (a file the cut must give back whole; see
+    :func:`_parse_reduced`), read again from disk: the lines the cut left out were not kept."""
+    parts = []
+    for rel in sorted(rels):
+        src = by_rel[rel]
+        res = read_lines(src.path, src.rel)
+        if res.lines.len():
+            parts.append((order[id(src)], src, res.lines))
+    if not parts:
+        return pl.DataFrame(schema={"__src": pl.Int64, "path": pl.String, "line": pl.Int64})
+    return _plain_lines(parts).with_columns(pl.lit(False).alias(_CAND))
 
 
 def _reduce_coll_lines(
-    df: pl.DataFrame, keep: int, fast: pl.Series, exclude: set[str]
-) -> tuple[pl.DataFrame, pl.DataFrame, set[str], pl.Series]:
-    """The lines frame ``df`` without the NCCL COLL lines diagnosis does not need.
+    df: pl.DataFrame, keep: int, fast: pl.Series
+) -> tuple[pl.DataFrame, pl.DataFrame, set[str]]:
+    """The lines frame ``df`` (of ``_plain_lines``, with ``__src``) without the NCCL COLL lines diagnosis
+    does not need.
 
     ``fast``: the rows of ``df`` that take the COLL fast path (``parsers._fast_split``); files of layout
-    ``stream`` (launcher pairing reads their text line by line) and the paths in ``exclude`` keep every
+    ``stream`` (launcher pairing reads their text line by line) keep every
     line. Among the other fast rows, a *run* is a maximal sequence (in row order, fast rows only) of one
     file and one ``host:pid`` (the line's first token without its thread id): the unit identity resolution
     summarizes (``_resolve_with_fast_rows``). Per run, kept: its first row, and per communicator (the
@@ -430,19 +562,18 @@ def _reduce_coll_lines(
     resolved per run; the PG is a function of host, pid and comm), so the last ``keep`` rows per (rank, PG)
     by SeqNum, which is all ``streaming.reduce_for_diagnosis`` keeps of these rows, are among the kept ones;
     the world size (``[nranks=N]``, one per communicator) keeps its maximum; stamps are inherited from the
-    generic rows, all kept. Returns ``(lines frame, dropped (path, line), paths reduced, candidates)``,
-    ``candidates`` the rows of the returned frame that were candidates (fast rows of files not kept whole).
+    generic rows, all kept. Returns ``(lines frame with column _CAND, dropped (__src, line), paths cut)``;
+    ``_CAND`` marks the rows that were candidates (fast rows of files not kept whole).
     """
     cand = (pl.Series(fast) & (df["layout"] != "stream").fill_null(True)).fill_null(False)
-    if exclude:
-        cand = cand & ~df["path"].is_in(list(exclude))
     raw = pl.col("raw")
     c = (
-        df.select("path", "raw", "line")
+        df.select("__src", "path", "raw", "line")
         .with_row_index(_LINE_IDX)
         .filter(cand)
         .select(
             _LINE_IDX,
+            "__src",
             "path",
             "line",
             # A line of the fast-path shape has space-free tokens, so these literals occur once, in place.
@@ -457,8 +588,9 @@ def _reduce_coll_lines(
             .alias("comm"),
         )
     )
+    none = c.select("__src", "line").clear()
     if c.height == 0:
-        return df, c.select("path", "line"), set(), cand
+        return df.with_columns(cand.alias(_CAND)), none, set()
     starts = (
         pl.col("path").ne_missing(pl.col("path").shift(1)) | pl.col("hp").ne_missing(pl.col("hp").shift(1))
     ).fill_null(True)
@@ -473,7 +605,7 @@ def _reduce_coll_lines(
     )
     kept = c["first"] | c[_LINE_IDX].is_in(top.implode())
     if bool(kept.all()):
-        return df, c.select("path", "line").clear(), set(), cand
+        return df.with_columns(cand.alias(_CAND)), none, set()
     ck = c.select(_LINE_IDX, "run", "first").with_columns(kept.alias("k"))
     # The run's first row carries the lines of its run that are left out.
     lost = ck.group_by("run").agg((~pl.col("k")).sum().alias("lost"))
@@ -484,41 +616,38 @@ def _reduce_coll_lines(
         .scatter(w[_LINE_IDX], (w["lost"] + 1).cast(pl.Int64))
     )
     drop_idx = ck.filter(~pl.col("k"))[_LINE_IDX]
-    dropped = c.filter(~kept).select("path", "line")
+    dropped = c.filter(~kept)
     reduced_paths = set(dropped["path"].unique().to_list())
     keep_mask = pl.Series([True]).extend_constant(True, df.height - 1).scatter(drop_idx, False)
-    return df.with_columns(weight).filter(keep_mask), dropped, reduced_paths, cand.filter(keep_mask)
+    out = df.with_columns(weight, cand.alias(_CAND)).filter(keep_mask)
+    return out, dropped.select("__src", "line"), reduced_paths
 
 
 def _parse_reduced(
-    df: pl.DataFrame, keep: int, rows_done: Callable[[int], None] | None = None
+    df: pl.DataFrame,
+    dropped: pl.DataFrame,
+    paths: set[str],
+    reread: Callable[[set[str]], pl.DataFrame],
 ) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame]:
-    """``parsers.parse_lines_split`` of the lines frame ``df`` reduced by :func:`_reduce_coll_lines`.
+    """``parsers.parse_lines_split`` of the lines frame ``df`` cut by :class:`_CollCut` (its column
+    :data:`_CAND`; ``dropped``: the ``(__src, line)`` cut; ``paths``: the files cut).
 
-    The reduction assumes that the COLL lines it cuts take the fast path and that their files hold no
+    The cut assumes that the COLL lines it cuts take the fast path and that their files hold no
     restart line, and that no torchrun ``--tee`` copy of them is looked up by tee de-duplication; these are
     known only after parsing (a file whose other lines may form multi-line records goes back to the generic
     path, which reads its COLL lines; attempts count restarts line by line; a tee copy of a COLL line in a
-    launcher output makes every file keep them). A file for which one turns out false is put
-    back whole and the lines parsed again (both tests are per file,
-    so once is enough; a third parse, of every line, is a safety net that should never run).
-    ``rows_done(n)`` is told the lines cut (they need no parse). Returns ``(generic rows, fast rows, dropped
-    (path, line))``."""
-    fast0 = parsers._fast_split(df)
+    launcher output makes every file keep them). A file for which one turns out false is read again whole
+    (``reread(paths)``: its lines frame, every line) and the lines parsed again (both tests are per file,
+    so once is enough; a third parse is a safety net that should never run). Returns ``(generic rows,
+    fast rows, dropped (__src, line))``."""
     keep_cols = (*PARSE_KEEP, identity.WEIGHT)
-    none = pl.DataFrame(schema={"path": pl.String, "line": pl.Int64})
-    if fast0 is None:
-        gen, fast = parsers.parse_lines_split(df, keep=keep_cols)
-        return gen, fast, none
-    exclude: set[str] = set()
-    for _ in range(2):
-        red, dropped, paths, red_cand = _reduce_coll_lines(df, keep, fast0, exclude)
-        if rows_done is not None and not exclude:
-            rows_done(dropped.height)
+    for _ in range(3):
+        red_cand = df[_CAND].fill_null(False)
+        red = df.drop(_CAND, "__src")
         gen, fast = parsers.parse_lines_split(red, keep=keep_cols)
         if not paths:
             return gen, fast, dropped
-        # Every COLL line kept of a reduced file must have taken the fast path, and no reduced file may
+        # Every COLL line kept of a cut file must have taken the fast path, and no cut file may
         # restart; else its file is put back whole.
         fast_pos = fast["_pos"] if fast is not None else pl.Series("_pos", [], pl.UInt32)
         went_generic = (
@@ -541,28 +670,36 @@ def _parse_reduced(
             bad |= paths
         if not bad:
             return gen, fast, dropped
-        exclude |= bad
-    gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)  # pragma: no cover (see the docstring)
-    return gen, fast, none  # pragma: no cover
+        bad_src = df.filter(pl.col("path").is_in(list(bad)))["__src"].unique()
+        whole = reread(bad)
+        back = df.filter(~pl.col("path").is_in(list(bad)))
+        df = pl.concat([back, whole], how="diagonal_relaxed").sort("__src", "line", maintain_order=True)
+        paths -= bad
+        dropped = dropped.filter(~pl.col("__src").is_in(bad_src.implode()))
+    raise AssertionError("unreachable: a file is put back whole at most once")  # pragma: no cover
 
 
-def _full_event_ids(df: pl.DataFrame, dropped: pl.DataFrame) -> pl.Series:
+def _full_event_ids(df: pl.DataFrame, dropped: pl.DataFrame, rel_of: dict[int, str]) -> pl.Series:
     """The ``event_id`` each row of ``df`` (the reduced table, in ``path, line`` order) has in the full
     table: its position plus the number of dropped lines (each one row of its own) before it in
-    ``path, line`` order."""
-    paths = pl.concat([df["path"], dropped["path"]]).unique().sort()
-    code = {p: i for i, p in enumerate(paths.to_list())}
-
-    def key(f: pl.DataFrame) -> pl.Series:
-        return f.select(
-            (
-                pl.col("path").replace_strict(code, return_dtype=pl.Int64) * (1 << 32)
-                + pl.col("line").fill_null(0).cast(pl.Int64)
-            ).alias("k")
-        )["k"]
-
-    dk = key(dropped).sort()
-    before = dk.search_sorted(key(df), side="left").cast(pl.Int64)
+    ``path, line`` order. ``dropped``: ``(__src, line)``; ``rel_of``: ``__src`` -> path."""
+    src_ids = dropped["__src"].unique().to_list()
+    paths = sorted(set(df["path"].unique().to_list()) | {rel_of[i] for i in src_ids})
+    code = {p: i for i, p in enumerate(paths)}
+    src_code = {i: code[rel_of[i]] for i in src_ids}
+    dk = (
+        dropped.select(
+            pl.col("__src").replace_strict(src_code, return_dtype=pl.Int64) * (1 << 32)
+            + pl.col("line").fill_null(0).cast(pl.Int64)
+        )
+        .to_series()
+        .sort()
+    )
+    keys = df.select(
+        pl.col("path").replace_strict(code, return_dtype=pl.Int64) * (1 << 32)
+        + pl.col("line").fill_null(0).cast(pl.Int64)
+    ).to_series()
+    before = dk.search_sorted(keys, side="left").cast(pl.Int64)
     return (df["event_id"] + before).alias("event_id")
 
 

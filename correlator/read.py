@@ -536,15 +536,17 @@ def _lines_from_bytes(
                 "the text around them is kept (line numbers after them count kept lines)"
             )
             skipped.append(skip_entry(rel, nbytes, n_bin, "binary content"))
-        only_nul = bool(data) and not data.strip(b"\x00")
-        if b"\x00" in data:
+        # A clean file (ASCII, no control byte) has no NUL, no invalid UTF-8 and no ANSI escape: the
+        # whole-text scans below are skipped for it.
+        only_nul = not clean and data[:1] == b"\x00" and not data.strip(b"\x00")
+        if not clean and b"\x00" in data:
             nul = data.count(b"\x00")
             warnings.append(f"{rel}: {nul} NUL bytes dropped")
             data = data.replace(b"\x00", b"")
-        text = data.decode("utf-8", errors="replace")
+        text = data.decode("ascii") if clean else data.decode("utf-8", errors="replace")
         bad = (
             text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-            if "\ufffd" in text
+            if not clean and "\ufffd" in text
             else 0
         )
     if not text and not (not enc and only_nul):  # a file of only NULs is one (empty) line, still counted
@@ -553,15 +555,18 @@ def _lines_from_bytes(
         )
     if bad:
         warnings.append(f"{rel}: {bad} invalid UTF-8 sequences replaced by U+FFFD")
-    if "\n" not in text and _cr_only(text):
+    has_cr = "\r" in text
+    if has_cr and "\n" not in text and _cr_only(text):
         text = text.replace("\r", "\n")
         warnings.append(f"{rel}: CR-only line endings; split into lines at CR")
-    if text.endswith("\n"):
-        text = text[:-1]
-    elif text and not name.endswith(".json"):
+    final_nl = text.endswith("\n")
+    if not final_nl and text and not name.endswith(".json"):
         warnings.append(f"{rel}: last line has no newline (truncated write?); kept as is")
-    # Split in Rust (no Python str per line: half the time of str.split + Series at 5 M lines).
+    # Split in Rust (no Python str per line: half the time of str.split + Series at 5 M lines); the empty
+    # piece after a final newline is sliced off (no copy of the text without it).
     s = pl.Series("text", [text], dtype=pl.String).str.split("\n").explode().alias("text")
+    if final_nl:
+        s = s.slice(0, s.len() - 1)
     n = s.len()
     bin_lines = skipped_lines
     if n > lim.max_lines:
@@ -576,10 +581,10 @@ def _lines_from_bytes(
         s = s.head(lim.max_lines)
         skipped_lines += extra
         reason = reason or "line cap"
-    if "\r" in text:
+    if has_cr:
         # CRLF -> LF; a bare CR redraws the line: keep the text after the last non-final CR.
         s = s.str.strip_suffix("\r").str.replace(r"(?s)^.*\r", "")
-    if "\x1b[" in text:
+    if not clean and "\x1b[" in text:
         s = s.str.replace_all(_ANSI_RE.pattern, "")
     if not clean and _CTRL_RE.search(text):
         s = _escape_controls(s, text)

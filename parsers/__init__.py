@@ -281,6 +281,29 @@ def _fast_split(df: pl.DataFrame) -> pl.Series | None:
     return fast if fast.any() else None
 
 
+#: Generic-path lines parsed at once, in slices of whole files (a progress report after each; no rule
+#: reads across files, ``tests/test_parsers.py`` checks slices of one file against one slice of all).
+GENERIC_CHUNK_ROWS = 200_000
+
+
+def _file_slices(df: pl.DataFrame, rows: int) -> list[tuple[int, int]]:
+    """``[(start, end)]`` row ranges of ``df`` that cover it in order, each of whole files and about
+    ``rows`` rows (one range when the rows of some file are not contiguous)."""
+    if df.height <= rows:
+        return [(0, df.height)]
+    path = df["path"]
+    starts = path.ne_missing(path.shift(1)).fill_null(True).arg_true().to_list()
+    if len(starts) != path.n_unique():  # a file's rows in several places: keep them in one range
+        return [(0, df.height)]
+    out, a = [], 0
+    for i in starts[1:]:
+        if i - a >= rows:
+            out.append((a, i))
+            a = i
+    out.append((a, df.height))
+    return out
+
+
 def parse_lines_split(
     df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -293,24 +316,26 @@ def parse_lines_split(
     """
     fast = _fast_split(df)
     df = df.with_row_index("_pos")
-    if fast is None:
-        out = _parse_generic(df)
-        return (
-            out.select([c for c in [*keep, "_pos"] if c in out.columns]) if keep is not None else out
-        ), None
-    gen = _prefix_layers(df.filter(~fast))
-    fast_df = df.filter(fast)
-    # A file whose other lines may form multi-line records keeps all its lines on the generic path (a COLL
-    # line ends the record before it).
-    cand_paths = gen["path"].filter(_record_candidates(gen)).unique()
-    if cand_paths.len():
-        back = fast_df["path"].is_in(cand_paths.implode())
-        if back.any():
-            gen = pl.concat([gen, _prefix_layers(fast_df.filter(back))], how="diagonal_relaxed").sort(
-                "_pos", maintain_order=True
-            )
-            fast_df = fast_df.filter(~back)
-    gen = classify(python.group_records(gen, STREAM_KEYS))
+    lines = df if fast is None else df.filter(~fast)
+    fast_df = df.clear() if fast is None else df.filter(fast)
+    parts = []
+    report = coll.ON_ROWS.get()
+    for a, b in _file_slices(lines, GENERIC_CHUNK_ROWS):
+        gen = _prefix_layers(lines.slice(a, b - a))
+        # A file whose other lines may form multi-line records keeps all its lines on the generic path (a
+        # COLL line ends the record before it).
+        cand_paths = gen["path"].filter(_record_candidates(gen)).unique()
+        if cand_paths.len():
+            back = fast_df["path"].is_in(cand_paths.implode())
+            if back.any():
+                gen = pl.concat([gen, _prefix_layers(fast_df.filter(back))], how="diagonal_relaxed").sort(
+                    "_pos", maintain_order=True
+                )
+                fast_df = fast_df.filter(~back)
+        parts.append(classify(python.group_records(gen, STREAM_KEYS)))
+        if report is not None:
+            report(b - a)
+    gen = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     fast_out = coll.parse_fast(fast_df, coll.comm_map(gen)) if fast_df.height else None
     if keep is not None:
         cols = [*keep, "_pos"]
@@ -346,10 +371,3 @@ def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = Non
     """
     gen, fast = parse_lines_split(df, keep)
     return merge_parts(gen, fast).drop("_pos")
-
-
-def _parse_generic(df: pl.DataFrame) -> pl.DataFrame:
-    """Every prefix and rule over every row of ``df``."""
-    df = _prefix_layers(df)
-    df = python.group_records(df, STREAM_KEYS)
-    return classify(df)

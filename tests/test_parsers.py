@@ -291,3 +291,52 @@ def test_mismatch_line_states_the_other_ranks_collective(tmp_path: Path) -> None
     )
     t = _events(tmp_path, old)
     assert t.select("peer_rank", "peer_op", "peer_shape").row(0) == (0, "BARRIER", None)
+
+
+def _lines_frame(root: Path) -> pl.DataFrame:
+    """The lines frame ``correlator.ingest`` parses, for the plain files under ``root``."""
+    from correlator.discover import discover
+    from correlator.ingest import _plain_lines
+    from correlator.read import read_lines
+
+    srcs = sorted(
+        (s for s in discover(root)[0] if s.layout not in ("fr_dump", "error_json")), key=lambda s: s.rel
+    )
+    parts = [(i, s, r.lines) for i, s in enumerate(srcs) if (r := read_lines(s.path, s.rel)).lines.len()]
+    if not parts:
+        pytest.skip("Flight Recorder dumps only: no text log")
+    return _plain_lines(parts).drop("__src")
+
+
+@pytest.mark.parametrize(
+    "case",
+    sorted(
+        p.name
+        for p in (Path(__file__).parent.parent / "fixtures" / "cases").iterdir()
+        if (p / "logs").is_dir()
+    ),
+)
+def test_generic_parse_in_slices_of_one_file_equals_one_slice(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generic path parses whole files in slices of ``GENERIC_CHUNK_ROWS`` rows (a progress report after
+    each): no rule may read across files, so slices of one file each give exactly the rows of one slice."""
+    df = _lines_frame(Path(__file__).parent.parent / "fixtures" / "cases" / case / "logs")
+
+    def rows() -> pl.DataFrame:  # in input order (a few rules append rows; ingest sorts by path, line later)
+        return parsers.merge_parts(*parsers.parse_lines_split(df)).sort("_pos", maintain_order=True)
+
+    whole = rows()
+    monkeypatch.setattr(parsers, "GENERIC_CHUNK_ROWS", 1)
+    assert len(parsers._file_slices(df, 1)) == df["path"].n_unique()
+    sliced = rows()
+    assert sorted(sliced.columns) == sorted(whole.columns)
+    assert sliced.select(whole.columns).equals(whole)
+
+
+def test_file_slices_keep_a_file_whole_and_cover_all_rows() -> None:
+    df = pl.DataFrame({"path": ["a", "a", "b", "c", "c", "c", "d"]})
+    assert parsers._file_slices(df, 2) == [(0, 2), (2, 6), (6, 7)]
+    assert parsers._file_slices(df, 100) == [(0, 7)]
+    # The rows of one file in two places: one slice (a file is never split).
+    assert parsers._file_slices(pl.DataFrame({"path": ["a", "b", "a"]}), 1) == [(0, 3)]
