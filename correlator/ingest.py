@@ -292,8 +292,9 @@ def ingest(
     ``keep_coll`` per run of one process in a file and communicator, by opCount (see
     :func:`_reduce_coll_lines`); every other line is parsed as usual. The cut runs batch by batch
     (:data:`CUT_BATCH_BYTES` of text) in a worker thread while later files are read (:class:`_CollCut`),
-    so the text of the lines cut is held for two batches at most; a file that must be parsed whole after
-    all is read again from disk (:func:`_parse_reduced`). The rows that remain are the rows of the
+    so the text of the lines cut is held for a few batches only (:data:`_IN_FLIGHT` waiting for the cut
+    plus the one being read); a file that must be parsed whole after all is read again from disk, as it is
+    then (:func:`_parse_reduced`). The rows that remain are the rows of the
     full table, with its ``event_id`` values, and ``streaming.reduce_for_diagnosis`` of this table equals
     that of the full table when ``keep_coll`` is at least its ``keep_last``; ``coll_lines_dropped`` counts
     the lines left out. Raises :class:`DiscoveryError` if ``root``
