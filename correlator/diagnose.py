@@ -437,7 +437,11 @@ def _confidence(G: nx.DiGraph) -> float:
 def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
     """Diagnose one attempt (default: the first attempt with a fault)."""
     G = build_graph(table, attempt)
-    quality = dict(table.select("event_id", "ts_quality").iter_rows())
+    # The stamp quality of each rank's first fault: a lookup of those few rows, not a dict of the table.
+    firsts = [e for r in G.nodes if (e := G.nodes[r].get("first_fault_event")) is not None]
+    quality = dict(
+        table.filter(pl.col("event_id").is_in(firsts)).select("event_id", "ts_quality").iter_rows()
+    )
     per_rank: list[RankStatus] = []
     groups: dict[str, list[int]] = {
         "initiating": [],
