@@ -19,7 +19,8 @@ diagnosis) of that many ranks, each in its own child process: time and peak RSS 
 
 Options: ``--sizes 16,64,256`` ``--lines 20000`` ``--rounds 3`` ``--only cat,grep,...`` ``--work DIR``
 (where data is generated; kept with ``--keep``), ``--quick`` (tiny smoke run), ``--json FILE``, ``--ref DIR``
-(another checkout with its own ``.venv``: its ``diagnose DIR`` runs too, as ``diagnose_dir_ref``, alternating).
+(another checkout with its own ``.venv``: its ``diagnose DIR`` and ``timeline`` run too, as ``diagnose_dir_ref`` and
+``timeline_ref``, alternating).
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str 
     return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss_kib / 1024, "loadavg_1m": os.getloadavg()[0]}
 
 
-#: ``--ref DIR``: another checkout (with its own ``.venv``) whose ``diagnose DIR`` runs as ``diagnose_dir_ref``,
+#: ``--ref DIR``: another checkout (with its own ``.venv``) whose ``diagnose DIR`` and ``timeline`` run as ``*_ref``,
 #: alternating with this checkout's commands (a before/after on the same data and the same load).
 REF: Path | None = None
 
@@ -176,7 +177,11 @@ def commands(root: str, work: str) -> dict[str, list[str]]:
             "diagnose_dir_ref": [
                 str(REF / ".venv" / "bin" / "python"),
                 *["-m", "correlator", "diagnose", root, "--format", "json", "-q", "--no-streaming"],
-            ]
+            ],
+            "timeline_ref": [
+                str(REF / ".venv" / "bin" / "python"),
+                *["-m", "correlator", "timeline", root, "-o", os.path.join(work, "t-ref.parquet"), "-q"],
+            ],
         }
         if REF is not None
         else {}
@@ -211,7 +216,7 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
         for name in which:
             if name == "diagnose_parquet" and not os.path.exists(os.path.join(work, "t.parquet")):
                 continue
-            cwd = REF if name == "diagnose_dir_ref" and REF is not None else REPO
+            cwd = REF if name.endswith("_ref") and REF is not None else REPO
             r = _time_child(cmds[name], os.path.join(work, f"{name}.out"), cwd)
             runs[name].append(r)
             print(
@@ -322,12 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, 1 round)")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--ref", default=None, help="another checkout with a .venv: adds diagnose_dir_ref")
+    ap.add_argument(
+        "--ref", default=None, help="another checkout with a .venv: adds diagnose_dir_ref and timeline_ref"
+    )
     a = ap.parse_args(argv)
     global REF
     if a.ref:
         REF = Path(a.ref).resolve()
-        ALL.append("diagnose_dir_ref")
+        ALL.extend(["diagnose_dir_ref", "timeline_ref"])
     if a.quick:
         a.sizes, a.lines, a.rounds = "16", 300, 1
     which = [w for w in a.only.split(",") if w]

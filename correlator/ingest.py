@@ -283,8 +283,9 @@ def ingest(
     ``on_progress(step, done, total)``: progress within the steps (:data:`READING`, then :data:`PHASES`), with
     ``done`` never decreasing within a step and ending at ``total``: reading counts bytes (``Source.size``,
     per MiB within a file as it is read and at the end of each file); parsing counts lines (after each
-    chunk of NCCL COLL fast-path lines, ``parsers.coll.CHUNK_ROWS``, and at its end); the later steps,
-    one unit each, report at their end. ``fr``: a directory of Flight Recorder dumps
+    chunk of NCCL COLL fast-path lines, ``parsers.coll.CHUNK_ROWS``, and at its end); identity counts the
+    columns of the merge of the fast-path rows with the others, after each (one unit if there are none);
+    the other later steps, one unit each, report at their end. ``fr``: a directory of Flight Recorder dumps
     kept elsewhere (dumps under ``root`` are found anyway; see :mod:`correlator.fr`).
 
     ``keep_coll``: build only the rows diagnosis needs (``rankscope diagnose DIR``, issue #13 item 4):
@@ -401,11 +402,18 @@ def ingest(
     report(PHASES[1], 1, 1)
     if on_phase:
         on_phase("resolving rank identity")
+    # Units of this step: 1, or the columns of the merge of the two parts (its long part) as they are merged.
+    units = [1]
+
+    def merged(done: int, total: int) -> None:
+        units[0] = total
+        report(PHASES[2], done, total)
+
     if fast is None:
         df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
     else:
-        df = _resolve_with_fast_rows(gen, fast)
-    report(PHASES[2], 1, 1)
+        df = _resolve_with_fast_rows(gen, fast, merged)
+    report(PHASES[2], units[0], units[0])
     if on_phase:
         on_phase("building the event table")
     df = limits.cap_values(df, warnings)
@@ -568,6 +576,8 @@ def _reduce_coll_lines(
     """
     cand = (pl.Series(fast) & (df["layout"] != "stream").fill_null(True)).fill_null(False)
     raw = pl.col("raw")
+    # A line of the fast-path shape has space-free tokens and pointer buffers, so these literals occur
+    # once, in place (as in ``parsers.coll._parse_chunk``); ``host:pid`` is read once per distinct head.
     c = (
         df.select("__src", "path", "raw", "line")
         .with_row_index(_LINE_IDX)
@@ -577,18 +587,16 @@ def _reduce_coll_lines(
             "__src",
             "path",
             "line",
-            # A line of the fast-path shape has space-free tokens, so these literals occur once, in place.
-            raw.str.extract(r"^([^ :]+:[0-9]+):", 1).alias("hp"),
-            raw.str.slice(raw.str.find(": opCount ", literal=True) + 10)
-            .str.extract(r"^([0-9a-f]+)", 1)
+            raw.str.slice(0, raw.str.find(" NCCL INFO ", literal=True)).alias("head"),
+            coll.between(raw, ": opCount ", " sendbuff ")
             .str.to_integer(base=16, strict=False)
             .fill_null(-(2**63))
             .alias("seq"),
-            raw.str.slice(raw.str.find(" comm 0x", literal=True) + 6)
-            .str.extract(r"^(0x[0-9a-f]+)", 1)
-            .alias("comm"),
+            coll.between(raw, " comm ", " [nranks=").alias("comm"),
         )
     )
+    hp = coll.per_distinct(c["head"], pl.col(coll.DISTINCT).str.extract(r"^([^ :]+:[0-9]+):", 1).alias("hp"))
+    c = c.drop("head").with_columns(hp["hp"])
     none = c.select("__src", "line").clear()
     if c.height == 0:
         return df.with_columns(cand.alias(_CAND)), none, set()
@@ -708,7 +716,9 @@ def _full_event_ids(df: pl.DataFrame, dropped: pl.DataFrame, rel_of: dict[int, s
 _IDENTITY_OUT = ("rank", "rank_source", "local_rank", "host", "attempt")
 
 
-def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
+def _resolve_with_fast_rows(
+    gen: pl.DataFrame, fast: pl.DataFrame, on_column: Callable[[int, int], None] | None = None
+) -> pl.DataFrame:
     """Identity and inherited stamps for the generic rows and the NCCL COLL fast-path rows, in two passes
     over small frames: the fast rows of one (file, host, pid) are alike for identity, so each such group
     goes into :func:`identity.resolve` as ONE summary row weighted by its size (:data:`identity.WEIGHT`);
@@ -716,7 +726,8 @@ def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFra
     stream before it (an as-of join on the row position), exactly what :func:`timestamps.inherit` gives.
 
     Fast rows stay whole where the summary would not be exact: files read as combined streams (launcher
-    pairing reads their text) and files with restart lines (attempts count restarts line by line)."""
+    pairing reads their text) and files with restart lines (attempts count restarts line by line).
+    ``on_column``: progress of the final merge (``parsers.merge_parts``)."""
     restart_paths = (
         gen.lazy().filter(pl.col("kind") == Kind.RESTART).select(pl.col("path").unique()).collect()["path"]
     )
@@ -771,6 +782,7 @@ def _resolve_with_fast_rows(gen: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFra
     return parsers.merge_parts(
         gen.select([c for c in final if c in gen.columns]),
         fast.select([c for c in final if c in fast.columns]),
+        on_column,
     )
 
 

@@ -48,6 +48,11 @@ def _mixed(root: Path) -> None:
                 "[2026-11-29 22:00:01.000123] " + c(4),
                 c(0xFFFFFFFFFFFFFFFFFF),
                 c(5) + " trailing",
+                # Not a pointer where NCCL prints one (hostile input): field names inside the buffer tokens.
+                (
+                    "node-x:77:77 [0] NCCL INFO AllReduce: opCount 9 sendbuff count recvbuff datatype count 5 "
+                    "datatype 7 op 0 root 0 comm 0x55d0c3a4e2b0 [nranks=2]"
+                ),
                 "node-x:77:99 [0] enqueue.cc:1 NCCL WARN Cuda failure 'unspecified launch failure'",
                 c(6),
                 "",
@@ -153,3 +158,21 @@ def test_fast_path_equals_generic_on_generated_job(tmp_path: Path, monkeypatch: 
 def test_fast_path_equals_generic_on_corpus(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     fast, slow, _ = _both(CASES / case / "logs", monkeypatch)
     assert_frame_equal(fast, slow)
+
+
+def test_buffers_that_are_not_pointers_take_the_generic_path() -> None:
+    """The fast path finds each field by the first occurrence of its name, which holds because NCCL prints
+    the buffers as pointers (``%p``: ``0x..`` or ``(nil)``); a line with a field name as a buffer token is
+    left to the generic rule, which reads it by position."""
+    ok = _COLL.format(h="node-x", p=7, n=3)
+    nil = ok.replace("sendbuff 0x7f3b52000000", "sendbuff (nil)")
+    odd = ok.replace("sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000", "sendbuff count recvbuff datatype")
+    lines = pl.Series("raw", [ok, nil, odd])
+    assert parsers.coll.fast_mask(lines).to_list() == [True, True, False]
+    frame = pl.DataFrame(
+        {"raw": lines, "body": lines, "path": ["r0.log"] * 3, "line": [1, 2, 3], "line_count": [1] * 3}
+    )
+    rows = parsers.parse_lines(frame)
+    assert rows["kind"].to_list() == ["nccl_coll"] * 3
+    assert rows["numel"].to_list() == [1024, 1024, 1024]
+    assert rows["seq"].to_list() == [3, 3, 3]

@@ -69,6 +69,13 @@ def test_progress_within_steps_reading_bytes_and_parsing_lines(tmp_path: Path, m
     # Per chunk of 1,000 fast-path lines: several events strictly inside the parse.
     inside = [d for d, t in steps[PHASES[0]] if 0 < d < t]
     assert len(inside) >= 4
+    # Identity merges the fast-path rows with the others column by column, with a report after each: one
+    # per column of the merged frame (the table's columns, ``event_id`` aside, plus the few the later steps
+    # drop), then the end.
+    ident = steps[PHASES[2]]
+    merged = [d for d, _ in ident[:-1]]
+    assert merged == list(range(1, ident[-1][1] + 1))
+    assert ident[-1][1] >= res.table.width - 1
 
 
 def test_progress_within_parsing_when_diagnosis_cuts_lines(tmp_path: Path) -> None:
