@@ -320,6 +320,8 @@ def parse_lines_split(
     lines = df if fast is None else df.filter(~fast)
     fast_df = df.clear() if fast is None else df.filter(fast)
     parts = []
+    comm_pg: dict[str, str] = {}
+    cols = None if keep is None else [*keep, "_pos"]
     report = coll.ON_ROWS.get()
     for a, b in _file_slices(lines, GENERIC_CHUNK_ROWS):
         gen = _prefix_layers(lines.slice(a, b - a))
@@ -333,16 +335,21 @@ def parse_lines_split(
                     "_pos", maintain_order=True
                 )
                 fast_df = fast_df.filter(~back)
-        parts.append(classify(python.group_records(gen, STREAM_KEYS)))
+        part = classify(python.group_records(gen, STREAM_KEYS))
+        for k, v in coll.comm_map(part).items():  # the first Init line of a key wins, as in one slice
+            comm_pg.setdefault(k, v)
+        # Narrow each slice as soon as it is parsed: a parsed slice holds every prefix and rule column
+        # (~1 KB a row), of which the table keeps a third.
+        parts.append(part if cols is None else part.select([c for c in cols if c in part.columns]))
+        del gen, part
         if report is not None:
             report(b - a)
     gen = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
-    fast_out = coll.parse_fast(fast_df, coll.comm_map(gen)) if fast_df.height else None
-    if keep is not None:
-        cols = [*keep, "_pos"]
+    if cols is not None and len(parts) > 1:
         gen = gen.select([c for c in cols if c in gen.columns])
-        if fast_out is not None:
-            fast_out = fast_out.select([c for c in cols if c in fast_out.columns])
+    fast_out = coll.parse_fast(fast_df, comm_pg) if fast_df.height else None
+    if cols is not None and fast_out is not None:
+        fast_out = fast_out.select([c for c in cols if c in fast_out.columns])
     return gen, fast_out
 
 

@@ -168,4 +168,9 @@ def comm_map(df: pl.DataFrame) -> dict[str, str]:
     inits = df.filter(
         (pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null()
     )
-    return dict(inits.select(key.alias("k"), "comm_id").unique(subset="k").iter_rows())
+    # The first Init line of a key wins (a key with two commIds is a pid reused; either is a guess).
+    return dict(
+        inits.select(key.alias("k"), "comm_id")
+        .unique(subset="k", keep="first", maintain_order=True)
+        .iter_rows()
+    )

@@ -232,7 +232,11 @@ def resolve_comms(df: pl.DataFrame) -> pl.DataFrame:
     inits = df.filter(
         (pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null()
     )
-    mapping = dict(inits.select(key.alias("k"), "comm_id").unique(subset="k").iter_rows())
+    mapping = dict(
+        inits.select(key.alias("k"), "comm_id")
+        .unique(subset="k", keep="first", maintain_order=True)
+        .iter_rows()
+    )
     comm_id = (
         key.replace_strict(mapping, default=None, return_dtype=pl.String)
         if mapping
