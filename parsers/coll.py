@@ -20,7 +20,7 @@ from contextvars import ContextVar
 
 import polars as pl
 
-from parsers.nccl import NCCL_OPS
+from parsers.nccl import COMM_KEY, NCCL_OPS, comm_map
 
 #: One NCCL INFO COLL line, whole: the shape of ``parsers.nccl.PREFIX`` + the ``nccl_coll`` rule, in ASCII
 #: classes only (a line with other characters in those places simply takes the generic path), which keeps the
@@ -59,7 +59,7 @@ def fast_mask(raw: pl.Series) -> pl.Series:
 def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
     """The parsed rows of fast-path lines (``df``: lines frame rows for which :func:`fast_mask` holds).
 
-    ``comm_pg``: ``"host|pid|comm" -> commId`` from the Init lines (see ``parsers.nccl.resolve_comms``).
+    ``comm_pg``: ``"host|pid|comm" -> commId`` from the Init lines (:func:`parsers.nccl.comm_map`).
     Returns the source columns of ``df`` plus ``host, pid, cuda_dev, layer, kind, severity, rule, seq, op,
     numel, comm, world_size, pg, message, record`` (body and record are the text after ``NCCL INFO``).
     """
@@ -144,12 +144,8 @@ def _parse_chunk(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
         rest.alias("message"),
         rest.alias("record"),
     )
-    key = pl.concat_str(
-        [pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
-        separator="|",
-    )
     pg = (
-        key.replace_strict(comm_pg, default=None, return_dtype=pl.String)
+        COMM_KEY.replace_strict(comm_pg, default=None, return_dtype=pl.String)
         if comm_pg
         else pl.lit(None, dtype=pl.String)
     )
@@ -157,20 +153,15 @@ def _parse_chunk(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
     return out.with_columns(pg.alias("pg"))
 
 
-def comm_map(df: pl.DataFrame) -> dict[str, str]:
-    """``"host|pid|comm" -> commId`` from the parsed Init lines of ``df`` (as ``parsers.nccl.resolve_comms``)."""
-    if "comm" not in df.columns or "comm_id" not in df.columns:
-        return {}
-    key = pl.concat_str(
-        [pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
-        separator="|",
-    )
-    inits = df.filter(
-        (pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null()
-    )
-    # The first Init line of a key wins (a key with two commIds is a pid reused; either is a guess).
-    return dict(
-        inits.select(key.alias("k"), "comm_id")
-        .unique(subset="k", keep="first", maintain_order=True)
-        .iter_rows()
-    )
+__all__ = [
+    "CHUNK_ROWS",
+    "DISTINCT",
+    "FAST_COLL",
+    "LITERAL",
+    "ON_ROWS",
+    "between",
+    "comm_map",
+    "fast_mask",
+    "parse_fast",
+    "per_distinct",
+]

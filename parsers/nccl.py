@@ -216,6 +216,29 @@ NCCL_OPS = {
 }
 
 
+#: ``"host|pid|comm"``: a communicator of one process, the key that maps a COLL line's ``comm 0x..`` pointer
+#: to the commId of its Init line.
+COMM_KEY = pl.concat_str(
+    [pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
+    separator="|",
+)
+
+
+def comm_map(df: pl.DataFrame) -> dict[str, str]:
+    """:data:`COMM_KEY` -> commId from the parsed Init lines of ``df``; the first Init line of a key wins
+    (a key with two commIds is a reused pid, and either would be a guess)."""
+    if "comm" not in df.columns or "comm_id" not in df.columns:
+        return {}
+    inits = df.filter(
+        (pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null()
+    )
+    return dict(
+        inits.select(COMM_KEY.alias("k"), "comm_id")
+        .unique(subset="k", keep="first", maintain_order=True)
+        .iter_rows()
+    )
+
+
 def resolve_comms(df: pl.DataFrame) -> pl.DataFrame:
     """``pg`` of NCCL lines = the communicator's commId, the same on every member.
 
@@ -225,20 +248,9 @@ def resolve_comms(df: pl.DataFrame) -> pl.DataFrame:
     """
     if "comm" not in df.columns or "comm_id" not in df.columns:
         return df
-    key = pl.concat_str(
-        [pl.col("host").fill_null(""), pl.col("pid").cast(pl.String).fill_null(""), pl.col("comm")],
-        separator="|",
-    )
-    inits = df.filter(
-        (pl.col("kind") == "nccl_init") & pl.col("comm_id").is_not_null() & pl.col("comm").is_not_null()
-    )
-    mapping = dict(
-        inits.select(key.alias("k"), "comm_id")
-        .unique(subset="k", keep="first", maintain_order=True)
-        .iter_rows()
-    )
+    mapping = comm_map(df)
     comm_id = (
-        key.replace_strict(mapping, default=None, return_dtype=pl.String)
+        COMM_KEY.replace_strict(mapping, default=None, return_dtype=pl.String)
         if mapping
         else pl.lit(None, dtype=pl.String)
     )
