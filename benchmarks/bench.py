@@ -133,6 +133,21 @@ def _diag_scale_cmd(ranks: int) -> dict[str, float]:
     }
 
 
+#: The children's environment: as a user's, with bytecode caching on. A machine that sets
+#: PYTHONDONTWRITEBYTECODE (this one does) would otherwise compile the ~750 modules of every start anew
+#: (0.6-0.8 s per run), which no second run of an ordinary install pays; :func:`warm_bytecode` fills the cache.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def warm_bytecode(pythons: list[str]) -> None:
+    """One untimed ``python -m correlator --help`` per interpreter, so the timed runs start as a second run does."""
+    for py in pythons:
+        cwd = REF if REF is not None and py.startswith(str(REF)) else REPO
+        subprocess.run(
+            [py, "-m", "correlator", "--help"], cwd=cwd, env=CHILD_ENV, capture_output=True, check=False
+        )
+
+
 def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str = REPO) -> dict[str, float]:
     """Run ``cmd`` in ``cwd``; return wall seconds and peak RSS (MiB) of the child."""
     gnu_time = os.path.exists("/usr/bin/time")
@@ -143,7 +158,9 @@ def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str 
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     with open(stdout_path or os.devnull, "w") as out:
         t0 = time.perf_counter()
-        p = subprocess.run(full, stdout=out, stderr=subprocess.PIPE, cwd=cwd, text=True, check=False)
+        p = subprocess.run(
+            full, stdout=out, stderr=subprocess.PIPE, cwd=cwd, text=True, check=False, env=CHILD_ENV
+        )
         wall = time.perf_counter() - t0
     # grep exits 1 when nothing matched: not a failure for a timing
     if p.returncode not in (0, 1) or (p.returncode == 1 and cmd[0] != "env"):
@@ -211,6 +228,7 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
     nbytes = int(info["bytes"])  # type: ignore[arg-type]
     nlines = int(info["lines"])  # type: ignore[arg-type]
     cmds = commands(root, work)
+    warm_bytecode(sorted({c[0] for c in cmds.values() if c[0].endswith("python") or c[0] == sys.executable}))
     runs: dict[str, list[dict[str, float]]] = {w: [] for w in which}
     for rnd in range(rounds):
         for name in which:
@@ -294,6 +312,7 @@ def machine() -> dict[str, object]:
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "bytecode": "cached (PYTHONDONTWRITEBYTECODE unset for the children, one untimed start first)",
         "mem_mib": mem,
         "python": platform.python_version(),
         "polars": pl.__version__,

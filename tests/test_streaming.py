@@ -110,6 +110,38 @@ def test_reduced_table_keeps_faults_and_is_small(gen: tuple[Path, dict[str, obje
     assert top.equals(top_r)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_reduction_keeps_the_last_collectives_per_rank_and_pg_with_repeated_seqs(seed: int) -> None:
+    # Many repeats and missing values of seq, so the k-th largest seq of a group is shared by several rows:
+    # the reduction must keep exactly the last KEEP by (seq, then row), computed here by a plain sort.
+    import random
+
+    keep = 4
+    rnd = random.Random(seed)
+    rows = [
+        {
+            "id": i,
+            "kind": "nccl_coll",
+            "layer": "nccl",
+            "rank": rnd.choice([0, 1, 2]),
+            "path": "r.log",
+            "pg": rnd.choice(["a", "b"]),
+            "seq": rnd.choice([None, 1, 2, 2, 3, 3, 3, 5]),
+            "world_size": 2,
+            "message": "AllReduce",
+        }
+        for i in range(rnd.randint(5, 120))
+    ]
+    t = pl.DataFrame(rows, schema_overrides={"seq": pl.Int64, "rank": pl.Int32})
+    want: set[int] = set()
+    for key in {(r["rank"], r["pg"]) for r in rows}:
+        group = [r for r in rows if (r["rank"], r["pg"]) == key]
+        group.sort(key=lambda r: (-(2**63) if r["seq"] is None else r["seq"], r["id"]), reverse=True)
+        want |= {r["id"] for r in group[:keep]}
+    got = reduce_for_diagnosis(t, keep_last=keep)["id"].to_list()
+    assert got == sorted(want)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.parent.name for c in CASES])
 def test_streaming_same_verdict_on_corpus(case: Path, tmp_path: Path) -> None:
     reduced, _summary = stream_ingest(case, tmp_path / "e.parquet", batch_bytes=1)
