@@ -341,23 +341,31 @@ def timeline(
         return
     t = res.table
     try:
-        if format == TableFormat.perfetto:
-            from correlator.diagnose import diagnose as run_diagnose
-            from correlator.perfetto import write_trace
-
-            d = run_diagnose(t)
-            _atomic_write(output, lambda tmp: write_trace(t, d, Path(tmp)))
-        elif format == TableFormat.parquet:
-            _atomic_write(output, t.write_parquet)
-        elif format == TableFormat.jsonl:
-            _atomic_write(output, t.write_ndjson)
-        else:
-            _atomic_write(output, t.write_csv)
+        with _progress(quiet) as bar:  # the write of a large table takes seconds: say so
+            if bar is not None:
+                bar(f"writing {output.name}", 0, None)
+            _write_table(t, output, format)
     except (OSError, pl.exceptions.PolarsError) as e:
         raise UsageError(f"{output}: cannot write ({getattr(e, 'strerror', None) or e})") from None
     if not quiet:
         _summary(res)
         err.print(f"wrote {t.height} events to {escape(str(output))}", highlight=False)
+
+
+def _write_table(t: pl.DataFrame, output: Path, format: TableFormat) -> None:
+    """``t`` to ``output`` in ``format``, through :func:`_atomic_write`."""
+    if format == TableFormat.perfetto:
+        from correlator.diagnose import diagnose as run_diagnose
+        from correlator.perfetto import write_trace
+
+        d = run_diagnose(t)
+        _atomic_write(output, lambda tmp: write_trace(t, d, Path(tmp)))
+    elif format == TableFormat.parquet:
+        _atomic_write(output, t.write_parquet)
+    elif format == TableFormat.jsonl:
+        _atomic_write(output, t.write_ndjson)
+    else:
+        _atomic_write(output, t.write_csv)
 
 
 @app.command()

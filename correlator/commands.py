@@ -69,6 +69,10 @@ def progress(quiet: bool) -> Iterator[api.Progress | None]:
 
         def update(stage: str, done: int, total: int | None) -> None:
             progress.update(task, description=stage, completed=done, total=total)
+            if total is None:  # a step of unknown size: a pulsing bar, not the last step's count
+                for t in progress.tasks:  # (rich's update keeps the old total when given None)
+                    if t.id == task:
+                        t.total = None
 
         yield update
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from correlator.discover import Source
 from correlator.ingest import PHASES, READING, ingest
 from tests.conftest import CASES
@@ -115,3 +117,30 @@ def test_diagnose_path_progress_moves_within_parsing(tmp_path: Path, monkeypatch
     dones = [d for d, _ in parse]
     assert dones == sorted(dones) and len({d for d in dones if 0 < d < parse[-1][1]}) >= 3
     assert parse[-1][0] == parse[-1][1]
+
+
+def test_a_step_of_unknown_size_does_not_show_the_last_steps_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    # rich's Progress.update keeps the old total when given None: "reading timestamps" showed "0/5114628"
+    # (the parse step's line count) before this was handled.
+    import io
+    import re
+    import time
+
+    from rich.console import Console
+
+    from correlator import commands
+
+    buf = io.StringIO()
+    monkeypatch.setattr(commands, "err", Console(file=buf, force_terminal=True, width=100))
+    with commands.progress(False) as bar:
+        assert bar is not None
+        bar("parsing lines", 5, 10)
+        time.sleep(0.4)  # rich redraws ~10 times a second from its own thread
+        bar("writing t.parquet", 0, None)
+        time.sleep(0.4)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue())
+    frames = [f for f in re.split(r"[\r\n]", text) if f.strip()]
+    assert any("parsing lines" in f and "5/10" in f for f in frames)
+    writing = [f for f in frames if "writing t.parquet" in f]
+    assert writing
+    assert all("/10" not in f and "0/?" in f for f in writing)
