@@ -248,7 +248,7 @@ def _select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
         .filter(seq_key >= seq_key.top_k(keep_last).min().over(groups))
         .group_by(*groups)
         .agg(pl.all().top_k_by([seq_key, pl.col(order)], keep_last))
-        .explode(pl.all().exclude("__wr", "__wp", "__c", "__pg"))  # type: ignore[arg-type]
+        .explode(pl.all().exclude(groups))  # type: ignore[arg-type]
     )
     tail_rows = (
         base.filter(pl.col("__t"))
