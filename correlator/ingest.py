@@ -259,7 +259,14 @@ def _sorted_by_path_line(df: pl.DataFrame) -> bool:
 
 
 #: The names ``ingest(on_phase=...)`` is called with, in order (after the per-file ``progress`` calls).
-PHASES = ("parsing lines", "reading timestamps", "resolving rank identity", "building the event table")
+PHASES = (
+    "scanning lines",
+    "parsing lines",
+    "reading timestamps",
+    "resolving rank identity",
+    "building the event table",
+)
+SCANNING, PARSING, STAMPS, IDENTITY, BUILDING = PHASES
 #: The name of the reading step in ``ingest(on_progress=...)`` (before :data:`PHASES`).
 READING = "reading logs"
 
@@ -282,8 +289,10 @@ def ingest(
     reading as it starts (:data:`PHASES`, in that order), so a progress display moves between files and phases.
     ``on_progress(step, done, total)``: progress within the steps (:data:`READING`, then :data:`PHASES`), with
     ``done`` never decreasing within a step and ending at ``total``: reading counts bytes (``Source.size``,
-    per MiB within a file as it is read and at the end of each file); parsing counts lines (after each
-    chunk of NCCL COLL fast-path lines, ``parsers.coll.CHUNK_ROWS``, and at its end); identity counts the
+    per MiB within a file as it is read and at the end of each file); scanning (each line tested for the
+    NCCL COLL fast path, ``parsers.fast_split``) counts lines, per ``parsers.coll.SCAN_ROWS``; parsing
+    counts lines (after each chunk of NCCL COLL fast-path lines, ``parsers.coll.CHUNK_ROWS``, after each
+    slice of the other lines, ``parsers.GENERIC_CHUNK_ROWS``, and at its end); identity counts the
     columns of the merge of the fast-path rows with the others, after each (one unit if there are none);
     the other later steps, one unit each, report at their end. ``fr``: a directory of Flight Recorder dumps
     kept elsewhere (dumps under ``root`` are found anyway; see :mod:`correlator.fr`).
@@ -370,18 +379,27 @@ def ingest(
         df = df.drop("__src")
     mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
-    if on_phase:
-        on_phase("parsing lines")
     n_lines = df.height
-    parsed = [0]
+    counted = {SCANNING: 0, PARSING: 0}
 
-    def rows_done(n: int) -> None:
-        parsed[0] = min(n_lines, parsed[0] + n)
-        report(PHASES[0], parsed[0], n_lines)
+    def rows_done(step: str) -> Callable[[int], None]:
+        def add(n: int) -> None:
+            counted[step] = min(n_lines, counted[step] + n)
+            report(step, counted[step], n_lines)
 
-    report(PHASES[0], 0, n_lines)
+        return add
+
+    if on_phase:
+        on_phase(SCANNING)
+    report(SCANNING, 0, n_lines)
+    # With the cut, the lines were tested batch by batch while they were read (``_cut_batch``).
+    fast_rows = parsers.fast_split(df, rows_done(SCANNING) if on_progress else None) if cut is None else None
+    report(SCANNING, n_lines, n_lines)
+    if on_phase:
+        on_phase(PARSING)
+    report(PARSING, 0, n_lines)
     dropped: pl.DataFrame | None = None
-    token = coll.ON_ROWS.set(rows_done if on_progress else None)
+    token = coll.ON_ROWS.set(rows_done(PARSING) if on_progress else None)
     try:
         if cut is not None:
             by_rel = {s.rel: s for s in sources}
@@ -389,33 +407,34 @@ def ingest(
                 df, cut.dropped(), cut.paths, lambda rels: _reread(rels, by_rel, order)
             )
         else:
-            gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP)
+            gen, fast = parsers.parse_lines_split(df, keep=PARSE_KEEP, fast=fast_rows)
     finally:
         coll.ON_ROWS.reset(token)
-    report(PHASES[0], n_lines, n_lines)
+    report(PARSING, n_lines, n_lines)
+    del fast_rows
     del df
     if "exit_code_json" in gen.columns:
         gen = gen.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     if on_phase:
-        on_phase("reading timestamps")
+        on_phase(STAMPS)
     gen = timestamps.build_ts(gen, year, tz)  # fast-path rows carry no stamp of their own
-    report(PHASES[1], 1, 1)
+    report(STAMPS, 1, 1)
     if on_phase:
-        on_phase("resolving rank identity")
+        on_phase(IDENTITY)
     # Units of this step: 1, or the columns of the merge of the two parts (its long part) as they are merged.
     units = [1]
 
     def merged(done: int, total: int) -> None:
         units[0] = total
-        report(PHASES[2], done, total)
+        report(IDENTITY, done, total)
 
     if fast is None:
         df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
     else:
         df = _resolve_with_fast_rows(gen, fast, merged)
-    report(PHASES[2], units[0], units[0])
+    report(IDENTITY, units[0], units[0])
     if on_phase:
-        on_phase("building the event table")
+        on_phase(BUILDING)
     df = limits.cap_values(df, warnings)
     df = _mark_duplicates(df)
     if fr_rows.table.height:
@@ -430,7 +449,7 @@ def ingest(
         df = df.with_columns(_full_event_ids(df, dropped, rel_of).alias("event_id"))
     if identity.WEIGHT in df.columns:
         df = df.drop(identity.WEIGHT)
-    report(PHASES[3], 1, 1)
+    report(BUILDING, 1, 1)
     return IngestResult(
         conform(df), sources, warnings, lines_read, skipped, by_reason, skipped_list, n_dropped
     )
@@ -458,7 +477,7 @@ class _CollCut:
     lines are cut (:func:`_reduce_coll_lines`) while the next batch is read (one worker thread: the cut runs
     in polars, which releases the GIL, while reading runs in Python), and at most :data:`_IN_FLIGHT` batches
     wait for their cut, so the text of the cut lines is held for a few batches only. Every decision of the
-    cut is per file (fast-path shape per line, the file-level tests of ``parsers._fast_split``, runs within
+    cut is per file (fast-path shape per line, the file-level tests of ``parsers.fast_split``, runs within
     one file), so cutting batch by batch cuts the same lines as cutting all files at once. Results are
     kept in batch order; an error in the worker is raised by :meth:`add` or :meth:`finish`."""
 
@@ -530,7 +549,7 @@ _CUT_WORKERS = 1
 
 def _cut_batch(frame: pl.DataFrame, keep: int) -> tuple[pl.DataFrame, pl.DataFrame | None, set[str]]:
     """One batch of :class:`_CollCut`: ``(lines frame left, (__src, line) cut or None, paths cut)``."""
-    fast = parsers._fast_split(frame)
+    fast = parsers.fast_split(frame)
     if fast is None:
         return frame.with_columns(pl.lit(False).alias(_CAND)), None, set()
     red, dropped, paths = _reduce_coll_lines(frame, keep, fast)
@@ -558,7 +577,7 @@ def _reduce_coll_lines(
     """The lines frame ``df`` (of ``_plain_lines``, with ``__src``) without the NCCL COLL lines diagnosis
     does not need.
 
-    ``fast``: the rows of ``df`` that take the COLL fast path (``parsers._fast_split``); files of layout
+    ``fast``: the rows of ``df`` that take the COLL fast path (``parsers.fast_split``); files of layout
     ``stream`` (launcher pairing reads their text line by line) keep every
     line. Among the other fast rows, a *run* is a maximal sequence (in row order, fast rows only) of one
     file and one ``host:pid`` (the line's first token without its thread id): the unit identity resolution

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Prefix, strip_prefix
+from parsers.rules import Prefix, strip_prefix, true_at
 
 KUBECTL_TS = Prefix(
     "kubectl_ts",
@@ -114,10 +114,12 @@ def strip_lead(df: pl.DataFrame) -> pl.DataFrame:
     mask = (~body.str.contains(f"^(?:{_RECORD_START})") & body.str.contains(_RECORD_START)).fill_null(False)
     if not mask.any():
         return strip_prefix(df, LEAD, mask=mask)
-    lead = body.str.extract(f"^(.{{1,400}}?)(?:{_RECORD_START})", 1)
+    # The lead of the rows that have one only (an extract with a lazy ``.{1,400}?`` costs ~1.4 µs a row).
+    at = mask.arg_true()
+    lead = body.filter(mask).str.extract(f"^(.{{1,400}}?)(?:{_RECORD_START})", 1)
     junk = lead.str.contains(_JUNK_LEAD).fill_null(True)
-    df = strip_prefix(df, LEAD, mask=mask & junk)
-    split = (mask & ~junk).fill_null(False)
+    df = strip_prefix(df, LEAD, mask=true_at(df.height, at.filter(junk)))
+    split = true_at(df.height, at.filter(~junk))
     if not split.any():
         return df
     out = _split_rows(df, split, f"^(.{{1,400}}?)((?:{_RECORD_START}).*)$", "${1}\u0000${2}")

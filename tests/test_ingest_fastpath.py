@@ -134,7 +134,7 @@ def _both(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl
 
     monkeypatch.setattr(parsers.coll, "parse_fast", spy)
     fast = ingest(root).table
-    monkeypatch.setattr(parsers, "_fast_split", lambda df: None)
+    monkeypatch.setattr(parsers, "fast_split", lambda df, on_rows=None: None)
     slow = ingest(root).table
     return fast, slow, calls["rows"]
 
@@ -176,3 +176,74 @@ def test_buffers_that_are_not_pointers_take_the_generic_path() -> None:
     assert rows["kind"].to_list() == ["nccl_coll"] * 3
     assert rows["numel"].to_list() == [1024, 1024, 1024]
     assert rows["seq"].to_list() == [3, 3, 3]
+
+
+def _lines_for_scan() -> list[str | None]:
+    coll = [_COLL.format(h=f"node-{k % 3}", p=100 + k, n=k) for k in range(40)]
+    other = [
+        "[rank0]:[E1201 10:00:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective",
+        _COLL.format(h="node-0", p=1, n=5) + " trailing",  # has the literal, not the shape
+        "node-0:1:1 [0] NCCL INFO AllReduce: opCount 5 sendbuff 0x1 recvbuff 1 count 1",  # literal, cut short
+        "",
+        None,
+    ]
+    out: list[str | None] = []
+    for k, line in enumerate(coll):
+        out.append(line)
+        if k % 4 == 0:
+            out.append(other[(k // 4) % len(other)])
+    return out
+
+
+def test_fast_mask_in_parts_marks_exactly_the_whole_coll_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan in parts of 7 lines, each part's regex split across threads (parts of 3+ rows), marks the
+    same lines as Python's ``re.fullmatch`` of the fast-path shape, and reports every line once."""
+    import re
+
+    from parsers import coll, rules
+
+    lines = _lines_for_scan()
+    monkeypatch.setattr(coll, "SCAN_ROWS", 7)
+    monkeypatch.setattr(rules, "_PARALLEL_MIN_ROWS", 3)
+    shape = re.compile(coll.FAST_COLL.removeprefix("(?-u)"))
+    expected = [line is not None and coll.LITERAL in line and bool(shape.search(line)) for line in lines]
+    assert 30 < sum(expected) < len(lines)
+    reported: list[int] = []
+    got = coll.fast_mask(pl.Series("raw", lines, dtype=pl.String), reported.append)
+    assert got.to_list() == expected
+    assert reported == [min(7, len(lines) - i) for i in range(0, len(lines), 7)]
+    assert coll.fast_mask(pl.Series("raw", [], dtype=pl.String)).to_list() == []
+
+
+@pytest.mark.parametrize("min_rows", [1, 3, 1000])
+def test_contains_parallel_equals_one_pass(min_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from parsers import rules
+
+    monkeypatch.setattr(rules, "_PARALLEL_MIN_ROWS", min_rows)
+    lines = _lines_for_scan()
+    pattern = r"opCount [0-9a-f]*[05] "
+    expected = [None if line is None else bool(re.search(pattern, line)) for line in lines]
+    got = rules.contains_parallel(pl.Series("raw", lines, dtype=pl.String), pattern)
+    assert got.name == "raw" and got.to_list() == expected
+
+
+def test_a_prefix_under_a_mask_is_tested_on_the_masked_rows_only() -> None:
+    """``strip_prefix(mask=...)`` strips where the mask holds and the prefix matches, nowhere else (the regex
+    runs on the masked rows alone); values computed by hand."""
+    from parsers.c10d import PG_PREFIX
+    from parsers.rules import strip_prefix
+
+    body = [
+        "[PG ID 0 PG GUID 0(default_pg) Rank 3] Timeout at NCCL work: 5",  # masked, matches
+        "[PG ID 0 PG GUID 0(default_pg) Rank 3] Timeout at NCCL work: 6",  # not masked
+        "no prefix here",  # masked, no match
+        None,  # masked, null
+    ]
+    df = pl.DataFrame({"body": body})
+    out = strip_prefix(df, PG_PREFIX, mask=pl.Series([True, False, True, True]))
+    assert out["pfx_pg"].to_list() == [True, False, False, False]
+    assert out["body"].to_list() == ["Timeout at NCCL work: 5", body[1], body[2], None]
+    none = strip_prefix(df, PG_PREFIX, mask=pl.Series([False, False, None, False]))
+    assert none["pfx_pg"].to_list() == [False] * 4 and none["body"].to_list() == body

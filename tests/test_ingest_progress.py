@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from correlator.discover import Source
-from correlator.ingest import PHASES, READING, ingest
+from correlator.ingest import IDENTITY, PARSING, PHASES, READING, SCANNING, ingest
 from tests.conftest import CASES
 
 
@@ -56,6 +56,7 @@ def test_progress_within_steps_reading_bytes_and_parsing_lines(tmp_path: Path, m
     info = generate(tmp_path / "job", ranks=4, lines=3000, seed=2)
     monkeypatch.setattr(read, "_CHUNK", 64 * 1024)  # several chunks per file
     monkeypatch.setattr(coll, "CHUNK_ROWS", 1000)  # several parse chunks
+    monkeypatch.setattr(coll, "SCAN_ROWS", 2000)  # several scan parts
     calls: list[tuple[str, int, int]] = []
     res = ingest(tmp_path / "job", on_progress=lambda s, d, t: calls.append((s, d, t)))
     order = list(dict.fromkeys(s for s, _, _ in calls))
@@ -67,14 +68,18 @@ def test_progress_within_steps_reading_bytes_and_parsing_lines(tmp_path: Path, m
     # More reading events than files: progress within the big files (64 KiB chunks of ~600 KB files).
     assert len(steps[READING]) > len(files) + 1
     n_lines = int(res.table["line_count"].sum())
-    assert steps[PHASES[0]][-1] == (n_lines, n_lines)
+    # The scan for fast-path lines counts every line, per part of 2,000 (ceil(n / 2000) parts), then the end.
+    scan = steps[SCANNING]
+    assert scan[-1] == (n_lines, n_lines)
+    assert [d for d, _ in scan[1:-1]] == [min(n_lines, k * 2000) for k in range(1, -(-n_lines // 2000) + 1)]
+    assert steps[PARSING][-1] == (n_lines, n_lines)
     # Per chunk of 1,000 fast-path lines: several events strictly inside the parse.
-    inside = [d for d, t in steps[PHASES[0]] if 0 < d < t]
+    inside = [d for d, t in steps[PARSING] if 0 < d < t]
     assert len(inside) >= 4
     # Identity merges the fast-path rows with the others column by column, with a report after each: one
     # per column of the merged frame (the table's columns, ``event_id`` aside, plus the few the later steps
     # drop), then the end.
-    ident = steps[PHASES[2]]
+    ident = steps[IDENTITY]
     merged = [d for d, _ in ident[:-1]]
     assert merged == list(range(1, ident[-1][1] + 1))
     assert ident[-1][1] >= res.table.width - 1
@@ -95,7 +100,7 @@ def test_progress_within_parsing_when_diagnosis_cuts_lines(tmp_path: Path) -> No
     assert steps[READING][-1][1] == sum(p.stat().st_size for p in files)
     n_lines = int(res.table["line_count"].sum())
     assert res.coll_lines_dropped > n_lines  # most of the job's lines are COLL lines, cut
-    assert steps[PHASES[0]][-1] == (n_lines, n_lines)
+    assert steps[PARSING][-1] == (n_lines, n_lines)
 
 
 def test_diagnose_path_progress_moves_within_parsing(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -113,7 +118,7 @@ def test_diagnose_path_progress_moves_within_parsing(tmp_path: Path, monkeypatch
     reading = [(d, t) for s, d, t in calls if s == READING]
     n_files = sum(1 for p in (tmp_path / "job").rglob("*") if p.is_file())
     assert reading[-1] == (n_files, n_files)
-    parse = [(d, t) for s, d, t in calls if s == PHASES[0]]
+    parse = [(d, t) for s, d, t in calls if s == PARSING]
     dones = [d for d, _ in parse]
     assert dones == sorted(dones) and len({d for d in dones if 0 < d < parse[-1][1]}) >= 3
     assert parse[-1][0] == parse[-1][1]

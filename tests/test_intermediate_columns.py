@@ -7,6 +7,7 @@ import datetime as dt
 import importlib
 import json
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 import pytest
@@ -36,14 +37,16 @@ def parsed_columns() -> tuple[set[str], set[str]]:
     orig = parsers.parse_lines_split
 
     def spy(
-        df: pl.DataFrame, keep: tuple[str, ...] | None = None
+        df: pl.DataFrame,
+        keep: tuple[str, ...] | None = None,
+        fast: pl.Series | None | Literal["scan"] = "scan",
     ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-        gen, fast = orig(df, keep=keep)
-        for part in (gen, fast):
+        gen, fast_rows = orig(df, keep=keep, fast=fast)
+        for part in (gen, fast_rows):
             if part is not None:
                 handed.update(part.columns)
                 filled.update(c for c in part.columns if part[c].null_count() < part.height)
-        return gen, fast
+        return gen, fast_rows
 
     mp = pytest.MonkeyPatch()
     mp.setattr(parsers, "parse_lines_split", spy)

@@ -340,3 +340,9 @@ def test_file_slices_keep_a_file_whole_and_cover_all_rows() -> None:
     assert parsers._file_slices(df, 100) == [(0, 7)]
     # The rows of one file in two places: one slice (a file is never split).
     assert parsers._file_slices(pl.DataFrame({"path": ["a", "b", "a"]}), 1) == [(0, 3)]
+    # With a ramp the first slices aim at a quarter, then half of the rows (files a | b c | d e): the first
+    # progress report of a parse comes early. Without: a b c | d e.
+    df = pl.DataFrame({"path": list("aabcccdeeee")})
+    assert parsers._file_slices(df, 4, ramp=2) == [(0, 2), (2, 6), (6, 11)]
+    assert parsers._file_slices(df, 4) == [(0, 6), (6, 11)]
+    assert parsers._file_slices(df, 40, ramp=2) == [(0, 11)]
