@@ -158,13 +158,16 @@ def is_parquet_input(path: Path) -> bool:
     return False
 
 
-def want_streaming(path: Path, streaming: bool | None) -> bool:
-    """``streaming`` if given, else whether the logs under ``path`` are large enough to stream."""
+def want_streaming(path: Path, streaming: bool | None, threshold: int | None = None) -> bool:
+    """``streaming`` if given, else whether the logs under ``path`` are more than ``threshold`` bytes
+    (default ``correlator.streaming.STREAMING_THRESHOLD_BYTES``, the one ``diagnose`` uses)."""
     if streaming is not None:
         return streaming
-    from correlator.streaming import should_stream
+    from correlator.streaming import STREAMING_THRESHOLD_BYTES, should_stream
 
-    return path.is_dir() and should_stream(path)
+    return path.is_dir() and should_stream(
+        path, STREAMING_THRESHOLD_BYTES if threshold is None else threshold
+    )
 
 
 def check_parquet(path: Path) -> None:

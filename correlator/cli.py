@@ -288,7 +288,14 @@ def timeline(
             help="Write a hive-partitioned parquet dataset under -o (a folder): host=…/ or rank=…/.",
         ),
     ] = None,
-    streaming: StreamingOpt = None,
+    streaming: Annotated[
+        bool | None,
+        typer.Option(
+            "--streaming/--no-streaming",
+            help="Ingest and write batch by batch (~32 MiB of logs each, on all cores) in bounded memory. "
+            "Default: on for parquet output of more than 64 MiB of logs (not with --redact).",
+        ),
+    ] = None,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -299,23 +306,37 @@ def timeline(
             output.suffix.lower(), TableFormat.parquet
         )
     by = partition_by.value if partition_by else None
-    if (by or _want_streaming(directory, streaming)) and format != TableFormat.parquet:
+    if streaming is None:  # by default a parquet table of more than two batches streams (bounded memory)
+        from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES
+
+        streaming = (
+            format == TableFormat.parquet
+            and not redact
+            and _want_streaming(directory, None, TABLE_STREAMING_THRESHOLD_BYTES)
+        )
+    if (by or streaming) and format != TableFormat.parquet:
         raise UsageError("--partition-by and --streaming write parquet only")
-    if _want_streaming(directory, streaming):
+    if streaming:
         if directory.exists():
             _check_output(directory, output)
         if redact:
             raise UsageError(
                 "--redact needs the whole table: use --no-streaming, or `rankscope redact` first"
             )
+        got: list[dict[str, object]] = []
         try:
-            _table, s = _streamed(directory, tz, quiet, output, by)
+            if by:
+                s = _streamed(directory, tz, quiet, output, by)[1]
+            else:  # one file: written under a temporary name, renamed when complete
+                _atomic_write(output, lambda tmp: got.append(_streamed(directory, tz, quiet, Path(tmp))[1]))
+                s = got[0]
         except OSError as e:
             raise UsageError(f"{output}: cannot write ({e.strerror or e})")
         if not quiet:
             _summary(s)
             err.print(
-                f"wrote {s['rows']} events to {escape(str(output))} in {s['batches']} batches "
+                f"wrote {s['rows']} events to {escape(str(output))} in {s['batches']} "
+                f"{'batch' if s['batches'] == 1 else 'batches'} "
                 f"(peak memory {s['peak_rss_mib']} MiB)",
                 highlight=False,
             )

@@ -23,19 +23,24 @@ identity, and their rows are kept by the first chunk only. Each batch is ingeste
 of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in a normal run, and
 ``event_id`` is made unique across batches.
 
-Batches run one after the other in this process (polars uses the cores within a batch). Peak memory is
-one batch's ingest (measured ~0.8 GiB for the default 32 MiB batches, 2026-12-01) plus the reduced table (tens of
-rows per rank), independent of the total input size.
+Batches run on a few threads of this process (one per core, at most 4; polars releases the GIL in its
+kernels, so one batch's Python steps overlap another's polars steps) and are taken in order, so the output
+does not depend on the number of threads. Peak memory is a few batches' ingest (~0.4 GiB each for the
+default 32 MiB batches) plus the reduced table (tens of rows per rank), independent of the total input
+size.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import resource
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,8 +58,14 @@ from correlator.discover import (
 from correlator.ingest import compact, ingest
 from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table
 
-#: Input size above which the CLI should stream by default (``--streaming`` forces it).
+#: Input size above which ``rankscope diagnose DIR`` streams by default (``--streaming`` forces it); below
+#: it, ``diagnose`` cuts NCCL COLL lines while reading (``ingest(keep_coll=...)``), which is faster and also
+#: bounded (~1x the input).
 STREAMING_THRESHOLD_BYTES = 2 * 1024**3
+#: Input size above which ``rankscope timeline -o X.parquet`` streams by default: more than two batches.
+#: Streaming writes the same rows in bounded memory and, with batches on all cores, in less time than
+#: building the whole table (256-rank bench, 1 GB: 17 s and ~1.1 GB against 26 s and 6.5 GB; RESULTS.md).
+TABLE_STREAMING_THRESHOLD_BYTES = 64 * 1024**2
 #: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.8 GiB peak RSS measured).
 DEFAULT_BATCH_BYTES = 32 * 1024**2
 
@@ -343,16 +354,49 @@ def _run_batch(
     )
 
 
+def _batch_workers(workers: int | None) -> int:
+    """Batches ingested at once: ``workers``, else ``RANKSCOPE_BATCH_WORKERS``, else the cores (at most 4)."""
+    if workers is None:
+        env = os.environ.get("RANKSCOPE_BATCH_WORKERS", "")
+        workers = int(env) if env.isdigit() else min(4, os.cpu_count() or 1)
+    return max(1, workers)
+
+
+def _in_order(run: Callable[[Batch], _BatchOut], batches: list[Batch], workers: int) -> Iterator[_BatchOut]:
+    """``run`` of each batch, yielded in batch order, with up to ``workers`` batches ingested at once on
+    threads (polars releases the GIL in its kernels; the Python steps of one batch overlap the polars steps
+    of another) and at most ``workers`` finished batches waiting to be taken, so memory holds about
+    ``2 * workers`` batches at worst. An error in a batch is raised when its turn comes."""
+    if workers <= 1 or len(batches) <= 1:
+        yield from (run(b) for b in batches)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[_BatchOut]] = deque()
+        it = iter(batches)
+        for b in it:
+            pending.append(pool.submit(run, b))
+            if len(pending) >= workers:
+                break
+        while pending:
+            out = pending.popleft().result()
+            yield out
+            del out
+            nxt = next(it, None)  # only now: while a batch is taken (written), one fewer is ingested
+            if nxt is not None:
+                pending.append(pool.submit(run, nxt))
+
+
 def stream_ingest(
     root: str | os.PathLike[str],
     out_parquet: str | os.PathLike[str] | None,
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    batch_bytes: int | None = None,
     *,
     tz: str | None = None,
     keep_last: int = 4,
     row_group_rows: int = 1_000_000,
     partition_by: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> tuple[pl.DataFrame, dict[str, object]]:
     """Ingest ``root`` batch by batch; write the full event table to ``out_parquet`` (None: don't).
 
@@ -364,10 +408,15 @@ def stream_ingest(
     :func:`correlator.diagnose`) and the same counts as ``IngestResult.summary()`` (over the whole input)
     plus ``batches``, ``input_bytes``, ``reduced_rows`` and ``peak_rss_mib`` (this process, so far).
 
-    Peak memory is about one batch's ingest plus the reduced table. ``progress(done, total)`` is called per batch. Raises :class:`DiscoveryError` when ``root`` is
-    missing, empty, or no batch had a readable line.
+    ``batch_bytes``: input per batch (default :data:`DEFAULT_BATCH_BYTES`). ``workers``: batches ingested at
+    once on threads (default ``RANKSCOPE_BATCH_WORKERS``, else the cores, at most 4; see :func:`_in_order`);
+    the table written, the reduced table and the summary do not depend on it. Peak memory is about
+    ``workers`` batches' ingest plus the reduced table (256-rank bench, 32 MiB batches, 2 workers on 2 cores:
+    ~1.1 GiB). ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when
+    ``root`` is missing, empty, or no batch had a readable line.
     """
     rootp = Path(root)
+    batch_bytes = DEFAULT_BATCH_BYTES if batch_bytes is None else batch_bytes
     sources, disc_warnings = discover(rootp)
     single = str(rootp) if rootp.is_file() else None
     batches = [Batch(sources)] if single else plan(sources, batch_bytes)
@@ -393,7 +442,14 @@ def stream_ingest(
                 raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
         elif out_parquet is not None:
             writer = pq.ParquetWriter(str(out_parquet), EVENT_SCHEMA, compression="zstd")
-        results = (_run_batch(b, single, tz, keep_last, tmp, base) for b in batches)
+        # Each batch runs in a copy of the caller's context (context variables such as
+        # ``discover.following_symlinks`` hold on the worker threads too).
+        ctx = contextvars.copy_context()
+        results = _in_order(
+            lambda b: ctx.copy().run(_run_batch, b, single, tz, keep_last, tmp, base),
+            batches,
+            _batch_workers(workers),
+        )
         for i, out in enumerate(results):
             warnings.extend(w for w in out.warnings if w not in disc_warnings)
             peak_rss = max(peak_rss, out.maxrss_kib)
@@ -527,6 +583,7 @@ __all__ = [
     "KEEP_LAST",
     "ROUTINE_KINDS",
     "STREAMING_THRESHOLD_BYTES",
+    "TABLE_STREAMING_THRESHOLD_BYTES",
     "Batch",
     "input_bytes",
     "plan",

@@ -298,3 +298,87 @@ def test_streaming_into_partitioned_dataset(gen: tuple[Path, dict[str, object]],
     assert diagnose(reduced_from_parquet(tmp_path / "ds")).initiating_ranks == [info["culprit"]]
     with pytest.raises(ValueError):
         stream_ingest(root, tmp_path / "bad", partition_by="kind")
+
+
+def test_batches_on_several_workers_write_what_one_worker_writes(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    root, _info = gen
+    one, many = tmp_path / "one.parquet", tmp_path / "many.parquet"
+    bb = _node_bytes(root) // 3  # several batches per node, so the order of their results matters
+    red1, s1 = stream_ingest(root, one, batch_bytes=bb, workers=1)
+    red3, s3 = stream_ingest(root, many, batch_bytes=bb, workers=3)
+    assert s1["batches"] == s3["batches"] > 3
+    assert pl.read_parquet(one).equals(pl.read_parquet(many))  # same rows, same order, same event ids
+    assert red1.equals(red3)
+    assert {k: v for k, v in s1.items() if k != "peak_rss_mib"} == {
+        k: v for k, v in s3.items() if k != "peak_rss_mib"
+    }
+
+
+def test_in_order_yields_in_batch_order_with_bounded_batches_in_flight() -> None:
+    import threading
+    import time
+
+    from correlator.streaming import _in_order
+
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def run(b: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.02 * (b % 3))  # later batches often finish first
+        with lock:
+            running -= 1
+        return b * 10
+
+    got = list(_in_order(run, list(range(12)), 3))  # type: ignore[arg-type]
+    assert got == [b * 10 for b in range(12)]
+    assert most == 3
+
+
+def test_in_order_raises_a_batch_error_at_its_turn() -> None:
+    from correlator.streaming import _in_order
+
+    def run(b: int) -> int:
+        if b == 2:
+            raise ValueError("batch 2 is bad")
+        return b
+
+    it = _in_order(run, list(range(5)), 2)  # type: ignore[arg-type]
+    assert [next(it), next(it)] == [0, 1]
+    with pytest.raises(ValueError, match="batch 2"):
+        next(it)
+
+
+def test_timeline_streams_a_parquet_table_above_its_threshold(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from correlator import streaming
+    from correlator.cli import app
+
+    root, _info = gen
+    total = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    runner = CliRunner()
+    normal = tmp_path / "normal.parquet"
+    assert runner.invoke(app, ["timeline", str(root), "-o", str(normal)]).exit_code == 0  # below: whole table
+    monkeypatch.setattr(streaming, "TABLE_STREAMING_THRESHOLD_BYTES", total - 1)
+    monkeypatch.setattr(streaming, "DEFAULT_BATCH_BYTES", _node_bytes(root))
+    streamed = tmp_path / "streamed.parquet"
+    r = runner.invoke(app, ["timeline", str(root), "-o", str(streamed)])
+    assert r.exit_code == 0, r.output
+    assert "in 3 batches" in r.output  # one per node
+    assert not list(tmp_path.glob(".streamed.parquet.tmp-*"))  # written under a temporary name, renamed
+    cols = ["path", "line", "line_count", "kind", "host", "seq", "message"]
+    a, b = pl.read_parquet(normal), pl.read_parquet(streamed)
+    assert a.select(cols).sort(cols).equals(b.select(cols).sort(cols))
+    # Other formats, and --redact, need the whole table: by default they do not stream (and do not fail).
+    assert runner.invoke(app, ["timeline", str(root), "-o", str(tmp_path / "t.csv"), "-q"]).exit_code == 0
+    r = runner.invoke(app, ["timeline", str(root), "-o", str(tmp_path / "r.parquet"), "--redact"])
+    assert r.exit_code == 0 and "batches" not in r.output
