@@ -293,7 +293,8 @@ def timeline(
         typer.Option(
             "--streaming/--no-streaming",
             help="Ingest and write batch by batch (~32 MiB of logs each, on all cores) in bounded memory. "
-            "Default: on for parquet output of more than 64 MiB of logs (not with --redact).",
+            "Default: on for parquet output of more than 64 MiB of logs (not with --redact, nor when a node "
+            "split into batches would re-read a launcher log larger than a batch).",
         ),
     ] = None,
     tz: TzOpt = None,
@@ -307,12 +308,13 @@ def timeline(
         )
     by = partition_by.value if partition_by else None
     if streaming is None:  # by default a parquet table of more than two batches streams (bounded memory)
-        from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES
+        from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES, context_bounded
 
         streaming = (
             format == TableFormat.parquet
             and not redact
             and _want_streaming(directory, None, TABLE_STREAMING_THRESHOLD_BYTES)
+            and context_bounded(directory)
         )
     if (by or streaming) and format != TableFormat.parquet:
         raise UsageError("--partition-by and --streaming write parquet only")

@@ -19,7 +19,8 @@ identity (NCCL init lines, launcher pids, tee offsets) resolves within a batch; 
 together. A unit larger than ``batch_bytes`` (a big node, or a plain torchrun ``--log-dir`` given as
 ``root``, whose ``attempt_0/<rank>/`` folders are all one unit) is split into chunks of per-rank folders;
 the node's other files (launcher log, error.json, stderr files) are read with every chunk as context for
-identity, and their rows are kept by the first chunk only. Each batch is ingested from a shadow directory
+identity and tee de-duplication; a row of theirs about local rank L (a ``--tee`` copy) is kept by the chunk
+holding L's folder, every other row by the first chunk (:class:`Batch`). Each batch is ingested from a shadow directory
 of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in a normal run, and
 ``event_id`` is made unique across batches.
 
@@ -38,7 +39,7 @@ import re
 import resource
 import shutil
 import tempfile
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -98,14 +99,25 @@ def _size(src: Source) -> int:
         return 0
 
 
+#: A torchrun rank folder's (attempt, local rank): which chunk of a split node owns a context row.
+RankKey = tuple[int, int]
+
+
 @dataclass
 class Batch:
     """One batch of files: ``files`` give the rows; ``context`` files (the rest of a node that had to be
-    split: launcher log, error.json files, small per-rank files) are read with them only for rank identity
-    (node offsets, launcher pairing, pids) and their rows are dropped (another batch keeps them)."""
+    split: launcher log, error.json files, small per-rank files) are read with every chunk of the node, for
+    rank identity (node offsets, launcher pairing, pids) and tee de-duplication, and each of their rows is
+    kept by one chunk: a row of local rank L in attempt A (a ``--tee`` copy ``[defaultL]:``, the launcher's
+    line about L) by the chunk that holds that rank folder (``owned``; there its copy in the rank's own files
+    is found, so ``duplicate`` is as in one ingest of the whole node), every other row by the chunk with
+    ``keeps_rest`` (the first). ``claimed``: the keys some chunk of the node owns."""
 
     files: list[Source]
     context: list[Source] = field(default_factory=list)
+    owned: frozenset[RankKey] = frozenset()
+    claimed: frozenset[RankKey] = frozenset()
+    keeps_rest: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -114,7 +126,8 @@ class Batch:
 
 def _units(sources: list[Source]) -> dict[str, list[Source]]:
     """Files by first directory level (a node's tree with its launcher log); top-level files join the only
-    directory unit when there is one, else form their own unit."""
+    directory unit that holds text logs (not only Flight Recorder dumps) when there is one, else form their
+    own unit."""
     units: dict[str, list[Source]] = {}
     top_files: list[Source] = []
     for s in sources:
@@ -124,17 +137,28 @@ def _units(sources: list[Source]) -> dict[str, list[Source]]:
         else:
             top_files.append(s)
     if top_files:
-        if len(units) == 1:
-            next(iter(units.values())).extend(top_files)
+        # A launcher log beside one run's folders goes with them (tee copies, pairing), also when a folder of
+        # Flight Recorder dumps is beside them (dumps are no text log to pair with).
+        text_units = [u for u in units.values() if any(s.layout != "fr_dump" for s in u)]
+        if len(text_units) == 1:
+            text_units[0].extend(top_files)
         else:
             units["."] = top_files
     return units
 
 
+def _rank_keys(files: list[Source]) -> Iterator[RankKey]:
+    """The (attempt, local rank) of each torchrun rank file among ``files``."""
+    for s in files:
+        if s.layout == "torchrun_rank" and s.attempt is not None and s.local_rank is not None:
+            yield s.attempt, s.local_rank
+
+
 def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     """A unit larger than ``batch_bytes`` (a node, or a whole torchrun ``--log-dir``): its big per-rank files
     in chunks of about ``batch_bytes``, grouped by folder (a rank's stdout and stderr stay together); the
-    other files ride along as context. The first chunk keeps the context's rows."""
+    other files ride along as context, their rows kept as :class:`Batch` says (by rank folder, else by the
+    first chunk)."""
     big_layouts = ("torchrun_rank", "rank_file", "nccl_file")
     bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
     ctx = [s for s in unit if s not in bulk]
@@ -163,7 +187,14 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
         chunks.append(cur)
     if not chunks:
         return [Batch(list(unit))]
-    return [Batch(c + ctx) if i == 0 else Batch(c, list(ctx)) for i, c in enumerate(chunks)]
+    if not ctx:
+        return [Batch(c) for c in chunks]
+    owned = [set(_rank_keys(c)) for c in chunks]
+    # A key in two chunks (two runs' folders in one node) belongs to none: its rows go to the first chunk.
+    seen = Counter(k for keys in owned for k in keys)
+    mine = [frozenset(k for k in keys if seen[k] == 1) for keys in owned]
+    claimed: frozenset[RankKey] = frozenset().union(*mine)
+    return [Batch(c, list(ctx), mine[i], claimed, keeps_rest=i == 0) for i, c in enumerate(chunks)]
 
 
 def plan(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[Batch]:
@@ -191,6 +222,20 @@ def plan(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[
     if cur:
         batches.append(Batch(cur))
     return batches
+
+
+def context_bounded(root: str | os.PathLike[str], batch_bytes: int | None = None) -> bool:
+    """Whether no batch of :func:`plan` over ``root`` reads more than ``batch_bytes`` (default
+    :data:`DEFAULT_BATCH_BYTES`) of context files. A node split into chunks reads its launcher log with every
+    chunk: with ``--tee`` that log holds a copy of every rank's lines, and streaming would read it once per
+    chunk (more time, and more memory per batch than the node's own files). ``rankscope timeline`` streams by
+    default only when this holds."""
+    bb = DEFAULT_BATCH_BYTES if batch_bytes is None else batch_bytes
+    try:
+        sources, _w = discover(Path(root))
+    except DiscoveryError:
+        return True
+    return all(sum(_size(s) for s in b.context) <= bb for b in plan(sources, bb))
 
 
 def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
@@ -303,6 +348,25 @@ def _shadow(batch: list[Source], tmp: Path) -> Path:
     return shadow
 
 
+def _rank_key_in(keys: frozenset[RankKey]) -> pl.Expr:
+    """Rows whose (attempt, local_rank) is one of ``keys``."""
+    if not keys:
+        return pl.lit(False)
+    return (
+        pl.struct(pl.col("attempt").cast(pl.Int64), pl.col("local_rank").cast(pl.Int64))
+        .is_in(pl.Series([{"attempt": a, "local_rank": r} for a, r in sorted(keys)]).implode())
+        .fill_null(False)
+    )
+
+
+def _keeps(batch: Batch) -> pl.Expr:
+    """The context rows ``batch`` keeps (see :class:`Batch`)."""
+    keep = _rank_key_in(batch.owned)
+    if batch.keeps_rest:
+        keep = keep | ~_rank_key_in(batch.claimed)
+    return keep
+
+
 _SKIP_RE = re.compile(r"skipped, binary content \(\d+ bytes, (\d+) lines\)")
 
 
@@ -322,11 +386,12 @@ def _run_batch(
     t = res.table
     lines_read, skipped, warnings = res.lines_read, res.skipped_lines, list(res.warnings)
     by_reason = dict(getattr(res, "skipped_by_reason", None) or {})
-    if batch.context:
-        ctx = {s.rel for s in batch.context}
-        in_ctx = pl.col("path").is_in(list(ctx))
-        lines_read -= int(t.filter(in_ctx)["line_count"].sum() or 0)
-        t = t.filter(~in_ctx)
+    ctx = {s.rel for s in batch.context}
+    if ctx:
+        drop = pl.col("path").is_in(list(ctx)) & ~_keeps(batch)
+        lines_read -= int(t.filter(drop)["line_count"].sum() or 0)
+        t = t.filter(~drop)
+    if ctx and not batch.keeps_rest:  # the warnings and skipped lines of context files: the keeper's
         mine = []
         for w in warnings:
             rel = w.split(": ", 1)[0]
@@ -341,7 +406,9 @@ def _run_batch(
                 by_reason["binary content"] = by_reason.get("binary content", 0) - n
         warnings = mine
         by_reason = {k: v for k, v in by_reason.items() if v}
-    skipped_list = [e for e in getattr(res, "skipped", []) if not batch.context or e.get("path") not in ctx]
+    skipped_list = [
+        e for e in getattr(res, "skipped", []) if batch.keeps_rest or not ctx or e.get("path") not in ctx
+    ]
     return _BatchOut(
         t,
         compact(reduce_for_diagnosis(t, keep_last)),
@@ -585,6 +652,7 @@ __all__ = [
     "STREAMING_THRESHOLD_BYTES",
     "TABLE_STREAMING_THRESHOLD_BYTES",
     "Batch",
+    "context_bounded",
     "input_bytes",
     "plan",
     "plan_batches",
