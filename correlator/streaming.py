@@ -39,8 +39,8 @@ import re
 import resource
 import shutil
 import tempfile
-from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,24 +99,21 @@ def _size(src: Source) -> int:
         return 0
 
 
-#: A torchrun rank folder's (attempt, local rank): which chunk of a split node owns a context row.
-RankKey = tuple[int, int]
-
-
 @dataclass
 class Batch:
     """One batch of files: ``files`` give the rows; ``context`` files (the rest of a node that had to be
     split: launcher log, error.json files, small per-rank files) are read with every chunk of the node, for
     rank identity (node offsets, launcher pairing, pids) and tee de-duplication, and each of their rows is
-    kept by one chunk: a row of local rank L in attempt A (a ``--tee`` copy ``[defaultL]:``, the launcher's
-    line about L) by the chunk that holds that rank folder (``owned``; there its copy in the rank's own files
-    is found, so ``duplicate`` is as in one ingest of the whole node), every other row by the chunk with
-    ``keeps_rest`` (the first). ``claimed``: the keys some chunk of the node owns."""
+    kept by one chunk: a row of local rank L (a ``--tee`` copy ``[defaultL]:``, the launcher's line about L)
+    by the chunk that holds the torchrun folders of L, of every attempt (``owned``; there its copy in the
+    rank's own files is found, so ``duplicate`` is as in one ingest of the whole node; the local rank is read
+    from the line itself, while a row's attempt may be resolved differently from one chunk to another), every
+    other row by the chunk with ``keeps_rest`` (the first). ``claimed``: the local ranks some chunk owns."""
 
     files: list[Source]
     context: list[Source] = field(default_factory=list)
-    owned: frozenset[RankKey] = frozenset()
-    claimed: frozenset[RankKey] = frozenset()
+    owned: frozenset[int] = frozenset()
+    claimed: frozenset[int] = frozenset()
     keeps_rest: bool = False
 
     @property
@@ -147,11 +144,12 @@ def _units(sources: list[Source]) -> dict[str, list[Source]]:
     return units
 
 
-def _rank_keys(files: list[Source]) -> Iterator[RankKey]:
-    """The (attempt, local rank) of each torchrun rank file among ``files``."""
-    for s in files:
-        if s.layout == "torchrun_rank" and s.attempt is not None and s.local_rank is not None:
-            yield s.attempt, s.local_rank
+def _folder(s: Source) -> str:
+    """The group a per-rank file is chunked with: every torchrun folder of one local rank (all attempts, all
+    runs of the node: the context rows of that local rank are kept by one chunk), else its folder."""
+    if s.layout == "torchrun_rank" and s.local_rank is not None:
+        return f"\0local_rank={s.local_rank:09d}"
+    return str(Path(s.rel).parent)
 
 
 def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
@@ -170,7 +168,7 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
         ctx = keep
     folders: dict[str, list[Source]] = {}
     for s in bulk:
-        folders.setdefault(str(Path(s.rel).parent), []).append(s)
+        folders.setdefault(_folder(s), []).append(s)
     room = max(1, batch_bytes - sum(_size(s) for s in ctx))
     chunks: list[list[Source]] = []
     cur: list[Source] = []
@@ -189,11 +187,11 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
         return [Batch(list(unit))]
     if not ctx:
         return [Batch(c) for c in chunks]
-    owned = [set(_rank_keys(c)) for c in chunks]
-    # A key in two chunks (two runs' folders in one node) belongs to none: its rows go to the first chunk.
-    seen = Counter(k for keys in owned for k in keys)
-    mine = [frozenset(k for k in keys if seen[k] == 1) for keys in owned]
-    claimed: frozenset[RankKey] = frozenset().union(*mine)
+    mine = [
+        frozenset(s.local_rank for s in c if s.layout == "torchrun_rank" and s.local_rank is not None)
+        for c in chunks
+    ]
+    claimed: frozenset[int] = frozenset().union(*mine)
     return [Batch(c, list(ctx), mine[i], claimed, keeps_rest=i == 0) for i, c in enumerate(chunks)]
 
 
@@ -348,15 +346,11 @@ def _shadow(batch: list[Source], tmp: Path) -> Path:
     return shadow
 
 
-def _rank_key_in(keys: frozenset[RankKey]) -> pl.Expr:
-    """Rows whose (attempt, local_rank) is one of ``keys``."""
-    if not keys:
+def _rank_key_in(local_ranks: frozenset[int]) -> pl.Expr:
+    """Rows whose ``local_rank`` is one of ``local_ranks`` (a null local rank is in none)."""
+    if not local_ranks:
         return pl.lit(False)
-    return (
-        pl.struct(pl.col("attempt").cast(pl.Int64), pl.col("local_rank").cast(pl.Int64))
-        .is_in(pl.Series([{"attempt": a, "local_rank": r} for a, r in sorted(keys)]).implode())
-        .fill_null(False)
-    )
+    return pl.col("local_rank").cast(pl.Int64).is_in(sorted(local_ranks)).fill_null(False)
 
 
 def _keeps(batch: Batch) -> pl.Expr:
@@ -429,16 +423,20 @@ def _batch_workers(workers: int | None) -> int:
     return max(1, workers)
 
 
-def _in_order(run: Callable[[Batch], _BatchOut], batches: list[Batch], workers: int) -> Iterator[_BatchOut]:
+def _in_order(
+    run: Callable[[Batch], _BatchOut], batches: list[Batch], workers: int
+) -> Generator[_BatchOut, None, None]:
     """``run`` of each batch, yielded in batch order, with up to ``workers`` batches ingested at once on
     threads (polars releases the GIL in its kernels; the Python steps of one batch overlap the polars steps
-    of another) and at most ``workers`` finished batches waiting to be taken, so memory holds about
-    ``2 * workers`` batches at worst. An error in a batch is raised when its turn comes."""
+    of another). At most ``workers`` batches are running or waiting to be taken, besides the one the caller
+    holds: the next starts only when the caller asks for it. An error in a batch is raised when its turn
+    comes; closing the generator early cancels the batches not started and waits for those running."""
     if workers <= 1 or len(batches) <= 1:
         yield from (run(b) for b in batches)
         return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[_BatchOut]] = deque()
+    pool = ThreadPoolExecutor(max_workers=workers)
+    pending: deque[Future[_BatchOut]] = deque()
+    try:
         it = iter(batches)
         for b in it:
             pending.append(pool.submit(run, b))
@@ -451,6 +449,10 @@ def _in_order(run: Callable[[Batch], _BatchOut], batches: list[Batch], workers: 
             nxt = next(it, None)  # only now: while a batch is taken (written), one fewer is ingested
             if nxt is not None:
                 pending.append(pool.submit(run, nxt))
+    finally:
+        # Stopped early (an error, Ctrl-C, the consumer closed us): batches not started never start, and
+        # those running are waited for, so the caller can remove their files afterwards.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def stream_ingest(
@@ -498,6 +500,7 @@ def stream_ingest(
     lines_read = skipped = rows = unparsed = 0
     peak_rss = 0
     writer: pq.ParquetWriter | None = None
+    results: Generator[_BatchOut, None, None] | None = None
     tmp = tempfile.mkdtemp(prefix="rankscope-stream-")
     base = str(rootp.parent if single else rootp)
     event_offset = 0
@@ -517,7 +520,7 @@ def stream_ingest(
             batches,
             _batch_workers(workers),
         )
-        for i, out in enumerate(results):
+        for i, out in enumerate(results):  # closed in ``finally`` below, before the batches' files go
             warnings.extend(w for w in out.warnings if w not in disc_warnings)
             peak_rss = max(peak_rss, out.maxrss_kib)
             if out.table is not None and out.reduced is not None:
@@ -553,6 +556,8 @@ def stream_ingest(
             if progress:
                 progress(i + 1, len(batches))
     finally:
+        if results is not None:
+            results.close()  # an early stop: waits for the batches still running (see _in_order)
         if writer is not None:
             writer.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -43,7 +43,7 @@ from parsers import (
     system,
     transport,
 )
-from parsers.rules import apply_rules, ensure_columns, strip_prefix
+from parsers.rules import apply_rules, ensure_columns, parallelism, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
 STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank", "hook_rank"]
@@ -363,12 +363,12 @@ def parse_lines_split(
     report = coll.ON_ROWS.get()
     slices = _file_slices(lines, GENERIC_CHUNK_ROWS, ramp=2)
     back_paths = []
-    # The slices are parsed on a thread each (up to polars' pool size; each polars call runs on one core
+    # The slices are parsed on a thread each (``rules.parallelism``; each polars call runs on one core
     # and releases the GIL), reported as each ends and taken in order, so the result is that of one slice
     # after another: a slice holds whole files, and the fast-path rows it takes back are of its own files.
     # 256-rank bench (253k generic lines, 2 cores): 9.3 s for the whole parse, against 12.1 s one slice
     # after another.
-    with ThreadPoolExecutor(max_workers=max(1, min(pl.thread_pool_size(), len(slices)))) as pool:
+    with ThreadPoolExecutor(max_workers=parallelism(len(slices))) as pool:
         futures = {pool.submit(_parse_slice, lines.slice(a, b - a), fast_df, cols): b - a for a, b in slices}
         pending = set(futures)
         while pending:

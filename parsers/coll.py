@@ -22,7 +22,7 @@ from contextvars import ContextVar
 import polars as pl
 
 from parsers.nccl import COMM_KEY, NCCL_OPS, comm_map
-from parsers.rules import contains_parallel
+from parsers.rules import contains_parallel, parallelism
 
 #: One NCCL INFO COLL line, whole: the shape of ``parsers.nccl.PREFIX`` + the ``nccl_coll`` rule, in ASCII
 #: classes only (a line with other characters in those places simply takes the generic path), which keeps the
@@ -86,11 +86,11 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
             report(df.height)
         return out
     # Chunks bound the transient slices and give progress reports; they are parsed on a thread each (up to
-    # polars' pool size: an eager polars call runs on one core and releases the GIL), and reported and
+    # ``rules.parallelism``: an eager polars call runs on one core and releases the GIL), and reported and
     # concatenated in order. 256-rank bench, 4.9 M lines, 2 cores: 7.9 s one chunk after another, 5.7 s.
     starts = range(0, df.height, CHUNK_ROWS)
     parts = []
-    with ThreadPoolExecutor(max_workers=max(1, min(pl.thread_pool_size(), len(starts)))) as pool:
+    with ThreadPoolExecutor(max_workers=parallelism(len(starts))) as pool:
         futures = [pool.submit(_parse_chunk, df.slice(i, CHUNK_ROWS), comm_pg) for i in starts]
         for f in futures:
             parts.append(f.result())

@@ -195,10 +195,18 @@ def true_at(n: int, idx: pl.Series) -> pl.Series:
 
 #: Rows below which :func:`contains_parallel` runs one regex pass (splitting costs more than it saves).
 _PARALLEL_MIN_ROWS = 100_000
+#: Most parts of one parse step run at once (each holds its slice's intermediate columns: on a many-core
+#: host, one per core would multiply the memory of a step by the cores).
+MAX_PARALLEL = 4
+
+
+def parallelism(tasks: int) -> int:
+    """Threads for ``tasks`` parts of one step: polars' pool size, at most :data:`MAX_PARALLEL`, at least 1."""
+    return max(1, min(pl.thread_pool_size(), MAX_PARALLEL, tasks))
 
 
 def contains_parallel(text: pl.Series, pattern: str) -> pl.Series:
-    """``text.str.contains(pattern)`` with the rows split into one part per thread of polars' pool.
+    """``text.str.contains(pattern)`` with the rows split into :func:`parallelism` parts.
 
     An eager ``Series.str.contains`` runs on one core; the parts, collected together
     (``pl.collect_all``), run on all of them. Same values and length as ``text``, named like it.
@@ -206,7 +214,7 @@ def contains_parallel(text: pl.Series, pattern: str) -> pl.Series:
     3.2 s in one pass, 1.6 s in two parts.
     """
     n = text.len()
-    k = min(pl.thread_pool_size(), n // _PARALLEL_MIN_ROWS)
+    k = parallelism(n // _PARALLEL_MIN_ROWS)
     if k <= 1:
         return text.str.contains(pattern)
     step = -(-n // k)

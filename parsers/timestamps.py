@@ -11,6 +11,7 @@ it runs once per distinct string, never per line.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from functools import lru_cache
 
 import polars as pl
@@ -18,12 +19,18 @@ import polars as pl
 UTC = dt.UTC
 
 
+#: dateparser keeps shared caches that are not safe across threads (scrapinghub/dateparser#441, #813), and
+#: streaming ingests batches on several threads: one parse at a time.
+_DATEPARSE_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=4096)
 def _dateparse(text: str) -> dt.datetime | None:
     import dateparser  # slow import: only when a stamp of unknown shape shows up
 
     try:
-        value = dateparser.parse(text, settings={"RETURN_AS_TIMEZONE_AWARE": False})
+        with _DATEPARSE_LOCK:
+            value = dateparser.parse(text, settings={"RETURN_AS_TIMEZONE_AWARE": False})
     except Exception:  # noqa: BLE001 - dateparser raises assorted errors on junk
         return None
     return value.replace(tzinfo=None) if value else None
