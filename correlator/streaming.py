@@ -20,9 +20,9 @@ together. A unit larger than ``batch_bytes`` (a big node, or a plain torchrun ``
 ``root``, whose ``attempt_0/<rank>/`` folders are all one unit) is split into chunks of per-rank folders;
 the node's other files (launcher log, error.json, stderr files) are read with every chunk as context for
 identity and tee de-duplication; a row of theirs about local rank L (a ``--tee`` copy) is kept by the chunk
-holding L's folder, every other row by the first chunk (:class:`Batch`). Each batch is ingested from a shadow directory
-of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in a normal run, and
-``event_id`` is made unique across batches.
+holding L's folders, every other row by the first chunk (:class:`Batch`). Each batch is ingested from a
+shadow directory of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in a
+normal run, and ``event_id`` is made unique across batches.
 
 Batches run on a few threads of this process (one per core, at most 4; polars releases the GIL in its
 kernels, so one batch's Python steps overlap another's polars steps) and are taken in order, so the output
@@ -65,9 +65,10 @@ from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table
 STREAMING_THRESHOLD_BYTES = 2 * 1024**3
 #: Input size above which ``rankscope timeline -o X.parquet`` streams by default: more than two batches.
 #: Streaming writes the same rows in bounded memory and, with batches on all cores, in less time than
-#: building the whole table (256-rank bench, 1 GB: 17 s and ~1.1 GB against 26 s and 6.5 GB; RESULTS.md).
+#: building the whole table (256-rank bench, 1 GB: 18 s at 1.07 GB against 32 s at 6.5 GB; RESULTS.md).
 TABLE_STREAMING_THRESHOLD_BYTES = 64 * 1024**2
-#: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.8 GiB peak RSS measured).
+#: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.3 GiB of memory while it is
+#: ingested, 2026-12-03).
 DEFAULT_BATCH_BYTES = 32 * 1024**2
 
 #: How many of the last rows per group the reduced table keeps (``keep_last``; ``ingest(keep_coll=...)``).
@@ -237,7 +238,8 @@ def context_bounded(root: str | os.PathLike[str], batch_bytes: int | None = None
 
 
 def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
-    """The files whose rows each batch of :func:`plan` gives (context files left out)."""
+    """The files each batch of :func:`plan` gives all rows of (context files left out: a split node's chunks
+    share their rows out, see :class:`Batch`)."""
     return [b.files for b in plan(sources, batch_bytes)]
 
 
