@@ -66,7 +66,7 @@ from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table
 STREAMING_THRESHOLD_BYTES = 2 * 1024**3
 #: Input size above which ``rankscope timeline -o X.parquet`` streams by default: more than two batches.
 #: Streaming writes the same rows in bounded memory and, with batches on all cores, in less time than
-#: building the whole table (256-rank bench, 1 GB: 18 s at 1.07 GB against 32 s at 6.5 GB; RESULTS.md).
+#: building the whole table (256-rank bench, 1 GB: 18-20 s at 0.9 GB against 32 s at 6.5 GB; RESULTS.md).
 TABLE_STREAMING_THRESHOLD_BYTES = 64 * 1024**2
 #: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.3 GiB of memory while it is
 #: ingested, 2026-12-03).
@@ -495,7 +495,7 @@ def stream_ingest(
     once on threads (default ``RANKSCOPE_BATCH_WORKERS``, else the cores, at most 4; see :func:`_in_order`);
     the table written, the reduced table and the summary do not depend on it. Peak memory is about
     ``workers`` batches' ingest plus the reduced table (256-rank bench, 32 MiB batches, 2 workers on 2 cores:
-    ~1.1 GiB). ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when
+    ~0.9 GiB). ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when
     ``root`` is missing, empty, or no batch had a readable line.
     """
     rootp = Path(root)
