@@ -30,6 +30,7 @@ from correlator.discover import DiscoveryError, Source, discover, skipped_entrie
 from correlator.read import ReadResult, read_lines
 from correlator.schema import PARSE_KEEP, POLARS_SCHEMA, Kind, conform
 from parsers import coll, elastic, timestamps
+from parsers.rules import true_at
 
 
 @dataclass
@@ -238,12 +239,7 @@ def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
         .select("__i")
         .collect()["__i"]
     )
-    dup = (
-        pl.Series("duplicate", [False]).extend_constant(False, df.height - 1)
-        if df.height
-        else pl.Series("duplicate", [], pl.Boolean)
-    )
-    return df.with_columns(dup.scatter(hits, True) if hits.len() else dup)
+    return df.with_columns(true_at(df.height, hits).alias("duplicate"))
 
 
 def _sorted_by_path_line(df: pl.DataFrame) -> bool:

@@ -189,7 +189,7 @@ def _head_pattern(pattern: str) -> str | None:
 
 def true_at(n: int, idx: pl.Series) -> pl.Series:
     """A boolean series of length ``n``, True at the positions ``idx`` (UInt32/Int64) and False elsewhere."""
-    out = pl.Series("", [False] * min(n, 1), dtype=pl.Boolean).extend_constant(False, max(n - 1, 0))
+    out = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     return out.scatter(idx, True) if idx.len() else out
 
 
@@ -279,11 +279,7 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
             ok = ext["rest"].is_not_null()
             if not ok.all():
                 idx, ext = idx.filter(ok), ext.filter(ok)
-                matched = (
-                    pl.Series([False]).extend_constant(False, df.height - 1).scatter(idx, True)
-                    if df.height
-                    else matched
-                )
+                matched = true_at(df.height, idx)
                 if idx.len() == 0:
                     return strip_prefix(df, prefix, mask=matched)
     fields = _cast_fields(ext.select(groups)) if groups else pl.DataFrame()
