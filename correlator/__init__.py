@@ -11,6 +11,9 @@ Python API::
     print(result.to_json())                         # == `rankscope diagnose path/to/logs -f json`
 """
 
+# First, before polars is loaded by anything below: polars' allocator returns freed pages sooner.
+from correlator import allocator  # noqa: F401  # isort: skip
+
 from correlator import streaming
 from correlator.api import InputError, PathDiagnosis, diagnose_path
 from correlator.diagnose import Diagnosis, diagnose

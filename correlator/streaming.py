@@ -58,7 +58,7 @@ from correlator.discover import (
     skipped_entries,
 )
 from correlator.ingest import compact, ingest
-from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table
+from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table, parquet_options
 
 #: Input size above which ``rankscope diagnose DIR`` streams by default (``--streaming`` forces it); below
 #: it, ``diagnose`` cuts NCCL COLL lines while reading (``ingest(keep_coll=...)``), which is faster and also
@@ -525,7 +525,7 @@ def stream_ingest(
             if partition_by not in PARTITION_KEYS:
                 raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
         elif out_parquet is not None:
-            writer = pq.ParquetWriter(str(out_parquet), EVENT_SCHEMA, compression="zstd")
+            writer = pq.ParquetWriter(str(out_parquet), EVENT_SCHEMA, **parquet_options())
         # Each batch runs in a copy of the caller's context (context variables such as
         # ``discover.following_symlinks`` hold on the worker threads too).
         ctx = contextvars.copy_context()

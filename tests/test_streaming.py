@@ -96,6 +96,29 @@ def test_streaming_matches_normal_path(gen: tuple[Path, dict[str, object]], tmp_
     )
 
 
+def test_parquet_file_encodes_free_text_plain_and_without_statistics(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    """``schema.parquet_options``: dictionaries for the short string columns only, no min/max of a log line."""
+    root, _info = gen
+    out = tmp_path / "events.parquet"
+    stream_ingest(root, out, batch_bytes=_node_bytes(root))
+    meta = pq.ParquetFile(out).metadata
+    for g in range(meta.num_row_groups):
+        cols = {
+            meta.row_group(g).column(i).path_in_schema: meta.row_group(g).column(i)
+            for i in range(meta.num_columns)
+        }
+        for name in ("raw", "message"):
+            assert not cols[name].is_stats_set, name
+            assert not any("DICTIONARY" in e for e in cols[name].encodings), (name, cols[name].encodings)
+        for name in ("kind", "path", "host"):
+            assert any("DICTIONARY" in e for e in cols[name].encodings), (name, cols[name].encodings)
+        for name in ("kind", "rank", "seq", "event_id"):
+            assert cols[name].is_stats_set, name
+        assert not any("DICTIONARY" in e for e in cols["seq"].encodings)
+
+
 def test_reduced_table_keeps_faults_and_is_small(gen: tuple[Path, dict[str, object]]) -> None:
     root, _info = gen
     t = ingest(root).table

@@ -1,0 +1,39 @@
+"""polars' memory allocator settings, applied when :mod:`correlator` is imported before polars is.
+
+polars allocates with jemalloc and configures it when it is imported (``polars/__init__.py``, polars 1.x-2.1:
+``dirty_decay_ms:500,muzzy_decay_ms:1000``, followed by the options of a ``_RJEM_MALLOC_CONF`` already in
+the environment, the later option winning). Freed pages are first kept ("dirty") for 0.5 s, then marked
+lazily freeable ("muzzy", ``MADV_FREE``) for 1 s, and are counted in the process's RSS all that time. Ingest
+frees hundreds of MiB every second (each batch's text and the intermediate columns of its parse), so a good
+part of a run's peak RSS was pages already freed. ``muzzy_decay_ms:0`` gives them back at the end of the
+dirty period instead.
+
+Measured on the 256-rank bench (1,019 MB of logs, 2 cores; ``benchmarks/RESULTS.md``): ``rankscope diagnose
+DIR`` peaks at 972-979 MB instead of 1,094-1,104 MB, in the same time.
+
+The setting is only a default: a ``_RJEM_MALLOC_CONF`` already in the environment is kept as it is, and
+nothing changes once polars is loaded (polars reads the variable when it is imported): a program that
+imports polars before :mod:`correlator` keeps polars' defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: The environment variable polars' jemalloc (tikv-jemallocator, ``_rjem_`` symbol prefix) reads its options from.
+ENV = "_RJEM_MALLOC_CONF"
+#: rankscope's default, appended by polars to its own: freed pages go back to the system after polars' dirty
+#: period (0.5 s), without the further 1 s as lazily freeable pages.
+CONF = "muzzy_decay_ms:0"
+
+
+def configure() -> bool:
+    """Set :data:`ENV` to :data:`CONF` unless it is set or polars is already loaded; True when it was set."""
+    if "polars" in sys.modules or ENV in os.environ:
+        return False
+    os.environ[ENV] = CONF
+    return True
+
+
+configure()
