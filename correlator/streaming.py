@@ -418,15 +418,21 @@ def _run_batch(
     )
 
 
+#: The Arrow schema batches are handed to the parquet writer in: :data:`EVENT_SCHEMA` with polars' own string
+#: layout (``string_view``), so no string is copied on the way. The file stores no Arrow schema
+#: (``store_schema=False``): readers take the column types from the parquet types, which gives
+#: :data:`EVENT_SCHEMA` back exactly (``string`` for UTF8, ``timestamp[us, tz=UTC]`` for UTC-adjusted stamps).
+_WRITE_SCHEMA = pa.schema(
+    [pa.field(f.name, pa.string_view() if f.type == pa.string() else f.type) for f in EVENT_SCHEMA]
+)
+
+
 def _event_arrow(t: pl.DataFrame) -> pa.Table:
-    """``t`` as an Arrow table of :data:`EVENT_SCHEMA`, converted column by column: polars hands strings
-    over as ``large_string`` and the schema's are ``string``, so each is copied once; one column at a time
-    holds both copies, not the whole table (~120 MiB less at the peak of a 32 MiB batch)."""
-    t = conform(t)
-    cols = []
-    for f in EVENT_SCHEMA:
-        cols.append(t[f.name].to_arrow(compat_level=pl.CompatLevel.oldest()).cast(f.type))
-    return pa.Table.from_arrays(cols, schema=EVENT_SCHEMA)
+    """``t`` as an Arrow table of :data:`_WRITE_SCHEMA`, sharing polars' buffers (no copy). One 32 MiB batch
+    of the 256-rank bench, one core: conversion + write 0.113 s, against 0.147 s through ``large_string``
+    and a cast to ``string`` (two copies of the text)."""
+    arrow = conform(t).to_arrow(compat_level=pl.CompatLevel.newest())
+    return arrow if arrow.schema.equals(_WRITE_SCHEMA) else arrow.cast(_WRITE_SCHEMA)
 
 
 def _batch_workers(workers: int | None) -> int:
@@ -525,7 +531,9 @@ def stream_ingest(
             if partition_by not in PARTITION_KEYS:
                 raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
         elif out_parquet is not None:
-            writer = pq.ParquetWriter(str(out_parquet), EVENT_SCHEMA, **parquet_options())
+            writer = pq.ParquetWriter(
+                str(out_parquet), _WRITE_SCHEMA, store_schema=False, **parquet_options()
+            )
         # Each batch runs in a copy of the caller's context (context variables such as
         # ``discover.following_symlinks`` hold on the worker threads too).
         ctx = contextvars.copy_context()
@@ -564,7 +572,7 @@ def stream_ingest(
                     del t
                 elif writer is not None:
                     arrow = _event_arrow(t)
-                    out.table = None  # the polars table goes before the write: only its Arrow copy is held
+                    out.table = None  # the Arrow table holds the buffers the write reads
                     del t
                     writer.write_table(arrow, row_group_size=row_group_rows)
                     del arrow
