@@ -211,13 +211,18 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     rows, row_of = _rows(t, diagnosis)
     n = max(1, len(rows))
     many = n > MANY_ROWS
-    t = t.with_columns(
-        pl.Series(
-            "y",
-            [row_of.get((h, r), -1) for h, r in t.select("host_label", "rank").iter_rows()],
-            dtype=pl.Int32,
-        )
+    # Each row's y: a join on (host, rank), a no-rank row matching the host's no-rank row (nulls equal).
+    ys = pl.DataFrame(
+        {
+            "host_label": [h for h, _r in row_of],
+            "rank": [r for _h, r in row_of],
+            "y": list(row_of.values()),
+        },
+        schema={"host_label": pl.String, "rank": t.schema["rank"], "y": pl.Int32},
     )
+    t = t.join(
+        ys, on=["host_label", "rank"], how="left", nulls_equal=True, maintain_order="left"
+    ).with_columns(pl.col("y").fill_null(-1))
     cats = {k: category(k) for k in t["kind"].unique().to_list()}
     t = t.with_columns(
         pl.col("kind").replace_strict(cats, default="log", return_dtype=pl.String).alias("cat")
