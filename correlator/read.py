@@ -551,6 +551,7 @@ def _lines_from_bytes(
     reason: str | None = None
     enc = _utf16(data) if data else None
     only_nul = False
+    nul_tail = False
     clean = False
     if enc:
         text = data.decode(enc, errors="replace").lstrip("\ufeff")
@@ -603,6 +604,9 @@ def _lines_from_bytes(
         if not clean and b"\x00" in data:
             nul = data.count(b"\x00")
             warnings.append(f"{rel}: {nul} NUL bytes dropped")
+            # A last line of only NULs with no newline after it stays, empty, like any other NUL-only line
+            # (without the NULs the text would end in the newline before it, and the line would be gone).
+            nul_tail = data.endswith(b"\x00") and data.rstrip(b"\x00").endswith(b"\n")
             data = data.replace(b"\x00", b"")
         text = data.decode("ascii") if clean else data.decode("utf-8", errors="replace")
         bad = (
@@ -620,7 +624,7 @@ def _lines_from_bytes(
     if has_cr and "\n" not in text and _cr_only(text):
         text = text.replace("\r", "\n")
         warnings.append(f"{rel}: CR-only line endings; split into lines at CR")
-    final_nl = text.endswith("\n")
+    final_nl = text.endswith("\n") and not nul_tail
     if not final_nl and text and not name.endswith(".json"):
         warnings.append(f"{rel}: last line has no newline (truncated write?); kept as is")
     # Split in Rust (no Python str per line: half the time of str.split + Series at 5 M lines); the empty

@@ -200,6 +200,21 @@ def test_nul_head_sparse_hole_and_binary_region(tmp_path):
     assert any(e["path"] == "mixed.rank0.log" and e["reason"] == "binary content" for e in res.skipped)
 
 
+def test_a_last_line_of_only_nuls_without_newline_is_still_a_line(tmp_path):
+    """Found by ``test_hostile_suite.test_every_line_is_accounted_for``: ``text\\n`` + 32 NULs (no newline
+    after them) is 2 physical lines; dropping the NULs left ``text\\n``, read as 1."""
+    root = tmp_path / "logs"
+    base(root)
+    data = b"[rank0]: step 1 loss=0.5\n" + b"\x00" * 32
+    assert nlines(data) == 2
+    n = write(root / "tail.rank0.log", data)
+    res = balanced(root, BASE_LINES + n)
+    rows = res.table.filter(pl.col("path") == "tail.rank0.log").sort("line")
+    assert rows["raw"].to_list() == ["[rank0]: step 1 loss=0.5", ""]
+    warned(res, "tail.rank0.log", "NUL bytes dropped")
+    warned(res, "tail.rank0.log", "no newline")
+
+
 def test_cr_only_line_endings(tmp_path):
     root = tmp_path / "logs"
     base(root)
