@@ -160,10 +160,7 @@ def _raw_chunks(
         except BlockingIOError:
             chunk = b""
         if not chunk:
-            warnings.append(
-                f"{rel}: file shrank while read (from {size} to {pos} bytes); read what was there"
-            )
-            info["shrank"] = 1
+            _note_shrank(rel, size, pos, warnings, info)
             return
         pos += len(chunk)
         if plain and len(chunk) == chunk_size and not chunk.strip(b"\x00") and hasattr(os, "SEEK_DATA"):
@@ -175,6 +172,13 @@ def _raw_chunks(
             continue
         yield chunk
     _warn_if_grew(fd, size, rel, warnings)
+
+
+def _note_shrank(rel: str, size: int, pos: int, warnings: list[str], info: dict[str, int]) -> None:
+    """The warning (and ``info['shrank']``) for a file that ended at ``pos`` while its size was ``size``
+    when opened: what was there is read."""
+    warnings.append(f"{rel}: file shrank while read (from {size} to {pos} bytes); read what was there")
+    info["shrank"] = 1
 
 
 def _warn_if_grew(fd: int, size: int, rel: str, warnings: list[str]) -> None:
@@ -492,10 +496,7 @@ def _read_plain(
             except BlockingIOError:
                 n = 0
             if not n:
-                warnings.append(
-                    f"{rel}: file shrank while read (from {size} to {pos} bytes); read what was there"
-                )
-                info["shrank"] = 1
+                _note_shrank(rel, size, pos, warnings, info)
                 ended = False
                 break
             pos += n
