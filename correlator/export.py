@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from correlator.schema import EVENT_SCHEMA, conform, empty_table, parquet_options
+from correlator.schema import conform, empty_table, parquet_options, to_write_arrow
 
 #: The columns a dataset may be partitioned by.
 PARTITION_KEYS = ("host", "rank")
@@ -59,8 +59,7 @@ def write_partitioned(
         d = out / f"{by}={_dir_value(value)}"
         d.mkdir(parents=True, exist_ok=True)
         path = d / part_name
-        arrow = part.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA)
-        pq.write_table(arrow, str(path), row_group_size=row_group_rows, **parquet_options())
+        pq.write_table(to_write_arrow(part), str(path), row_group_size=row_group_rows, **parquet_options())
         written.append(path)
     return sorted(written)
 

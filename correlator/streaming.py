@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from correlator.discover import (
@@ -58,7 +57,15 @@ from correlator.discover import (
     skipped_entries,
 )
 from correlator.ingest import compact, ingest
-from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table, parquet_options
+from correlator.schema import (
+    EVENT_SCHEMA,
+    WRITE_SCHEMA,
+    Kind,
+    conform,
+    empty_table,
+    parquet_options,
+    to_write_arrow,
+)
 
 #: Input size above which ``rankscope diagnose DIR`` streams by default (``--streaming`` forces it); below
 #: it, ``diagnose`` cuts NCCL COLL lines while reading (``ingest(keep_coll=...)``), which is faster and also
@@ -66,7 +73,7 @@ from correlator.schema import EVENT_SCHEMA, Kind, conform, empty_table, parquet_
 STREAMING_THRESHOLD_BYTES = 2 * 1024**3
 #: Input size above which ``rankscope timeline -o X.parquet`` streams by default: more than two batches.
 #: Streaming writes the same rows in bounded memory and, with batches on all cores, in less time than
-#: building the whole table (256-rank bench, 1 GB: 18-20 s at 0.9 GB against 32 s at 6.5 GB; RESULTS.md).
+#: building the whole table (256-rank bench, 1 GB: 15.2 s at 0.7 GB against 32 s at 6.5 GB; RESULTS.md).
 TABLE_STREAMING_THRESHOLD_BYTES = 64 * 1024**2
 #: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.3 GiB of memory while it is
 #: ingested, 2026-12-03).
@@ -418,23 +425,6 @@ def _run_batch(
     )
 
 
-#: The Arrow schema batches are handed to the parquet writer in: :data:`EVENT_SCHEMA` with polars' own string
-#: layout (``string_view``), so no string is copied on the way. The file stores no Arrow schema
-#: (``store_schema=False``): readers take the column types from the parquet types, which gives
-#: :data:`EVENT_SCHEMA` back exactly (``string`` for UTF8, ``timestamp[us, tz=UTC]`` for UTC-adjusted stamps).
-_WRITE_SCHEMA = pa.schema(
-    [pa.field(f.name, pa.string_view() if f.type == pa.string() else f.type) for f in EVENT_SCHEMA]
-)
-
-
-def _event_arrow(t: pl.DataFrame) -> pa.Table:
-    """``t`` as an Arrow table of :data:`_WRITE_SCHEMA`, sharing polars' buffers (no copy). One 32 MiB batch
-    of the 256-rank bench, one core: conversion + write 0.113 s, against 0.147 s through ``large_string``
-    and a cast to ``string`` (two copies of the text)."""
-    arrow = conform(t).to_arrow(compat_level=pl.CompatLevel.newest())
-    return arrow if arrow.schema.equals(_WRITE_SCHEMA) else arrow.cast(_WRITE_SCHEMA)
-
-
 def _batch_workers(workers: int | None) -> int:
     """Batches ingested at once: ``workers``, else ``RANKSCOPE_BATCH_WORKERS``, else the cores (at most 4)."""
     if workers is None:
@@ -501,7 +491,7 @@ def stream_ingest(
     once on threads (default ``RANKSCOPE_BATCH_WORKERS``, else the cores, at most 4; see :func:`_in_order`);
     the table written, the reduced table and the summary do not depend on it. Peak memory is about
     ``workers`` batches' ingest plus the reduced table (256-rank bench, 32 MiB batches, 2 workers on 2 cores:
-    ~0.9 GiB). ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when
+    ~0.7 GiB). ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when
     ``root`` is missing, empty, or no batch had a readable line.
     """
     rootp = Path(root)
@@ -531,9 +521,7 @@ def stream_ingest(
             if partition_by not in PARTITION_KEYS:
                 raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
         elif out_parquet is not None:
-            writer = pq.ParquetWriter(
-                str(out_parquet), _WRITE_SCHEMA, store_schema=False, **parquet_options()
-            )
+            writer = pq.ParquetWriter(str(out_parquet), WRITE_SCHEMA, **parquet_options())
         # Each batch runs in a copy of the caller's context (context variables such as
         # ``discover.following_symlinks`` hold on the worker threads too).
         ctx = contextvars.copy_context()
@@ -571,7 +559,7 @@ def stream_ingest(
                     )
                     del t
                 elif writer is not None:
-                    arrow = _event_arrow(t)
+                    arrow = to_write_arrow(t)
                     out.table = None  # the Arrow table holds the buffers the write reads
                     del t
                     writer.write_table(arrow, row_group_size=row_group_rows)

@@ -262,6 +262,7 @@ def test_partitioned_export_roundtrip(gen: tuple[Path, dict[str, object]], tmp_p
     for by in ("host", "rank"):
         files = write_partitioned(full, tmp_path / by, by=by)
         assert files and all(f.parent.name.startswith(f"{by}=") for f in files)
+        assert all(pq.ParquetFile(f).schema_arrow.equals(EVENT_SCHEMA) for f in files)
         back = read_partitioned(tmp_path / by)
         assert back.height == full.height and back.schema == full.schema
     hosts = {p.name for p in (tmp_path / "host").iterdir()}
