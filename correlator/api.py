@@ -144,6 +144,27 @@ def check_attempt(res: IngestResult, attempt: int | None) -> None:
         )
 
 
+def check_recognised(table: pl.DataFrame, ranks: list[int], path: Path | str) -> None:
+    """Raise :class:`InputError` when ``table`` (read from ``path``) holds nothing of a distributed job: no
+    rank was resolved (``ranks``: the ranks of the ingest summary), no launcher or system line (``layer``
+    ``elastic`` / ``system``) and no fault. ``diagnose``, ``graph`` and ``plot`` refuse such input alike
+    (exit 2) instead of giving an empty verdict, graph or figure; ``timeline`` and ``events`` still list
+    what was read."""
+    from correlator.schema import FAULT_KINDS
+
+    if (
+        ranks
+        or table.filter(
+            pl.col("layer").is_in(["elastic", "system"]) | pl.col("kind").is_in(list(FAULT_KINDS))
+        ).height
+    ):
+        return
+    raise InputError(
+        f"{path}: no distributed-training log lines recognised (no rank, no launcher output); "
+        "see `rankscope events` for what was read"
+    )
+
+
 def is_parquet_input(path: Path) -> bool:
     """A timeline parquet file, or a folder that holds only parquet files (a hive-partitioned dataset)."""
     if path.is_file():
@@ -329,6 +350,13 @@ def diagnose_path(
             from correlator.redact import redact_table
 
             table = redact_table(table)
+        if tz is not None:  # the table's stamps are UTC already: a zone given now would change nothing
+            warnings.append(
+                f"--tz {tz} not applied: the stamps of a timeline table were converted to UTC when it was "
+                "written (give --tz to `rankscope timeline`)"
+            )
+        if on_warnings is not None:
+            on_warnings(warnings)
     elif fr is None and want_streaming(p, streaming):
         from correlator.streaming import stream_ingest
 
@@ -371,19 +399,8 @@ def diagnose_path(
         raise InputError(
             f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
         )
-    from correlator.schema import FAULT_KINDS
-
-    if (
-        require_lines
-        and not ranks
-        and not table.filter(
-            pl.col("layer").is_in(["elastic", "system"]) | pl.col("kind").is_in(list(FAULT_KINDS))
-        ).height
-    ):
-        raise InputError(
-            f"{p}: no distributed-training log lines recognised (no rank, no launcher output); "
-            "see `rankscope events` for what was read"
-        )
+    if require_lines:
+        check_recognised(table, ranks, p)
     from correlator.streaming import reduce_for_diagnosis
 
     # The same verdict from fewer rows (issue #13 item 4; tests/test_reduced_diagnosis.py); signatures still

@@ -511,6 +511,7 @@ def graph(
     if output.suffix.lower() not in (".graphml", ".json", ".dot", ".gv"):
         raise UsageError(f"{output}: unknown graph format; use .graphml, .json or .dot")
     res = _load(directory, tz, quiet, redact)
+    api.check_recognised(res.table, list(res.summary()["ranks"]), directory)  # type: ignore[call-overload]
     _check_attempt(res, attempt)
     G = build_graph(res.table, attempt)
     try:

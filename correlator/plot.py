@@ -940,6 +940,7 @@ def register(app: Any) -> None:
     ) -> None:
         """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
         from correlator.api import check_attempt as _check_attempt
+        from correlator.api import check_recognised
         from correlator.commands import load as _load
         from correlator.console import err
         from correlator.diagnose import diagnose
@@ -950,6 +951,7 @@ def register(app: Any) -> None:
             # main() with exit status 0, since it runs the app with standalone_mode=False).
             raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
         res = _load(directory, tz, quiet, redact)
+        check_recognised(res.table, list(res.summary()["ranks"]), directory)  # type: ignore[call-overload]
         _check_attempt(res, attempt)
         d = diagnose(res.table, attempt=attempt)
         try:

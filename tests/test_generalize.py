@@ -186,6 +186,23 @@ def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monk
     assert code == 2 and "no distributed-training log lines" in err
 
 
+def test_graph_and_plot_refuse_what_diagnose_refuses(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A folder with no line of a distributed job: ``graph`` and ``plot`` exit 2 with diagnose's message and
+    write nothing (they used to write an empty graph or figure and exit 0); a rankless fault is still drawn."""
+    from tests.conftest import run_cli
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "console.log").write_text("hello world\nnothing to see\n")
+    for cmd, out in (("graph", tmp_path / "g.graphml"), ("plot", tmp_path / "p.png")):
+        code, _, err = run_cli([cmd, logs, "-o", out, "-q"], monkeypatch, capsys)
+        assert code == 2 and "no distributed-training log lines" in err, (cmd, code, err)
+        assert not out.exists()
+    (logs / "console.log").write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    code, _, err = run_cli(["graph", logs, "-o", tmp_path / "g.graphml", "-q"], monkeypatch, capsys)
+    assert code == 0 and (tmp_path / "g.graphml").exists(), err
+
+
 OLD_WD = (
     "[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=56693, "
     "OpType={op}, Timeout(ms)=1800000) ran for 180437{r} milliseconds before timing out."
