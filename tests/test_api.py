@@ -102,6 +102,19 @@ def test_api_json_is_the_cli_json_on_parquet(tmp_path: Path) -> None:
     _compare([str(pq)], {"path": pq})
 
 
+def test_tz_on_a_parquet_table_is_a_warning_not_silence(tmp_path: Path) -> None:
+    """A parquet table's stamps were made UTC when it was written: ``--tz`` cannot change them, and says so
+    (it used to be ignored without a word); the verdict is the one without it."""
+    pq = tmp_path / "t.parquet"
+    assert runner.invoke(app, ["timeline", str(PUBLIC02), "-o", str(pq), "-q"]).exit_code == 0
+    seen: list[list[str]] = []
+    with_tz = correlator.diagnose_path(pq, tz="Europe/Berlin", on_warnings=seen.append)
+    assert [w for w in with_tz.warnings if w.startswith("--tz Europe/Berlin not applied")]
+    assert seen == [with_tz.warnings]
+    plain = correlator.diagnose_path(pq)
+    assert plain.warnings == [] and plain.diagnosis.to_json() == with_tz.diagnosis.to_json()
+
+
 def test_unknown_attempt_names_the_attempts_that_exist() -> None:
     attempts = ingest(PUBLIC02).summary()["attempts"]
     with pytest.raises(correlator.InputError) as e:
