@@ -147,15 +147,16 @@ def check_attempt(res: IngestResult, attempt: int | None) -> None:
 def check_recognised(table: pl.DataFrame, ranks: list[int], path: Path | str) -> None:
     """Raise :class:`InputError` when ``table`` (read from ``path``) holds nothing of a distributed job: no
     rank was resolved (``ranks``: the ranks of the ingest summary), no launcher or system line (``layer``
-    ``elastic`` / ``system``) and no fault. ``diagnose``, ``graph`` and ``plot`` refuse such input alike
-    (exit 2) instead of giving an empty verdict, graph or figure; ``timeline`` and ``events`` still list
-    what was read."""
-    from correlator.schema import FAULT_KINDS
+    ``elastic`` / ``system``) and no row of a kind outside :data:`correlator.schema.GENERIC_KINDS` (a fault,
+    an NCCL line, a Horovod stall report, a Flight Recorder entry...). ``diagnose``, ``graph`` and ``plot``
+    refuse such input alike (exit 2) instead of giving an empty verdict, graph or figure; ``timeline`` and
+    ``events`` still list what was read."""
+    from correlator.schema import GENERIC_KINDS
 
     if (
         ranks
         or table.filter(
-            pl.col("layer").is_in(["elastic", "system"]) | pl.col("kind").is_in(list(FAULT_KINDS))
+            pl.col("layer").is_in(["elastic", "system"]) | ~pl.col("kind").is_in(list(GENERIC_KINDS))
         ).height
     ):
         return

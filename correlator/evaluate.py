@@ -13,7 +13,8 @@ A case is a folder with ``logs/`` and ``expected.json``:
 - optional ``known_edge_miss``: why the tool is known to get an ``explained_by`` edge wrong while the verdict
   is right (kept apart from ``known_miss`` so that a later verdict regression of the case is still caught).
 
-A case passes when the initiating set is one of the accepted sets, the collateral set matches (when
+Each case is diagnosed by :func:`correlator.api.diagnose_path`, the path ``rankscope diagnose`` takes (a
+refusal of the input is a failed case). A case passes when the initiating set is one of the accepted sets, the collateral set matches (when
 scored), the failure kind matches and every expected edge is found. Totals: initiating-rank accuracy,
 collateral precision/recall/F1 (over scored collateral labels), kind accuracy, edge accuracy, time per
 case — for all cases (``verdict_passed`` counts the cases whose verdict is right, edges aside) and separately for the real subset (``public`` + ``captured``) and the
@@ -28,8 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import cast
 
-from correlator.diagnose import diagnose
-from correlator.ingest import load
+from correlator.api import diagnose_path
 from correlator.schema import FAILURE_KINDS
 
 
@@ -221,7 +221,9 @@ def run_case(case: Path) -> CaseResult:
     logs = case / "logs" if (case / "logs").is_dir() else case
     t0 = time.perf_counter()
     try:
-        d = diagnose(load(logs)).to_json()
+        # The path ``rankscope diagnose`` takes (reduced table, refusal of unrecognised input, signatures),
+        # so the score is the answer a user gets.
+        d = diagnose_path(logs).diagnosis.to_json()
         err: str | None = None
     except (KeyboardInterrupt, SystemExit):
         raise

@@ -227,6 +227,14 @@ EFFECT_KINDS: frozenset[str] = frozenset(
     }
 )
 
+#: Kinds any program's output can produce (blank lines, lines no rule understood, a generic log prefix,
+#: progress lines and bars). Every other kind is a line of a distributed-training tool (NCCL, c10d, gloo,
+#: Horovod, a launcher, a Flight Recorder dump) or a fault; input holding none of them, no rank and no
+#: launcher line is refused (``correlator.api.check_recognised``).
+GENERIC_KINDS: frozenset[str] = frozenset(
+    {Kind.BLANK, Kind.UNPARSED, Kind.LOG, Kind.STEP_PROGRESS, Kind.PROGRESS_BAR}
+)
+
 #: (column, Arrow type, documentation). The order is the column order of the table.
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("event_id", pa.int64(), "Row id, unique in the table; evidence and graph edges refer to it."),
