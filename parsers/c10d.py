@@ -123,6 +123,21 @@ RULES: list[Rule] = [
         "blocking wait.",
     ),
     Rule(
+        # The older blocking-wait wording, raised by ``work.wait()`` in the rank's own thread
+        # (WorkNCCL::synchronizeInternal: ``"[Rank ", rank_, "] ", "Caught collective operation timeout: ",
+        # (*this), " ran for ", ...``); the line is the exception line of the caller's traceback.
+        "blocking_wait_caught",
+        "watchdog_timeout",
+        "c10d",
+        "] Caught collective operation timeout: ",
+        r"Caught collective operation timeout: " + _WORK + r" ran for (?P<elapsed_ms>\d+) milliseconds",
+        "error",
+        "ProcessGroupNCCL.cpp WorkNCCL::synchronizeInternal, torch 1.x – 2.0 with NCCL_BLOCKING_WAIT=1 (real line: "
+        "ultralytics/ultralytics#3688)",
+        "RuntimeError: [Rank 1] Caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, "
+        "TensorShape=[], Timeout(ms)=10800000) ran for 10800031 milliseconds before timing out.",
+    ),
+    Rule(
         "timeout_at_work",
         "watchdog_status",
         "c10d",
