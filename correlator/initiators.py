@@ -234,14 +234,29 @@ def first_causes(e: Evidence) -> Finding | None:
     return found
 
 
-def bare_exit(e: Evidence) -> Finding | None:
-    """A rank that just died (exit 1, -6 …) and said nothing else."""
+#: A process taken down by SIGABRT: how ProcessGroupNCCL's watchdog ends a rank after a collective timeout
+#: (async error handling: torch 1.10 – 2.13, the default from 2.0), as torchrun reports it (``exitcode: -6``) or a
+#: shell does (134).
+_ABORTED = (pl.col("exit_code").is_in([-6, 134]) | (pl.col("signal") == "SIGABRT")).fill_null(False)
+#: Collective timeouts the watchdog acts on.
+_TIMEOUT_KINDS = [Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT]
+
+
+def bare_exit(e: Evidence, aborts: bool = False) -> Finding | None:
+    """A rank that just died (exit 1, -6 …) and said nothing else.
+
+    While other ranks report collective timeouts, a bare SIGABRT exit is what the watchdog does to a rank
+    whose own timeout lines are missing (a pasted excerpt): it is tried only after the rules that read the
+    timeouts (``aborts=True``, :func:`bare_abort`), so a rank that never joined the collective is not
+    outranked by one the watchdog took down."""
     explained = set(
         e.fr.filter(pl.col("role").is_in(["cause", "effect"]) & (pl.col("kind") != Kind.WORKER_SIGNALLED))[
             "rank"
         ].to_list()
     )
     exits = e.fr.filter((pl.col("role") == "exit") & ~pl.col("rank").is_in(list(explained)))
+    if not aborts and e.fr.filter(pl.col("kind").is_in(_TIMEOUT_KINDS)).height:
+        exits = exits.filter(~_ABORTED)
     if not exits.height:
         return None
     r = exits["rank"][0]
@@ -252,6 +267,11 @@ def bare_exit(e: Evidence) -> Finding | None:
         {r: exits["event_id"][0]},
         reasons=[Reason.EXIT_STATUS_ONLY.note()],
     )
+
+
+def bare_abort(e: Evidence) -> Finding | None:
+    """:func:`bare_exit` with SIGABRT exits, when no rule before it named anyone."""
+    return bare_exit(e, aborts=True)
 
 
 def network(e: Evidence) -> Finding | None:
@@ -487,7 +507,17 @@ def silence(e: Evidence) -> Finding | None:
     if not effects.height:
         return None
     prog = align.progress(e.t)
-    silent = [r for r in e.seen if r not in e.own_error_ranks()]
+    # A rank the watchdog took down (SIGABRT) while others time out timed out too, its lines cut: not silent.
+    # A launcher line that lists its tasks (srun's ``tasks 0-2: Aborted``) counts once expanded to them
+    # (``faults``: rank_source ``srun_task``); a rank it merely inherited is where the line was read.
+    aborted = set(
+        e.fr.filter(
+            (pl.col("role") == "exit")
+            & _ABORTED
+            & (pl.col("ranks_named").is_null() | (pl.col("rank_source") == "srun_task"))
+        )["rank"].to_list()
+    )
+    silent = [r for r in e.seen if r not in e.own_error_ranks() and r not in aborted]
     focus: dict[str, Any] = {}
     waited = effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort("tc", "event_id")
     if waited.height:
@@ -618,6 +648,7 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     named_by_waiters,
     minority_progress,
     silence,
+    bare_abort,
 ]
 
 
