@@ -186,6 +186,24 @@ def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monk
     assert code == 2 and "no distributed-training log lines" in err
 
 
+def test_cli_diagnoses_a_bare_horovod_stall_report(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A log holding only Horovod's stall report (no rank prefix, no launcher line) is a distributed-training
+    log: ``diagnose`` names the missing ranks instead of refusing it (it refused such input, exit 2, while
+    ``eval`` scored the same folder right). Stall lines as horovod/horovod#498 printed them."""
+    import json
+
+    from tests.conftest import run_cli
+
+    (tmp_path / "console.log").write_text(
+        "Stalled ops:\n"
+        "NmtModel/Distributed_TransformGradients_Allreduce/HorovodAllreduce_NmtModel_gradients_NmtModel_encoder_layer_0"
+        "_layer_norm_mul_1_grad_tuple_control_dependency_1_0 [missing ranks: 3, 6]\n"
+    )
+    code, out, err = run_cli(["diagnose", tmp_path, "--format", "json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["initiating_ranks"] == [3, 6]
+
+
 def test_graph_and_plot_refuse_what_diagnose_refuses(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """A folder with no line of a distributed job: ``graph`` and ``plot`` exit 2 with diagnose's message and
     write nothing (they used to write an empty graph or figure and exit 0); a rankless fault is still drawn."""
@@ -490,3 +508,37 @@ def test_minority_timed_out_in_a_collective_the_majority_went_past(tmp_path: Pat
     d = correlator.diagnose(_load(tmp_path, text))
     assert (d.initiating_ranks, d.failure_kind) == ([0], "collective_mismatch")
     assert any("went past" in r for r in d.confidence_reasons)
+
+
+#: torchtune#2093 (real, trimmed): ranks 4 and 5 time out in ALLREDUCE 28956, the agent SIGTERMs seven workers
+#: and reports local rank 3 (pid 29577) dead by SIGABRT, the watchdog's way of ending a rank after a timeout.
+_TT_WD = (
+    "[rank{r}]:[E1129 11:56:57.20405550{r} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=28956, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 60002{r} "
+    "milliseconds before timing out."
+)
+_TT_TERM = (
+    "W1129 11:56:59.15{i}000 29471 torch/distributed/elastic/multiprocessing/api.py:897] Sending process {pid} "
+    "closing signal SIGTERM"
+)
+_TT_ABRT = (
+    "E1129 11:57:07.249000 29471 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) "
+    "local_rank: 3 (pid: 29577) of binary: /home/user/venv3/bin/python"
+)
+
+
+def test_a_bare_sigabrt_exit_after_watchdog_timeouts_is_not_the_initiator(tmp_path: Path) -> None:
+    """A rank whose only line is the launcher's ``exitcode: -6`` while other ranks report collective timeouts
+    was taken down by its own watchdog (its timeout lines cut from the paste): the ranks that left no error
+    are the candidates, not it. Without the timeouts the same exit still names rank 3."""
+    pids = [29574, 29575, 29576, 29578, 29579, 29580, 29581]  # local ranks 0-2, 4-7 around 29577
+    term = [_TT_TERM.format(i=i, pid=p) for i, p in enumerate(pids)]
+    d = correlator.diagnose(
+        _load(tmp_path, "\n".join([_TT_WD.format(r=4), _TT_WD.format(r=5), *term, _TT_ABRT]))
+    )
+    assert (d.initiating_ranks, d.failure_kind) == ([0, 1, 2, 6, 7], "straggler_hang")
+    assert 3 in d.collateral_ranks
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    d = correlator.diagnose(_load(bare, "\n".join([*term, _TT_ABRT])))
+    assert (d.initiating_ranks, d.failure_kind) == ([3], "rank_crash")

@@ -1028,3 +1028,14 @@ def test_cli_diagnose_shows_the_signature() -> None:
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["signatures"] and d["signatures"][0]["id"] == "host-oom-kill"
+
+
+def test_a_traceback_cut_before_its_exception_line_is_not_an_ordinary_exception() -> None:
+    """NVlabs/nvdiffrecmc#21 (real): local rank 1 dies by SIGSEGV and the paste keeps only the start of the
+    agent's own traceback. With no exception type there is no ordinary Python exception to blame: the
+    signature is the segfault, not python-exception-one-rank (which matched the cut traceback before)."""
+    table = correlator.load(_case("real-nvdiffrecmc-21-") / "logs")
+    cut = table.filter((pl.col("kind") == "python_exception") & pl.col("exc_type").is_null())
+    assert cut.height == 1  # the agent's traceback, cut
+    got = [h["id"] for h in match(correlator.diagnose(table), table, SIGS)]
+    assert got[:1] == ["segfault"] and "python-exception-one-rank" not in got, got
