@@ -14,8 +14,8 @@ A case is a folder with ``logs/`` and ``expected.json``:
   is right (kept apart from ``known_miss`` so that a later verdict regression of the case is still caught).
 
 Each case is diagnosed by :func:`correlator.api.diagnose_path`, the path ``rankscope diagnose`` takes (a
-refusal of the input is a failed case). A case passes when the initiating set is one of the accepted sets, the collateral set matches (when
-scored), the failure kind matches and every expected edge is found. Totals: initiating-rank accuracy,
+refusal of the input is a failed case). A case passes when the initiating set is one of the accepted sets,
+the collateral set matches (when scored), the failure kind matches and every expected edge is found. Totals: initiating-rank accuracy,
 collateral precision/recall/F1 (over scored collateral labels), kind accuracy, edge accuracy, time per
 case — for all cases (``verdict_passed`` counts the cases whose verdict is right, edges aside) and separately for the real subset (``public`` + ``captured``) and the
 ``reconstructed`` one.

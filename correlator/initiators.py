@@ -238,8 +238,13 @@ def first_causes(e: Evidence) -> Finding | None:
 #: (async error handling: torch 1.10 – 2.13, the default from 2.0), as torchrun reports it (``exitcode: -6``) or a
 #: shell does (134).
 _ABORTED = (pl.col("exit_code").is_in([-6, 134]) | (pl.col("signal") == "SIGABRT")).fill_null(False)
-#: Collective timeouts the watchdog acts on.
-_TIMEOUT_KINDS = [Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN, Kind.HEARTBEAT_TIMEOUT]
+#: The NCCL watchdog's own timeout lines (gloo timeouts end no process by SIGABRT; graph._TIMEOUT_KINDS is wider).
+_WATCHDOG_KINDS = [
+    Kind.WATCHDOG_TIMEOUT,
+    Kind.WATCHDOG_STATUS,
+    Kind.WATCHDOG_TEARDOWN,
+    Kind.HEARTBEAT_TIMEOUT,
+]
 
 
 def bare_exit(e: Evidence, aborts: bool = False) -> Finding | None:
@@ -255,7 +260,7 @@ def bare_exit(e: Evidence, aborts: bool = False) -> Finding | None:
         ].to_list()
     )
     exits = e.fr.filter((pl.col("role") == "exit") & ~pl.col("rank").is_in(list(explained)))
-    if not aborts and e.fr.filter(pl.col("kind").is_in(_TIMEOUT_KINDS)).height:
+    if not aborts and e.fr.filter(pl.col("kind").is_in(_WATCHDOG_KINDS)).height:
         exits = exits.filter(~_ABORTED)
     if not exits.height:
         return None
