@@ -23,6 +23,7 @@ from correlator.console import err, out
 from correlator.console import safe as _safe
 from correlator.discover import DiscoveryError
 from correlator.ingest import IngestResult
+from correlator.output import atomic_write
 
 app = typer.Typer(
     name="rankscope",
@@ -207,30 +208,7 @@ _skipped_for_output = api.skipped_for_output
 _with_skipped = api.with_skipped
 
 
-def _atomic_write(output: Path, write: object) -> None:
-    """Write ``output`` through ``write(tmp_path)`` to a temporary name in the same folder, then rename:
-    a full disk or an interrupted run never leaves a partial file under the real name."""
-    import os
-    import tempfile
-
-    parent = output.parent if str(output.parent) else Path(".")
-    if output.is_dir():
-        raise UsageError(f"{output}: is a directory; give a file name")
-    # The temporary name keeps the extension: writers that pick the format from it still do.
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.tmp-", suffix=output.suffix, dir=parent)
-    os.close(fd)
-    try:
-        write(tmp)  # type: ignore[operator]
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; the output gets the usual mode
-        os.replace(tmp, output)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+_atomic_write = atomic_write
 
 
 _EXPECTED_COLUMNS_MIN = ("path", "line", "kind", "rank", "ts", "raw", "event_id", "attempt")
