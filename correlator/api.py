@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from correlator import archive
 from correlator.diagnose import Diagnosis
 from correlator.diagnose import diagnose as run_diagnose
 from correlator.errors import InputError, safe
@@ -87,10 +88,26 @@ def load_path(
     keep_coll: int | None = None,
 ) -> IngestResult:
     """``ingest(path)`` with the checks the CLI makes: the path and ``fr`` exist, ``tz`` is an IANA zone;
-    then :func:`correlator.redact.redact_result` under ``redact``. Raises :class:`InputError`, or
+    then :func:`correlator.redact.redact_result` under ``redact``. ``path`` may be a tar or zip archive or
+    ``-`` (standard input): see :func:`correlator.archive.opened`. Raises :class:`InputError`, or
     :class:`~correlator.discover.DiscoveryError` when nothing readable is found. ``keep_coll``: see
     :func:`correlator.ingest.ingest` (only the rows diagnosis needs)."""
-    p = Path(path)
+    notes: list[str] = []
+    with archive.opened(path, notes) as p:
+        res = _load_path(p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=keep_coll)
+    res.warnings[:0] = notes
+    return res
+
+
+def _load_path(
+    p: Path,
+    *,
+    tz: str | None,
+    redact: bool,
+    fr: str | os.PathLike[str] | None,
+    progress: Progress | None,
+    keep_coll: int | None,
+) -> IngestResult:
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     if fr is not None and not Path(fr).exists():
@@ -311,8 +328,9 @@ def diagnose_path(
 ) -> PathDiagnosis:
     """The verdict on ``path``, the same as ``rankscope diagnose path`` prints.
 
-    ``path``: a folder (or one file) of per-rank logs, a ``rankscope timeline`` parquet file, or a folder
-    of parquet files only (a hive-partitioned dataset). ``fr``: a folder of Flight Recorder dumps kept apart
+    ``path``: a folder (or one file) of per-rank logs, a tar or zip archive of them, ``-`` for standard
+    input (:func:`correlator.archive.opened`), a ``rankscope timeline`` parquet file, or a folder of
+    parquet files only (a hive-partitioned dataset). ``fr``: a folder of Flight Recorder dumps kept apart
     (forces the in-memory ingest). ``streaming``: ingest node by node in bounded memory; ``None`` streams
     above 2 GiB of logs. ``attempt``: the torchelastic attempt (counted from 0) to diagnose; ``None`` the
     first failed one. ``redact``: pseudonymize hosts, IPs, users and secrets in the table, the verdict and
@@ -325,7 +343,39 @@ def diagnose_path(
     attempts that are, nothing recognised, a bad signature file) or
     :class:`~correlator.discover.DiscoveryError` (no readable log found).
     """
-    p = Path(path)
+    notes: list[str] = []
+    with archive.opened(path, notes) as p:
+        return _diagnose_path(
+            p,
+            notes,
+            fr=fr,
+            streaming=streaming,
+            attempt=attempt,
+            redact=redact,
+            tz=tz,
+            signatures=signatures,
+            require_lines=require_lines,
+            progress=progress,
+            on_warnings=on_warnings,
+        )
+
+
+def _diagnose_path(
+    p: Path,
+    notes: list[str],
+    *,
+    fr: str | os.PathLike[str] | None,
+    streaming: bool | None,
+    attempt: int | None,
+    redact: bool,
+    tz: str | None,
+    signatures: Iterable[str | os.PathLike[str]],
+    require_lines: bool,
+    progress: Progress | None,
+    on_warnings: Callable[[list[str]], None] | None,
+) -> PathDiagnosis:
+    if notes and on_warnings is not None:
+        on_warnings(list(notes))
     warnings: list[str] = []
     if is_parquet_input(p):  # a `rankscope timeline` parquet file or partitioned dataset
         from correlator.streaming import reduced_from_parquet
@@ -408,4 +458,4 @@ def diagnose_path(
     # match on the whole table.
     d = run_diagnose(reduce_for_diagnosis(table), attempt=attempt)
     attach_signatures(d, table, [Path(x) for x in signatures])
-    return PathDiagnosis(d, table, skipped, warnings, attempts, ranks)
+    return PathDiagnosis(d, table, skipped, notes + warnings, attempts, ranks)

@@ -58,7 +58,13 @@ class EventsFormat(str, Enum):
 
 
 DirArg = Annotated[
-    Path, typer.Argument(help="Directory (or single file) of logs from the failed job.", show_default=False)
+    Path,
+    typer.Argument(
+        help="Directory (or single file) of logs from the failed job; also a .tar(.gz|.zst|…) or .zip "
+        "archive of them, or - to read one combined log from standard input.",
+        show_default=False,
+        callback=commands.input_path,
+    ),
 ]
 TzOpt = Annotated[
     str | None,

@@ -4,13 +4,16 @@ printing ingest warnings, loading logs. Below :mod:`correlator.cli` (command mod
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from correlator import archive
 from correlator.api import load_path
 from correlator.console import err
 from correlator.errors import InputError, safe
@@ -85,6 +88,17 @@ def print_warnings(warnings: list[str], quiet: bool) -> None:
             err.print(f"[yellow]warning:[/] … and {len(warnings) - 20} more warnings", highlight=False)
 
 
+def input_path(ctx: typer.Context, value: Path) -> Path:
+    """Typer callback of the DIR argument of every command that reads logs: a tar or zip archive is
+    unpacked, and ``-`` (standard input) copied, for as long as the command runs
+    (:func:`correlator.archive.opened`); a folder or a plain file is returned as it is. What was not
+    unpacked is printed as warnings (not under ``--quiet``)."""
+    notes: list[str] = []
+    path = ctx.with_resource(archive.opened(value, notes))
+    print_warnings(notes, quiet=bool({"-q", "--quiet"} & set(sys.argv[1:])))
+    return path
+
+
 def load(
     directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr: Path | None = None
 ) -> IngestResult:
@@ -96,4 +110,4 @@ def load(
     return res
 
 
-__all__ = ["check_output", "current_output", "load", "print_warnings", "progress"]
+__all__ = ["check_output", "current_output", "input_path", "load", "print_warnings", "progress"]

@@ -25,6 +25,7 @@ import polars as pl
 import typer
 
 from correlator.align import pg_key, progress
+from correlator.commands import input_path
 from correlator.perfetto import UNKNOWN_HOST, category, initiating_event_ids, prepare
 from correlator.schema import Kind
 
@@ -903,7 +904,10 @@ def register(app: Any) -> None:
         directory: Annotated[
             Path,
             typer.Argument(
-                help="Directory (or single file) of logs from the failed job.", show_default=False
+                help="Directory (or single file) of logs from the failed job; also a tar or zip archive "
+                "of them, or - for standard input.",
+                show_default=False,
+                callback=input_path,
             ),
         ],
         output: Annotated[

@@ -818,6 +818,8 @@ def register(app) -> None:  # type: ignore[no-untyped-def]
 
     import typer
 
+    from correlator.commands import input_path
+
     def redact(directory: Path, output: Path, quiet: bool = False) -> None:
         """Write a copy of the logs with host names, IPs, user names, e-mails and secrets replaced by stable
         pseudonyms (host-1, ip-3, user-1, <secret-1>); diagnosing the copy names the same ranks."""
@@ -846,7 +848,13 @@ def register(app) -> None:  # type: ignore[no-untyped-def]
     # typer reads the annotations; this module postpones them (strings), so hand it the real objects.
     redact.__annotations__ = {
         "directory": Annotated[
-            Path, typer.Argument(help="Directory (or single file) of logs to redact.", show_default=False)
+            Path,
+            typer.Argument(
+                help="Directory (or single file) of logs to redact; also a tar or zip archive of them, or - "
+                "for standard input.",
+                show_default=False,
+                callback=input_path,
+            ),
         ],
         "output": Annotated[
             Path, typer.Option("--output", "-o", help="Folder to write the redacted copy to.")

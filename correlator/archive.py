@@ -1,0 +1,306 @@
+"""Logs as users hold them: a tar or zip archive, or a pasted stream on standard input.
+
+:func:`opened` turns such an input into a folder (or one file) that every command reads as usual, and
+removes it afterwards. It sits in front of discovery and changes nothing for a folder or a plain log file.
+
+- ``-``: standard input is copied to a temporary file ``stdin`` (then treated like any file: a gzip or
+  tar piped in is recognised by its bytes).
+- a tar (plain, gzip, bzip2, xz or zstd; ``.tar``, ``.tar.gz``, ``.tgz``, ``.tar.zst`` … or no suffix at
+  all: it is recognised by the ``ustar`` magic of its first header) or a zip (``PK\\x03\\x04``): the
+  regular-file members are written under a temporary folder ``<archive name>!/``, so evidence reads
+  ``job.tar.gz!/node-a/rank2.log:47``. Nothing is written outside that folder: absolute member names and
+  ``..`` parts are refused, links, devices and FIFOs are skipped, and the limits of
+  :mod:`correlator.limits` hold (bytes per member after decompression, the compression ratio of the whole
+  archive); each skip is a warning.
+
+Compressed tars are read as a stream (Python's ``tarfile``; zstd through pyarrow's codec, as in
+:mod:`correlator.read`).
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import datetime
+import lzma
+import os
+import shutil
+import stat
+import sys
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from correlator import limits
+from correlator.discover import DiscoveryError
+from correlator.errors import InputError
+
+__all__ = ["archive_kind", "opened"]
+
+_CHUNK = 1 << 20
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: At most this many members are written (a zip of a million empty files is a bomb of another kind).
+MAX_MEMBERS = 1_000_000
+
+
+def _head_decompressed(path: Path, head: bytes) -> bytes:
+    """The first ~512 bytes of ``path`` after the compression its magic names (b"" when none or damaged)."""
+    try:
+        if head.startswith(b"\x1f\x8b"):
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 1024)
+        if head.startswith(b"BZh"):
+            return bz2.BZ2Decompressor().decompress(head, 1024)
+        if head.startswith(b"\xfd7zXZ\x00"):
+            return lzma.LZMADecompressor().decompress(head, 1024)
+        if head.startswith(_ZSTD_MAGIC):
+            with _zstd_stream(path) as s:
+                return bytes(s.read(1024))
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return b""
+    except Exception:  # noqa: BLE001 - pyarrow's ArrowInvalid on a damaged zstd frame
+        return b""
+    return b""
+
+
+def archive_kind(path: Path) -> str | None:
+    """``"zip"``, ``"tar"`` or None for ``path`` (a file), from its bytes: the zip local-header magic, or
+    the POSIX ``ustar`` magic at offset 257 of the first tar header, under any compression that
+    :mod:`correlator.read` knows (gzip, bzip2, xz, zstd). A pre-POSIX (v7) tar has no magic and is taken
+    by its ``.tar`` suffix. Never raises: an unreadable file is not an archive."""
+    try:
+        if not path.is_file():
+            return None
+        with open(path, "rb") as f:
+            head = f.read(64 * 1024)
+    except OSError:
+        return None
+    if head.startswith(_ZIP_MAGIC):
+        return "zip"
+    body = head if head[257:262] == b"ustar" else _head_decompressed(path, head)
+    if body[257:262] == b"ustar":
+        return "tar"
+    if path.name.lower().endswith(".tar"):
+        try:
+            return "tar" if tarfile.is_tarfile(path) else None
+        except OSError:
+            return None
+    return None
+
+
+@contextlib.contextmanager
+def _zstd_stream(path: Path) -> Iterator[IO[bytes]]:
+    try:
+        import pyarrow as pa
+
+        stream = pa.CompressedInputStream(pa.OSFile(str(path)), "zstd")
+    except Exception as e:  # noqa: BLE001 - a pyarrow build without zstd
+        raise InputError(f"{path}: zstd-compressed and no zstd decoder ({type(e).__name__})") from None
+    with stream:
+        yield stream  # type: ignore[misc]
+
+
+def _member_path(root: Path, name: str) -> Path | None:
+    """Where member ``name`` goes under ``root``, or None when it would leave it (absolute, ``..``)."""
+    parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("", ".")]
+    if not parts or parts[0] == "/" or ".." in parts or any("\x00" in p for p in parts):
+        return None
+    # ``root`` is a new folder that holds only what this module wrote (folders and regular files, never a
+    # link), so a name without ``..`` stays inside it.
+    return root.joinpath(*parts)
+
+
+class _Budget:
+    """The limits over one archive: bytes per member, the ratio of all members to the archive's size."""
+
+    def __init__(self, archive: Path, warnings: list[str]) -> None:
+        self.lim = limits.current()
+        self.size = max(archive.stat().st_size, 1)
+        self.total = 0
+        self.members = 0
+        self.warnings = warnings
+        self.name = archive.name
+        self.stopped = False
+
+    def copy(self, src: IO[bytes], dest: Path, member: str) -> None:
+        """Copy one member, at most ``max_file_bytes`` of it; stop the archive at the ratio cap."""
+        kept = 0
+        with open(dest, "wb") as out:
+            while True:
+                piece = src.read(_CHUNK)
+                if not piece:
+                    break
+                room = self.lim.max_file_bytes - kept
+                if len(piece) > room:
+                    out.write(piece[:room])
+                    kept += room
+                    self.total += room
+                    self.warnings.append(
+                        f"{self.name}!/{member}: kept the first {kept} bytes (member larger than "
+                        f"{self.lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB)"
+                    )
+                    break
+                out.write(piece)
+                kept += len(piece)
+                self.total += len(piece)
+                if self.total > self.lim.ratio_floor_bytes and self.total > self.lim.max_ratio * self.size:
+                    self.warnings.append(
+                        f"{self.name}: stopped unpacking after {self.total} bytes: compression ratio above "
+                        f"{self.lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO); "
+                        "the members before it are read"
+                    )
+                    self.stopped = True
+                    break
+        self.members += 1
+        if self.members >= MAX_MEMBERS and not self.stopped:
+            self.warnings.append(f"{self.name}: stopped unpacking after {MAX_MEMBERS} members")
+            self.stopped = True
+
+
+def _unpack_tar(archive: Path, root: Path, budget: _Budget) -> None:
+    with open(archive, "rb") as raw:
+        head = raw.read(4)
+    try:
+        with contextlib.ExitStack() as stack:
+            if head.startswith(_ZSTD_MAGIC):
+                fileobj: IO[bytes] = stack.enter_context(_zstd_stream(archive))
+                tf = stack.enter_context(tarfile.open(fileobj=fileobj, mode="r|"))
+            else:
+                tf = stack.enter_context(tarfile.open(archive, mode="r|*"))
+            for m in tf:
+                if budget.stopped:
+                    break
+                if m.isdir():
+                    continue
+                if not m.isreg():
+                    what = "link" if m.issym() or m.islnk() else "special file"
+                    budget.warnings.append(f"{archive.name}!/{m.name}: skipped, a {what} in the archive")
+                    continue
+                _write_member(root, m.name, budget, lambda m=m: tf.extractfile(m), float(m.mtime))  # type: ignore[misc]
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as e:
+        budget.warnings.append(
+            f"{archive.name}: damaged or truncated tar ({type(e).__name__}: {e}); the members before the "
+            "damage are read"
+        )
+
+
+def _write_member(root: Path, name: str, budget: _Budget, open_member, mtime: float | None) -> None:  # type: ignore[no-untyped-def]
+    """Copy one member under ``root`` with its modification time (ingest takes the year of stamps that
+    lack one from it)."""
+    dest = _member_path(root, name)
+    if dest is None:
+        budget.warnings.append(
+            f"{budget.name}!/{name}: skipped, the name leaves the archive (absolute or ..)"
+        )
+        return
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        src = open_member()
+        if src is None:
+            return
+        with src:
+            budget.copy(src, dest, name)
+        if mtime is not None:
+            os.utime(dest, (mtime, mtime))
+    except (OSError, RuntimeError, zipfile.BadZipFile, zlib.error, EOFError) as e:
+        budget.warnings.append(f"{budget.name}!/{name}: skipped ({type(e).__name__}: {e})")
+
+
+def _unpack_zip(archive: Path, root: Path, budget: _Budget) -> None:
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise InputError(f"{archive}: not a readable zip archive ({e})") from None
+    with zf:
+        for info in zf.infolist():
+            if budget.stopped:
+                break
+            if info.is_dir():
+                continue
+            mode = info.external_attr >> 16
+            if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # a link or device (zips made on Unix say)
+                budget.warnings.append(f"{archive.name}!/{info.filename}: skipped, a link or special file")
+                continue
+            if info.flag_bits & 0x1:
+                budget.warnings.append(f"{archive.name}!/{info.filename}: skipped, encrypted")
+                continue
+            try:
+                mtime: float | None = datetime.datetime(*info.date_time).timestamp()
+            except (ValueError, OverflowError):
+                mtime = None
+            _write_member(root, info.filename, budget, lambda info=info: zf.open(info), mtime)  # type: ignore[misc]
+
+
+def _stdin_to(dest: Path, warnings: list[str]) -> None:
+    """Copy standard input to ``dest``, at most ``max_file_bytes`` (the rest is counted and reported)."""
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    if stream is None or (hasattr(stream, "isatty") and stream.isatty()):
+        raise InputError(
+            "-: reads the log from standard input; pipe or redirect one into it (… | rankscope …)"
+        )
+    cap = limits.current().max_file_bytes
+    kept = dropped = 0
+    with open(dest, "wb") as out:
+        while True:
+            piece = stream.read(_CHUNK)
+            if not piece:
+                break
+            room = cap - kept
+            if room > 0:
+                out.write(piece[:room])
+                kept += min(room, len(piece))
+            dropped += max(len(piece) - max(room, 0), 0)
+    if dropped:
+        warnings.append(
+            f"stdin: kept the first {kept} bytes, {dropped} more not read "
+            f"(RANKSCOPE_MAX_FILE_MB={cap // (1024 * 1024)})"
+        )
+
+
+@contextlib.contextmanager
+def opened(path: str | os.PathLike[str], warnings: list[str] | None = None) -> Iterator[Path]:
+    """``path`` as something discovery reads: itself for a folder or a plain file; a temporary folder
+    holding an archive's members; a temporary file holding standard input for ``-``. The temporary copy
+    is removed on exit. Notes on what was not unpacked are appended to ``warnings``.
+
+    Raises :class:`~correlator.errors.InputError` for ``-`` on a terminal and for a zip that cannot be
+    opened at all (a damaged tar keeps the members before the damage, with a warning).
+    """
+    notes = warnings if warnings is not None else []
+    p = Path(path)
+    if str(path) != "-" and archive_kind(p) is None:
+        yield p
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="rankscope-input-"))
+    try:
+        if str(path) == "-":
+            src = tmp / "stdin"
+            _stdin_to(src, notes)
+            kind = archive_kind(src)
+            name = "stdin"
+        else:
+            src, kind, name = p, archive_kind(p), p.name
+        if kind is None:
+            given = src
+        else:
+            given = tmp
+            root = tmp / f"{name}!"
+            root.mkdir()
+            budget = _Budget(src, notes)
+            if kind == "zip":
+                _unpack_zip(src, root, budget)
+            else:
+                _unpack_tar(src, root, budget)
+            if src.parent == tmp:
+                src.unlink()  # stdin's copy: the members are out, the stream itself is not a log
+        try:
+            yield given
+        except (InputError, DiscoveryError) as e:  # name the input as the user gave it, not the copy
+            text = str(e).replace(str(tmp / "stdin"), "-").replace(str(tmp), str(path))
+            raise type(e)(text) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

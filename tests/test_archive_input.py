@@ -1,0 +1,200 @@
+"""Issue #34 item 2: a tar or zip archive of the logs, or a combined log on standard input, gives the same
+verdict as the folder, with evidence named inside the archive; unpacking never writes outside its
+temporary folder and keeps the limits."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from correlator import archive
+from correlator.api import diagnose_path
+from tests.conftest import CASES, run_cli
+
+CASE = CASES / "public-02-oom-rank2-multinode-timeouts"
+LOGS = CASE / "logs"
+
+
+def _expected() -> dict[str, object]:
+    return json.loads((CASE / "expected.json").read_text())
+
+
+def _files() -> list[Path]:
+    return sorted(p for p in LOGS.rglob("*") if p.is_file())
+
+
+def _tar(dest: Path, mode: str) -> Path:
+    with tarfile.open(dest, mode) as tf:
+        for p in _files():
+            tf.add(p, arcname=f"job/{p.relative_to(LOGS).as_posix()}")
+    return dest
+
+
+def _zip(dest: Path) -> Path:
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in _files():
+            zf.write(p, arcname=f"job/{p.relative_to(LOGS).as_posix()}")
+    return dest
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    """Unpacking goes to a temporary folder of this test only, to see what is left behind."""
+    t = tmp_path / "tmp"
+    t.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(t))
+    return t
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: _tar(d / "job.tar.gz", "w:gz"),
+        lambda d: _tar(d / "job.tar", "w"),
+        lambda d: _tar(d / "job.tar.xz", "w:xz"),
+        lambda d: _tar(d / "logs-without-suffix", "w:bz2"),
+        lambda d: _zip(d / "job.zip"),
+    ],
+    ids=["tar.gz", "tar", "tar.xz", "tar.bz2-no-suffix", "zip"],
+)
+def test_archive_gives_the_folders_verdict(tmp_path, private_tmp, make):
+    want = _expected()
+    arc = make(tmp_path)
+    got = diagnose_path(arc).to_dict()
+    assert sorted(got["initiating_ranks"]) == sorted(want["initiating_ranks"])
+    assert got["failure_kind"] == want["failure_kind"]
+    assert got["ranks_seen"] == diagnose_path(LOGS).to_dict()["ranks_seen"]
+    paths = {e["path"] for e in got["evidence"]}
+    assert paths and all(p.startswith(f"{arc.name}!/job/") for p in paths), paths
+    assert list(private_tmp.iterdir()) == []  # the unpacked copy is gone
+
+
+def test_tar_zst(tmp_path, private_tmp):
+    pa = pytest.importorskip("pyarrow")
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tf:
+        for p in _files():
+            tf.add(p, arcname=p.name)
+    dest = tmp_path / "job.tar.zst"
+    try:
+        with pa.CompressedOutputStream(str(dest), "zstd") as out:
+            out.write(raw.getvalue())
+    except Exception:  # noqa: BLE001 - a pyarrow without zstd
+        pytest.skip("no zstd codec in this pyarrow")
+    got = diagnose_path(dest).to_dict()
+    assert sorted(got["initiating_ranks"]) == sorted(_expected()["initiating_ranks"])
+
+
+def _cli(args: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "correlator", *args],
+        input=stdin,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_stdin_pipe_gives_the_files_verdict(tmp_path):
+    """``cat combined.log | rankscope diagnose -``: the verdict of the same combined file."""
+    combined = tmp_path / "combined.log"
+    combined.write_bytes(b"".join(p.read_bytes() for p in _files()))
+    p = _cli(["diagnose", "-", "-f", "json", "-q"], combined.read_bytes())
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    ref = diagnose_path(combined).to_dict()
+    assert got["initiating_ranks"] == ref["initiating_ranks"] == _expected()["initiating_ranks"]
+    assert got["failure_kind"] == ref["failure_kind"]
+    assert {e["path"] for e in got["evidence"]} == {"stdin"}
+
+
+def test_tar_gz_on_stdin(tmp_path):
+    arc = _tar(tmp_path / "job.tar.gz", "w:gz")
+    p = _cli(["diagnose", "-", "-f", "json", "-q"], arc.read_bytes())
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["initiating_ranks"] == _expected()["initiating_ranks"]
+    assert all(e["path"].startswith("stdin!/job/") for e in got["evidence"])
+
+
+def test_empty_stdin_is_exit_2_naming_the_dash():
+    p = _cli(["diagnose", "-"], b"")
+    assert p.returncode == 2
+    assert p.stderr.decode().startswith("error: -: ")
+
+
+def test_every_command_takes_an_archive(tmp_path, monkeypatch, capsys):
+    arc = _zip(tmp_path / "job.zip")
+    n = len(diagnose_path(LOGS).table)
+    code, out, err = run_cli(["events", arc, "--format", "json", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines() if line.strip()]  # one object per line
+    assert rows and all(r["path"].startswith("job.zip!/job/") for r in rows)
+    code, _, err = run_cli(["timeline", arc, "-o", tmp_path / "t.parquet", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    import polars as pl
+
+    assert pl.read_parquet(tmp_path / "t.parquet").height >= n
+    code, _, err = run_cli(["redact", arc, "-o", tmp_path / "red", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    assert len([p for p in (tmp_path / "red").rglob("*") if p.is_file()]) == len(_files())
+
+
+def _hostile_tar(dest: Path) -> Path:
+    good = (LOGS / _files()[0].name).read_bytes()
+    with tarfile.open(dest, "w:gz") as tf:
+        for name, data in (("../escape.log", b"x\n"), ("/abs/escape.log", b"x\n"), ("ok/rank0.log", good)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("ok/link.log")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "/etc/passwd"
+        tf.addfile(link)
+    return dest
+
+
+def test_unpacking_stays_inside_and_says_what_it_skipped(tmp_path, private_tmp):
+    arc = _hostile_tar(tmp_path / "evil.tar.gz")
+    notes: list[str] = []
+    with archive.opened(arc, notes) as root:
+        written = sorted(
+            p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()
+        )
+    assert written == ["evil.tar.gz!/ok/rank0.log"]
+    assert [p for p in private_tmp.rglob("*")] == []
+    assert not (private_tmp / "escape.log").exists() and not Path("/abs/escape.log").exists()
+    joined = "\n".join(notes)
+    assert "../escape.log: skipped, the name leaves the archive" in joined
+    assert "/abs/escape.log: skipped, the name leaves the archive" in joined
+    assert "ok/link.log: skipped, a link" in joined
+
+
+def test_zip_bomb_stops_at_the_ratio_cap(tmp_path, private_tmp):
+    dest = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("rank0.log", b"\n" * (20 << 20))  # 20 MiB of newlines deflate ~1000:1
+    notes: list[str] = []
+    with archive.opened(dest, notes) as root:
+        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    assert size <= 500 * dest.stat().st_size + (1 << 20)  # stopped within one chunk of the cap
+    assert any("compression ratio above 500:1" in n for n in notes)
+
+
+def test_plain_logs_are_not_archives(tmp_path):
+    import gzip
+
+    gz = tmp_path / "rank0.log.gz"
+    gz.write_bytes(gzip.compress(_files()[0].read_bytes()))
+    assert archive.archive_kind(gz) is None
+    assert archive.archive_kind(_files()[0]) is None
+    assert archive.archive_kind(LOGS) is None
+    with archive.opened(LOGS) as p:
+        assert p == LOGS
