@@ -38,6 +38,10 @@ app = typer.Typer(
 UsageError = InputError
 
 
+#: ``diagnose --exit-code``: the logs show a failure (0, 1, 2 and 3 keep their meanings; see main()).
+FAILURE_FOUND = 4
+
+
 class DiagFormat(str, Enum):
     text = "text"
     json = "json"
@@ -185,6 +189,14 @@ def diagnose(
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
     fr: FrOpt = None,
+    exit_code: Annotated[
+        bool,
+        typer.Option(
+            "--exit-code",
+            help="Exit 4 when the logs show a failure (any failure kind but none), 0 when they show none: "
+            "for scripts and CI. Without it diagnose exits 0 whatever it finds.",
+        ),
+    ] = False,
 ) -> None:
     """Name the initiating rank(s), the failure kind, the collateral ranks and the evidence lines."""
     from correlator.report import render_markdown, render_text
@@ -208,6 +220,8 @@ def diagnose(
         print(render_markdown(d), end="")
     else:
         render_text(d, out)
+    if exit_code and d.failure_kind != "none":
+        raise typer.Exit(FAILURE_FOUND)
 
 
 _skipped_for_output = api.skipped_for_output
