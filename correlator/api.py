@@ -451,7 +451,16 @@ def _diagnose_path(
             f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
         )
     if require_lines:
-        check_recognised(table, ranks, p)
+        try:
+            check_recognised(table, ranks, p)
+        except InputError:  # nothing recognised: a rank named next to a failure word, or the refusal
+            from correlator import lastresort
+
+            guess = lastresort.read(table)
+            if guess is None:
+                raise
+            attach_signatures(guess, table, [Path(x) for x in signatures])
+            return PathDiagnosis(guess, table, skipped, notes + warnings, attempts, guess.ranks_seen)
     from correlator.streaming import reduce_for_diagnosis
 
     # The same verdict from fewer rows (issue #13 item 4; tests/test_reduced_diagnosis.py); signatures still

@@ -203,6 +203,13 @@ class Reason(enum.Enum):
         "The job restarted and later attempts failed too; the top-level verdict is the first one's.",
     )
 
+    LAST_RESORT = (
+        0.65,
+        "no rule recognises this log; the rank is read from the words of one line that names it next to a "
+        "failure word",
+        "No parser recognised a fault; correlator.lastresort read the rank from a failure line's words.",
+    )
+
     def fields(self) -> list[str]:
         """The named fields of :attr:`template`, in order."""
         return [f for _, f, _, _ in string.Formatter().parse(self.template) if f]
