@@ -205,8 +205,7 @@ class Reason(enum.Enum):
 
     LAST_RESORT = (
         0.65,
-        "no rule recognises this log; the rank is read from the words of one line that names it next to a "
-        "failure word",
+        "no rule recognises this log; the rank is read from the words of one failure line that names it",
         "No parser recognised a fault; correlator.lastresort read the rank from a failure line's words.",
     )
 
