@@ -43,6 +43,11 @@ class Reason(enum.Enum):
         "the ranks disagree evenly on the collective; no single odd one out",
         "Collective signatures differ but no side is a majority: the odd one out is a guess.",
     )
+    CALL_SITE_ONLY = (
+        0.15,
+        "read from the tracebacks' calls into torch.distributed (no DETAIL): {odd}; the others {op} at {site}",
+        "Without DETAIL: the ranks' tracebacks entered different collectives; the minority call site is odd.",
+    )
     CONFIG_LINE = (
         0.1,
         "the odd rank was found from its own configuration line, not from the collective itself",

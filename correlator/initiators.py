@@ -10,6 +10,7 @@ names; and only then silence (a rank with no error that stopped advancing, exite
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -189,6 +190,80 @@ def config_odd_one_out(e: Evidence) -> Finding | None:
         {odd: ev_ids[0]},
         {"evidence": ev_ids},
         [Reason.CONFIG_LINE.note()],
+    )
+
+
+#: A Python traceback frame: ``  File "/opt/app/train.py", line 226, in main`` (CPython 3.x traceback module).
+_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\s]+)')
+#: Frames of installed libraries and of the interpreter, not of the job's own code.
+_LIB_FRAME_RE = re.compile(r"(?:/site-packages/|/dist-packages/|/lib/python3[.\d]*/|^<frozen |/torch/)")
+
+
+def call_site(raw: str) -> tuple[str, str] | None:
+    """Where a traceback entered ``torch.distributed``: ``("train.py:226", "broadcast")`` — the job's own
+    innermost frame before the innermost ``distributed_c10d.py`` frame, and that frame's function (the
+    collective called). None when the traceback has no ``distributed_c10d.py`` frame (torch 1.x – 2.15 keep
+    the collectives in ``torch/distributed/distributed_c10d.py``) or no frame of the job's own code before it.
+    ``raw``: the traceback record as the table holds it (``[rankN]:`` prefixes are ignored)."""
+    frames = [(m["file"], m["line"], m["fn"]) for m in _FRAME_RE.finditer(raw)]
+    c10d = [i for i, f in enumerate(frames) if f[0].endswith("distributed_c10d.py")]
+    if not c10d:
+        return None
+    i = c10d[-1]
+    own = [f for f in frames[:i] if not _LIB_FRAME_RE.search(f[0])]
+    if not own:
+        return None
+    file, line, _fn = own[-1]
+    return f"{file.rsplit('/', 1)[-1]}:{line}", frames[i][2]
+
+
+def call_site_odd_one_out(e: Evidence) -> Finding | None:
+    """Without DETAIL nothing names the op a rank ran, but each rank's traceback does: the ranks that
+    failed inside a collective are grouped by where their code called ``torch.distributed`` (file:line and
+    the collective, :func:`call_site`). When every rank of the job failed inside a collective and a strict
+    majority of three or more stands at one call site, the ranks elsewhere ran another collective: they are
+    the odd ones out (a collective cannot complete without every member). Each rank's first fault row with
+    a call site counts. A rank in no collective leaves the rule silent: it may be a straggler, and the
+    minority may be waiting for it in a subgroup's collective."""
+    rows = e.fr.filter(pl.col("raw").str.contains("distributed_c10d.py", literal=True)).sort(
+        "tc", "event_id", nulls_last=True
+    )
+    if rows.height < 3:
+        return None
+    site: dict[int, tuple[str, str]] = {}
+    eid: dict[int, int] = {}
+    for r, raw, ev in rows.select("rank", "raw", "event_id").iter_rows():
+        if r in site:
+            continue
+        cs = call_site(raw or "")
+        if cs is not None:
+            site[r], eid[r] = cs, ev
+    counts = Counter(site.values())
+    if len(site) < 3 or len(counts) < 2:
+        return None
+    # Every rank must stand in some collective: a rank that is in none may be the straggler the others wait
+    # for, and a minority may then only be waiting in a subgroup's collective (cap-13).
+    if not set(e.seen) <= set(site) or e.absent or (e.world is not None and len(site) < e.world):
+        return None
+    (top, ntop), *_ = counts.most_common()
+    if 2 * ntop <= len(site):
+        return None  # no strict majority: nobody is the odd one out
+    odd = sorted(r for r, cs in site.items() if cs != top)
+    return Finding(
+        odd,
+        "odd one out by call site",
+        "collective_mismatch",
+        cause_event={r: eid[r] for r in odd},
+        focus={
+            "op": top[1],
+            "majority": f"{top[1]} at {top[0]}",
+            "evidence": [eid[r] for r in sorted(site)][:8],
+        },
+        reasons=[
+            Reason.CALL_SITE_ONLY.note(
+                odd="; ".join(f"rank {r} {site[r][1]} at {site[r][0]}" for r in odd), op=top[1], site=top[0]
+            )
+        ],
     )
 
 
@@ -645,6 +720,7 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     flight_recorder,
     odd_one_out,
     config_odd_one_out,
+    call_site_odd_one_out,
     first_causes,
     bare_exit,
     network,
