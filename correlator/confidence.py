@@ -48,6 +48,11 @@ class Reason(enum.Enum):
         "read from the tracebacks' calls into torch.distributed (no DETAIL): {odd}; the others {op} at {site}",
         "Without DETAIL: the ranks' tracebacks entered different collectives; the minority call site is odd.",
     )
+    DISOWNED_BY_ALL = (
+        0.1,
+        "all {n} other ranks say their model differs from rank {peer}'s; rank {peer} is the one that differs",
+        "Every rank but one states a disagreement with that one (DDP's check against rank 0): it is odd.",
+    )
     CONFIG_LINE = (
         0.1,
         "the odd rank was found from its own configuration line, not from the collective itself",

@@ -357,6 +357,8 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
     basis = G.graph["initiator_basis"]
     verb = {
         "odd one out": "ran a different collective than the others",
+        "odd one out by call site": "called a different collective than the others (read from the tracebacks)",
+        "disowned by all the others": "differs from all the other ranks (each of them says so)",
         "silent while the others failed": "went silent (no error) while the others failed",
         "behind on the collective sequence": "fell behind on the collective sequence",
         "named by monitoredBarrier": "never reached the monitored barrier",

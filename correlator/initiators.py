@@ -267,6 +267,34 @@ def call_site_odd_one_out(e: Evidence) -> Finding | None:
     )
 
 
+def disowned_by_all(e: Evidence) -> Finding | None:
+    """Every other rank says it disagrees with one peer: that peer is the odd one out.
+
+    DDP checks each rank's model against rank 0's (reducer.cpp ``verify_params_across_processes``: ``[3]:
+    params[0] in this process with sizes [64, 32] appears not to match sizes of the same param in process
+    0``; ``_verify_param_shape_across_processes``: ``Rank 1 has 2 params, while rank 0 has inconsistent 4
+    params``). One rank that differs complains alone and is its own initiator (:func:`first_causes`); when
+    rank 0 is the one that differs, *every other* rank complains about it. So when the ranks that state a
+    disagreement with peer P (``peer_rank``) are all the ranks seen but P, two or more, P is named."""
+    rows = e.fr.filter((pl.col("kind") == Kind.DDP_ERROR) & pl.col("peer_rank").is_not_null())
+    if rows.height < 2:
+        return None
+    others = set(e.seen) | set(e.absent)
+    for peer, grp in rows.group_by("peer_rank", maintain_order=True):
+        p = int(peer[0])  # type: ignore[arg-type]
+        complainers = set(grp["rank"].to_list()) - {p}
+        if len(complainers) >= 2 and complainers >= others - {p} and not e.absent:
+            return Finding(
+                [p],
+                "disowned by all the others",
+                "collective_mismatch",
+                cause_event={p: grp["event_id"][0]},
+                focus={"evidence": grp["event_id"].head(8).to_list()},
+                reasons=[Reason.DISOWNED_BY_ALL.note(n=len(complainers), peer=p)],
+            )
+    return None
+
+
 def first_causes(e: Evidence) -> Finding | None:
     """Exceptions, CUDA errors, SIGKILL: every rank whose own cause came before anyone reacted."""
     causes = e.causes
@@ -721,6 +749,7 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     odd_one_out,
     config_odd_one_out,
     call_site_odd_one_out,
+    disowned_by_all,
     first_causes,
     bare_exit,
     network,

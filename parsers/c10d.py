@@ -359,9 +359,11 @@ RULES: list[Rule] = [
         "ddp_error",
         "c10d",
         "appears not to match",
-        r"\[(?P<rank_stated>\d+)\]: params\[\d+\] in this process with sizes (?P<shape>\[[^\]]*\]) appears not to match",
+        r"(?:\[(?P<rank_stated>\d+)\]: )?params\[\d+\] in this process with sizes (?P<shape>\[[^\]]*\]) appears "
+        r"not to match (?:sizes|strides) of the same param in process (?P<peer_rank>\d+)",
         "error",
-        "DDP reducer.cpp verify_params_across_processes, torch 1.x – 2.13",
+        "DDP reducer.cpp verify_params_across_processes, torch 1.x – 2.15: '[R]: params[p] in this process with "
+        "sizes … appears not to match sizes of the same param in process 0.' (strides: without '[R]: ')",
         "RuntimeError: [3]: params[0] in this process with sizes [64, 32] appears not to match sizes of the same param "
         "in process 0.",
     ),
