@@ -159,11 +159,29 @@ def _str_list(v: Any, where: str) -> list[str]:
     return v
 
 
+#: Integers a rule may hold: those of the event table's integer columns (Int64); TOML itself has no bound.
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+
+
+def _is_int(x: Any) -> bool:
+    """An integer (not a bool) within Int64."""
+    return isinstance(x, int) and not isinstance(x, bool) and _INT_MIN <= x <= _INT_MAX
+
+
+def _int(v: Any, where: str) -> int:
+    """``v`` when it is an integer within Int64; else :class:`SignatureError` naming ``where``."""
+    if not _is_int(v):
+        raise SignatureError(f"{where}: must be an integer from {_INT_MIN} to {_INT_MAX}")
+    return int(v)
+
+
 def _int_list(v: Any, where: str) -> list[int]:
     if isinstance(v, int) and not isinstance(v, bool):
         v = [v]
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise SignatureError(f"{where}: must be an integer or a list of integers")
+    if not isinstance(v, list) or not all(_is_int(x) for x in v):
+        raise SignatureError(
+            f"{where}: must be an integer or a list of integers from {_INT_MIN} to {_INT_MAX}"
+        )
     return v
 
 
@@ -208,8 +226,7 @@ def _validate_rule(rule: Any, where: str) -> int:
                 raise SignatureError(f"{w}: must be one of {', '.join(_POSITIONS)}")
             score += 1
         elif key in ("min_count", "min_ranks", "max_ranks") or key.endswith(("_min", "_max")):
-            if not isinstance(val, int) or isinstance(val, bool):
-                raise SignatureError(f"{w}: must be an integer")
+            _int(val, w)
             score += 1
         elif key == "differs":
             bad = [c for c in _str_list(val, w) if c not in _DIFFERS]
@@ -249,8 +266,7 @@ def _parse_signature(raw: Any, where: str, source: str) -> Signature:
     if role not in _ROLES:
         raise SignatureError(f"{where}.role: must be one of {', '.join(_ROLES)}")
     priority = raw.get("priority", 0)
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise SignatureError(f"{where}.priority: must be an integer")
+    _int(priority, f"{where}.priority")
     likely = _str_list(raw.get("likely_failure_kind", []), f"{where}.likely_failure_kind")
     bad = [k for k in likely if k not in _FAILURE_KINDS]
     if bad:
