@@ -171,7 +171,7 @@ def _source_frame(
             parsed = None
         if parsed is not None:
             epoch, code = parsed["epoch_s"], parsed["exit_code"]
-            if not (isinstance(epoch, int) and 0 <= epoch < 2**40):
+            if not (isinstance(epoch, int) and 0 <= epoch <= timestamps.MAX_EPOCH_S):
                 if epoch is not None:
                     res.warnings.append(f"{src.rel}: timestamp {str(epoch)[:30]} out of range; ignored")
                 epoch = None

@@ -495,3 +495,57 @@ def test_interleaved_tracebacks_keep_their_rank(tmp_path):
         assert all(
             f"[rank{1 - rank}]" not in raw for raw in t.filter(pl.col("rank") == rank)["raw"].to_list()
         )
+
+
+# ------------------------------------------------------------------ issue 35: stamps past year 9999
+
+
+def _error_json(ts: object) -> str:
+    return json.dumps({"message": {"message": "RuntimeError: x", "extraInfo": {"timestamp": ts}}})
+
+
+@pytest.mark.parametrize("epoch", [2**40 - 1, 253402300800, 2**62])
+def test_error_json_stamp_past_year_9999_is_no_stamp(epoch, tmp_path, monkeypatch, capsys):
+    # 2**40 - 1 s is 36812-02-20: polars holds it, Python's datetime (years 1 - 9999) does not, and
+    # `events` (plain lines when piped) failed converting it: exit 3. 253402300800 is 10000-01-01 00:00:00,
+    # one second past the last stamp a datetime holds (253402300799).
+    root = tmp_path / "logs"
+    n = write(root / "run" / "attempt_0" / "0" / "error.json", _error_json(str(epoch)))
+    n += write(root / "run" / "attempt_0" / "0" / "stderr.log", "[rank0]: RuntimeError: x\n")
+    res = check_accounting(root, n)
+    row = res.table.filter(pl.col("stream") == "error_json").row(0, named=True)
+    assert row["ts"] is None and row["ts_quality"] != "exact"
+    assert any("out of range" in w for w in res.warnings), res.warnings
+    for args in (["events", root], ["events", root, "-f", "csv"]):
+        code, out, errtext = run(args, monkeypatch, capsys)
+        assert_clean(code, out, errtext)
+        assert "36812" not in out and "error.json" in out
+    code, out, errtext = run(["timeline", root, "-o", tmp_path / "t.csv"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    assert "error.json" in (tmp_path / "t.csv").read_text()
+    diag(root, monkeypatch, capsys)
+
+
+def test_last_representable_epoch_is_kept(tmp_path):
+    root = tmp_path / "logs"
+    write(root / "run" / "attempt_0" / "0" / "error.json", _error_json("253402300799"))
+    res = ingest(root)
+    row = res.table.filter(pl.col("stream") == "error_json").row(0, named=True)
+    assert str(row["ts"]) == "9999-12-31 23:59:59+00:00" and row["ts_quality"] == "exact"
+
+
+def test_text_stamp_pushed_past_year_9999_by_its_zone(tmp_path, monkeypatch, capsys):
+    # 9999-12-31 23:30 in New York is 10000-01-01 04:30 UTC: no datetime holds it.
+    root = tmp_path / "logs"
+    line = (
+        "[9999-12-31 23:30:00,000] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process "
+        "41237 closing signal SIGTERM\n"
+    )
+    write(root / "launcher.log", line)
+    res = ingest(root, tz="America/New_York")
+    assert res.table["ts"].to_list() == [None]
+    code, out, errtext = run(["events", root, "--tz", "America/New_York"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    assert "worker_signalled" in out
+    # in UTC the same stamp is representable and kept
+    assert str(ingest(root).table["ts"][0]) == "9999-12-31 23:30:00+00:00"
