@@ -254,20 +254,20 @@ def with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
     return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
 
 
-def check_small_file(p: Path, what: str, limit: int = 4 << 20) -> None:
-    """``p`` must be a regular file of at most ``limit`` bytes (not a FIFO, a device, /dev/zero)."""
-    import stat as st
+def check_small_file(p: Path, what: str, limit: int | None = None) -> None:
+    """``p`` must be a regular file of at most ``limit`` bytes (default ``RANKSCOPE_MAX_SMALL_KB``, 4 MiB),
+    read by :func:`correlator.read.read_small` (not a FIFO, a device, /dev/zero). Raises
+    :class:`InputError` (``"<what> <p>: not a regular file (a FIFO)"``, ``"… bytes, more than the …-byte
+    limit …"``)."""
+    from correlator.read import SmallFileError, read_small
 
+    label = f"{what} {_safe(p)}"
     try:
-        info = os.stat(p)
-    except OSError as e:
-        raise InputError(f"{what} {_safe(p)}: cannot read ({e.strerror or e})") from None
-    if not st.S_ISREG(info.st_mode):
-        raise InputError(f"{what} {_safe(p)}: not a regular file")
-    if info.st_size > limit:
-        raise InputError(
-            f"{what} {_safe(p)}: {info.st_size} bytes, more than {limit} (not a signature file?)"
-        )
+        small = read_small(p, label, limit)
+    except SmallFileError as e:
+        raise InputError(str(e)) from None
+    if small.truncated:
+        raise InputError(small.too_big(label))
 
 
 def attach_signatures(d: object, table: pl.DataFrame, extra: Sequence[Path]) -> None:

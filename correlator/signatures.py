@@ -295,11 +295,22 @@ def _parse_signature(raw: Any, where: str, source: str) -> Signature:
     )
 
 
-def _load_file(path: Path) -> list[Signature]:
+#: The built-in library ships with rankscope: not held to the limit of a user's file.
+_BUILTIN_LIMIT = 64 << 20
+
+
+def _load_file(path: Path, limit: int | None = None) -> list[Signature]:
+    """The signatures of one TOML file, read with the small-file limit (``limit`` bytes; default
+    ``RANKSCOPE_MAX_SMALL_KB``). Raises :class:`SignatureError` naming the file and the reason."""
+    from correlator.read import SmallFileError, read_small
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SignatureError(f"{path}: cannot read signature file ({e.strerror or e})") from None
+        small = read_small(path, str(path), limit)
+        if small.truncated:
+            raise SignatureError(small.too_big(f"{path}: signature file"))
+        data = tomllib.loads(small.data.decode("utf-8"))
+    except SmallFileError as e:
+        raise SignatureError(f"{e} (signature file)") from None
     except UnicodeDecodeError as e:
         raise SignatureError(f"{path}: not UTF-8 text ({e})") from None
     except tomllib.TOMLDecodeError as e:
@@ -330,7 +341,7 @@ def load_signatures(extra: Iterable[Path | str] = ()) -> list[Signature]:
     Raises ``SignatureError`` (a ``ValueError``) naming the file and the reason when a file is unreadable
     or invalid.
     """
-    by_id: dict[str, Signature] = {s.id: s for s in _load_file(builtin_path())}
+    by_id: dict[str, Signature] = {s.id: s for s in _load_file(builtin_path(), _BUILTIN_LIMIT)}
     for p in extra:
         for s in _load_file(Path(p)):
             by_id[s.id] = s
