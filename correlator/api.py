@@ -237,7 +237,10 @@ def skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object
 
         r = Redactor()
         r.learn_hosts(s.host for s in res.sources)
+        for s in res.sources:
+            r.learn_text(s.rel)  # hosts in folder names (torchrun_logs-<host>/…/attempt_0)
         for e in entries:
+            r.learn_text(str(e["path"]))
             e["path"] = r.text(str(e["path"]))
     return entries
 
@@ -379,8 +382,10 @@ def diagnose_path(
         if redact:
             from correlator.redact import Redactor, redact_table
 
-            table = redact_table(table)
             r = Redactor()
+            table = redact_table(table, r)  # one redactor: the same pseudonyms in the table and the paths
+            for entry in skipped:
+                r.learn_text(str(entry["path"]))
             for entry in skipped:
                 entry["path"] = r.text(str(entry["path"]))
     else:
