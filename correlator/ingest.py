@@ -28,15 +28,7 @@ import parsers
 from correlator import fr as flight_recorder
 from correlator import identity, limits
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
-from correlator.read import (
-    ReadResult,
-    SmallFile,
-    SmallFileError,
-    lines_of,
-    read_lines,
-    read_small,
-    skip_entry,
-)
+from correlator.read import ReadResult, SmallFile, read_lines, read_small_lines
 from correlator.schema import PARSE_KEEP, POLARS_SCHEMA, Kind, conform
 from parsers import coll, elastic, timestamps
 from parsers.rules import true_at
@@ -181,21 +173,9 @@ def _source_frame(
     than the limit reaches a parser."""
     cut: SmallFile | None = None
     if src.layout == "error_json":
-        try:
-            cut = read_small(src.path, src.rel, tail=_ERROR_JSON_TAIL)
-        except SmallFileError:
-            cut = None  # not a regular file, unreadable: read_lines says why, as for any other file
-    if cut is None:
-        res = read_lines(src.path, src.rel, on_bytes)
+        res, cut = read_small_lines(src.path, src.rel, tail=_ERROR_JSON_TAIL)
     else:
-        res = lines_of(cut.data, src.rel, src.path.name)
-        if cut.truncated:
-            rest = cut.size - len(cut.data)
-            res.warnings.append(
-                f"{src.rel}: {cut.size} bytes, more than the small-file limit ({cut.limit} bytes; raise "
-                f"RANKSCOPE_MAX_SMALL_KB); read its first {len(cut.data)} bytes, {rest} bytes not read"
-            )
-            res.skipped.append(skip_entry(src.rel, rest, None, "file size cap"))
+        res = read_lines(src.path, src.rel, on_bytes)
     if progress:
         progress(src)
     n = res.lines.len()

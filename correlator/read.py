@@ -767,12 +767,26 @@ def read_small(
         os.close(fd)
 
 
-def lines_of(data: bytes, rel: str, name: str) -> ReadResult:
-    """The physical lines of ``data`` (the bytes of the file ``rel`` named ``name``), decoded and cleaned
-    exactly as :func:`read_lines` does with the bytes it reads (encoding, NULs, controls, line limits)."""
+def read_small_lines(path: Path, rel: str, tail: int = 0) -> tuple[ReadResult, SmallFile | None]:
+    """The physical lines of a small file (``error.json``) read by :func:`read_small`, decoded and cleaned as
+    :func:`read_lines` does, and the :class:`SmallFile` read (for its ``tail``). A file larger than the
+    small-file limit gives the lines of its head, a warning and a ``file size cap`` entry of ``skipped``
+    (the bytes not read); a file that cannot be read or is not a regular file gives what :func:`read_lines`
+    gives for it (an empty result that says why) and None."""
+    try:
+        small = read_small(path, rel, tail=tail)
+    except SmallFileError:
+        return read_lines(path, rel), None
     warnings: list[str] = []
     skipped: list[dict[str, object]] = []
-    return _lines_from_bytes(data, rel, name, _limits.current(), warnings, skipped)
+    if small.truncated:
+        rest = small.size - len(small.data)
+        warnings.append(
+            f"{rel}: {small.size} bytes, more than the small-file limit ({small.limit} bytes; raise "
+            f"RANKSCOPE_MAX_SMALL_KB); read its first {len(small.data)} bytes, {rest} bytes not read"
+        )
+        skipped.append(skip_entry(rel, rest, None, "file size cap"))
+    return _lines_from_bytes(small.data, rel, path.name, _limits.current(), warnings, skipped), small
 
 
 def _cr_only(text: str) -> bool:
@@ -781,4 +795,12 @@ def _cr_only(text: str) -> bool:
     return "\r" in text.rstrip("\r")
 
 
-__all__ = ["ReadResult", "SmallFile", "SmallFileError", "lines_of", "read_lines", "read_small", "skip_entry"]
+__all__ = [
+    "ReadResult",
+    "SmallFile",
+    "SmallFileError",
+    "read_lines",
+    "read_small",
+    "read_small_lines",
+    "skip_entry",
+]

@@ -755,7 +755,7 @@ def redact_dir(
     import tempfile
 
     from correlator.discover import discover
-    from correlator.read import read_lines
+    from correlator.read import read_lines, read_small_lines
 
     srcp, dstp = Path(src), Path(dst)
     check_output_dir(srcp, dstp)
@@ -765,7 +765,8 @@ def redact_dir(
     texts: list[tuple[Source, list[str], bool]] = []
     skipped: list[tuple[str, str]] = [(str(e["path"]), str(e["reason"])) for e in _skip_notes(warnings)]
     for s in sources:
-        res = read_lines(s.path, s.rel)
+        # An error.json is read as ingest reads it: within the small-file limit (its head when larger).
+        res = read_small_lines(s.path, s.rel)[0] if s.layout == "error_json" else read_lines(s.path, s.rel)
         for e in res.skipped:
             if e["reason"] != "line truncated":
                 skipped.append((s.rel, f"{e['reason']}, not copied"))

@@ -589,6 +589,11 @@ def test_oversized_error_json_keeps_the_head_of_its_message(tmp_path, monkeypatc
     assert "error.json:1  RuntimeError: bad value [0, 1, 2" in out
     assert "RANKSCOPE_MAX_SMALL_KB" in flat(errtext)
     diag(root, monkeypatch, capsys)
+    # `rankscope redact` reads it the same way: the copy holds its head only
+    code, out, errtext = run(["redact", root, "-o", tmp_path / "copy"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    copied = (tmp_path / "copy" / rel).read_text()
+    assert copied.startswith(_BIG_HEAD + "0, 1, 2") and len(copied) <= 64 * 1024 + 1
 
 
 _RSS_PROBE = """
