@@ -254,7 +254,10 @@ def skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object
 
         r = Redactor()
         r.learn_hosts(s.host for s in res.sources)
+        for s in res.sources:
+            r.learn_text(s.rel)  # hosts in folder names (torchrun_logs-<host>/…/attempt_0)
         for e in entries:
+            r.learn_text(str(e["path"]))
             e["path"] = r.text(str(e["path"]))
     return entries
 
@@ -271,20 +274,20 @@ def with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
     return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
 
 
-def check_small_file(p: Path, what: str, limit: int = 4 << 20) -> None:
-    """``p`` must be a regular file of at most ``limit`` bytes (not a FIFO, a device, /dev/zero)."""
-    import stat as st
+def check_small_file(p: Path, what: str, limit: int | None = None) -> None:
+    """``p`` must be a regular file of at most ``limit`` bytes (default ``RANKSCOPE_MAX_SMALL_KB``, 4 MiB),
+    read by :func:`correlator.read.read_small` (not a FIFO, a device, /dev/zero). Raises
+    :class:`InputError` (``"<what> <p>: not a regular file (a FIFO)"``, ``"… bytes, more than the …-byte
+    limit …"``)."""
+    from correlator.read import SmallFileError, read_small
 
+    label = f"{what} {_safe(p)}"
     try:
-        info = os.stat(p)
-    except OSError as e:
-        raise InputError(f"{what} {_safe(p)}: cannot read ({e.strerror or e})") from None
-    if not st.S_ISREG(info.st_mode):
-        raise InputError(f"{what} {_safe(p)}: not a regular file")
-    if info.st_size > limit:
-        raise InputError(
-            f"{what} {_safe(p)}: {info.st_size} bytes, more than {limit} (not a signature file?)"
-        )
+        small = read_small(p, label, limit)
+    except SmallFileError as e:
+        raise InputError(str(e)) from None
+    if small.truncated:
+        raise InputError(small.too_big(label))
 
 
 def attach_signatures(d: object, table: pl.DataFrame, extra: Sequence[Path]) -> None:
@@ -429,8 +432,10 @@ def _diagnose_path(
         if redact:
             from correlator.redact import Redactor, redact_table
 
-            table = redact_table(table)
             r = Redactor()
+            table = redact_table(table, r)  # one redactor: the same pseudonyms in the table and the paths
+            for entry in skipped:
+                r.learn_text(str(entry["path"]))
             for entry in skipped:
                 entry["path"] = r.text(str(entry["path"]))
     else:

@@ -152,18 +152,15 @@ def _rank_list(want: dict[str, object], key: str, where: Path) -> list[int]:
 
 def read_expected(path: Path) -> dict[str, object]:
     """Read and validate one ``expected.json``. Raises ``ValueError`` naming the file and the field."""
-    import os
-    import stat
+    from correlator.read import SmallFileError, read_small
 
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path}: not a regular file")
-        if st.st_size > _EXPECTED_MAX_BYTES:
-            raise ValueError(
-                f"{path}: {st.st_size} bytes, too large for an expected.json (limit {_EXPECTED_MAX_BYTES})"
-            )
-        want = json.loads(path.read_text(encoding="utf-8"))
+        small = read_small(path, str(path), _EXPECTED_MAX_BYTES)
+        if small.truncated:
+            raise ValueError(small.too_big(f"{path}: expected.json"))
+        want = json.loads(small.data.decode("utf-8"))
+    except SmallFileError as e:
+        raise ValueError(str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not readable ({getattr(e, 'strerror', None) or e})") from None
     except RecursionError:

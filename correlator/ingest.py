@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +28,7 @@ import parsers
 from correlator import fr as flight_recorder
 from correlator import identity, limits
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
-from correlator.read import ReadResult, read_lines
+from correlator.read import ReadResult, SmallFile, read_lines, read_small_lines
 from correlator.schema import PARSE_KEEP, POLARS_SCHEMA, Kind, conform
 from parsers import coll, elastic, timestamps
 from parsers.rules import true_at
@@ -155,11 +156,26 @@ def _within(
     return lambda n: report(READING, base + min(n, size), total)
 
 
+#: The last bytes of an ``error.json`` larger than the small-file limit that are read too: torchelastic
+#: writes the stamp and the exit code after the message.
+_ERROR_JSON_TAIL = 64 * 1024
+#: The mark :func:`correlator.read.read_lines` puts at the end of a line kept truncated.
+_TRUNCATED_MARK = re.compile(r" …\[truncated: line of \d+ bytes\]$", re.MULTILINE)
+
+
 def _source_frame(
     src: Source, progress: Callable[[Source], None] | None, on_bytes: Callable[[int], None] | None = None
 ) -> tuple[pl.DataFrame | None, ReadResult]:
-    """Read one source. Returns a frame for an error.json record, or None for plain lines (in ``res.lines``)."""
-    res = read_lines(src.path, src.rel, on_bytes)
+    """Read one source. Returns a frame for an error.json record, or None for plain lines (in ``res.lines``).
+
+    An ``error.json`` is read with the small-file limit (:func:`correlator.read.read_small`): a larger one
+    (a message that embeds a giant repr) keeps the head of its message, with a warning, and nothing larger
+    than the limit reaches a parser."""
+    cut: SmallFile | None = None
+    if src.layout == "error_json":
+        res, cut = read_small_lines(src.path, src.rel, tail=_ERROR_JSON_TAIL)
+    else:
+        res = read_lines(src.path, src.rel, on_bytes)
     if progress:
         progress(src)
     n = res.lines.len()
@@ -167,11 +183,24 @@ def _source_frame(
         text = "\n".join(res.lines.to_list())
         try:
             parsed = elastic.parse_error_json(text)
+            if (  # cut short: the head of the message, the stamp from the file's end
+                parsed is None
+                and cut is not None
+                and (cut.truncated or any(e["reason"] == "line truncated" for e in res.skipped))
+            ):
+                head = _TRUNCATED_MARK.sub("", text)
+                tail = (cut.tail or cut.data[-_ERROR_JSON_TAIL:]).decode("utf-8", errors="replace")
+                parsed = elastic.parse_error_json_head(head, tail)
+                if parsed is not None:
+                    res.warnings.append(
+                        f"{src.rel}: error.json cut short; kept the first {len(str(parsed['message']))} "
+                        "characters of its message"
+                    )
         except (ValueError, TypeError, OverflowError, RecursionError):  # hostile JSON must not stop ingest
             parsed = None
         if parsed is not None:
             epoch, code = parsed["epoch_s"], parsed["exit_code"]
-            if not (isinstance(epoch, int) and 0 <= epoch < 2**40):
+            if not (isinstance(epoch, int) and 0 <= epoch <= timestamps.MAX_EPOCH_S):
                 if epoch is not None:
                     res.warnings.append(f"{src.rel}: timestamp {str(epoch)[:30]} out of range; ignored")
                 epoch = None

@@ -13,7 +13,12 @@ line length                    ``RANKSCOPE_MAX_LINE_KB``   1024 KiB (longer line
 lines per file                 ``RANKSCOPE_MAX_LINES``     5,000,000
 rank / world size              ``RANKSCOPE_MAX_WORLD``     262,144 (2^18; larger values become null)
 follow symlinks out of DIR     ``RANKSCOPE_FOLLOW_SYMLINKS`` off (``--follow-symlinks`` sets it)
+bytes of a small file          ``RANKSCOPE_MAX_SMALL_KB``  4096 KiB (``error.json``, ``--signatures``
+                                                           files, ``expected.json``)
 =============================  ==========================  ==========================================
+
+Small files are read by one reader, :func:`correlator.read.read_small`: a larger ``error.json`` keeps the
+head of its message (with a warning), a larger signature file or ``expected.json`` is refused.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Limits:
     max_lines: int
     max_world: int
     follow_symlinks: bool
+    max_small_bytes: int = 4 << 20
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -57,6 +63,7 @@ class Limits:
             max_world=_env_int("RANKSCOPE_MAX_WORLD", 1 << 18),
             follow_symlinks=os.environ.get("RANKSCOPE_FOLLOW_SYMLINKS", "").strip().lower()
             in ("1", "true", "yes", "on"),
+            max_small_bytes=_env_int("RANKSCOPE_MAX_SMALL_KB", 4096) * 1024,
         )
 
 

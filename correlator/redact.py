@@ -8,7 +8,8 @@ for the life of the redactor: the same host is ``host-1`` in every file, every c
 What is replaced (in this order, so that a secret or e-mail is never half-redacted as a host):
 
 1. secrets -> ``<secret-N>``: Hugging Face ``hf_…`` tokens, W&B API keys (40 hex digits after
-   ``WANDB_API_KEY``/``wandb login``, and ``local-…`` keys), AWS access key ids (``AKIA…``/``ASIA…``) and
+   ``WANDB_API_KEY``/``wandb login``, any 40-hex run on a line that names ``wandb`` or W&B whatever the
+   quoting around it, and ``local-…`` keys), AWS access key ids (``AKIA…``/``ASIA…``) and
    secret keys (``aws_secret_access_key=…``), GitHub tokens (``ghp_/gho_/ghu_/ghs_/ghr_``, ``github_pat_``),
    ``Authorization: Bearer|Basic …`` headers, credentials in URLs (``scheme://user:pass@``), and values of
    ``--password=…``/``--token …``/``--api-key …``/``--secret …`` style arguments and ``*_TOKEN=``,
@@ -24,7 +25,9 @@ What is replaced (in this order, so that a secret or e-mail is never half-redact
    a store bound to all interfaces);
 5. host names -> ``host-N``: names learned from the event table's ``host`` column, NCCL line prefixes
    (``node-a:15325:16199 [2] NCCL``), torchelastic summaries (``host : node-a.example.com``), file names
-   (``node-a.rank3.err``), and FQDNs with a known top-level domain. A fully qualified name keeps its shape:
+   (``node-a.rank3.err``), torchrun log and run folders named after their host (``torchrun_logs-node-a``,
+   ``run-node-a/attempt_0``: the name after the first ``-`` of the folders above ``attempt_N``; a learned
+   host is replaced glued to a word by ``-`` or ``_`` too), and FQDNs with a known top-level domain. A fully qualified name keeps its shape:
    ``node-a.cluster.example.com`` -> ``host-1.domain-1``, so its short name is the pseudonym of ``node-a``
    everywhere. ``localhost`` is kept.
 
@@ -158,6 +161,11 @@ _SECRET_PATTERNS: list[tuple[re.Pattern[str], int]] = [
         1,
     ),
 ]
+#: A line that names Weights & Biases (``wandb``, ``W&B``): every run of exactly 40 hex digits on it is an API
+#: key, whatever quoting or syntax is around it (``os.environ["WANDB_API_KEY"] = "…"``, ``wandb.login(key=…)``,
+#: ``WANDB_API_KEY=\"…\"`` inside JSON, ``machine api.wandb.ai … password …``, ``\x1b`` escapes before it).
+_WANDB_WORD_RE = re.compile(r"(?i)wandb|w&b|weights\s?(?:&|and)\s?biases")
+_HEX40_RE = re.compile(r"(?:(?<![0-9A-Fa-f])|(?<=\\x[0-9A-Fa-f]{2}))[0-9A-Fa-f]{40}(?![0-9A-Fa-f])")
 #: A whole PEM / OpenSSH private key block (redact_dir sees whole files): the body becomes one pseudonym.
 _KEY_BLOCK_RE = re.compile(
     r"(-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)(.{1,20000}?)(-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----)",
@@ -386,6 +394,8 @@ class Redactor:
         found |= {m.group("host") for m in _POD_HASH_RE.finditer(text)}
         for m in _NODELIST_RE.finditer(text):
             found |= set(_expand_nodelist(m.group("list")))
+        if "attempt_" in text:
+            found |= _run_dir_hosts(text)
         for h in sorted(found):
             if not _is_ipish(h):
                 self.learn_host(h)
@@ -451,9 +461,10 @@ class Redactor:
         if self._hosts:
             if self._host_re is None:
                 alts = "|".join(re.escape(h) for h in sorted(self._hosts, key=len, reverse=True))
-                # An underscore ends a host name before digits (torchrun's ``node-a_1234_x`` run folders).
+                # A host glued to a word by ``-`` or ``_`` is replaced too: torchrun log folders named after
+                # the host (``torchrun_logs-node-a``, ``run-node-a_x7k2``, ``node-a_1234_x``).
                 self._host_re = re.compile(
-                    r"(?<![\w-])(?:" + alts + r")(?![A-Za-z0-9-]|_[A-Za-z])", re.IGNORECASE
+                    r"(?<![A-Za-z0-9])(?:" + alts + r")(?![A-Za-z0-9-])", re.IGNORECASE
                 )
             s = self._host_re.sub(lambda m: self.pseudonym("host", m.group(0)), s)
         return s
@@ -493,6 +504,11 @@ class Redactor:
                 s = pat.sub(self._whole_secret, s)
             else:
                 s = pat.sub(functools.partial(_replace_group, g=grp, fn=self._secret_value), s)
+        if _WANDB_WORD_RE.search(s):  # W&B keys: 40 hex digits on a line that names W&B
+            s = "\n".join(
+                _HEX40_RE.sub(self._whole_secret, line) if _WANDB_WORD_RE.search(line) else line
+                for line in s.split("\n")
+            )
         return s
 
     def _whole_secret(self, m: re.Match[str]) -> str:
@@ -580,6 +596,29 @@ def _expand_nodelist(spec: str, limit: int = 4096) -> list[str]:
                 if len(names) >= limit:
                     return names
     return names
+
+
+#: A torchrun attempt folder in a path (``…/attempt_0/…``): the folders above it are the log and run folders.
+_ATTEMPT_DIR_RE = re.compile(r"/attempt_\d{1,7}(?![\w.-])")
+_PATH_CUT_RE = re.compile(r"[\s'\"=:(\[<>,;|`]")
+#: ``<word>-<name>``: the name glued after the first ``-`` that a letter follows (``torchrun_logs-node-a``);
+#: torchrun's ``_<random>`` run-folder suffix is not part of it.
+_GLUED_RE = re.compile(r"-(?P<host>[A-Za-z][A-Za-z0-9.-]{0,253})(?:_[A-Za-z0-9_]{0,64})?\Z")
+
+
+def _run_dir_hosts(text: str) -> set[str]:
+    """Host names glued into torchrun log and run folder names: of the (up to 3) folders above each
+    ``attempt_N`` folder in ``text``, those named ``<word>-<name>`` give ``<name>`` (``--log-dir
+    torchrun_logs-$(hostname)``, ``--rdzv-id run-$(hostname)``). A name that is no host (``exp-bert``) is
+    then replaced where it stands alone too: more redaction, never less."""
+    out: set[str] = set()
+    for m in _ATTEMPT_DIR_RE.finditer(text):
+        before = _PATH_CUT_RE.split(text[max(0, m.start() - 1024) : m.start()])[-1]
+        for folder in before.split("/")[-3:]:
+            g = _GLUED_RE.search(folder)
+            if g is not None:
+                out.add(g.group("host").strip(".-"))
+    return out
 
 
 def _is_ipish(h: str) -> bool:
@@ -716,7 +755,7 @@ def redact_dir(
     import tempfile
 
     from correlator.discover import discover
-    from correlator.read import read_lines
+    from correlator.read import read_lines, read_small_lines
 
     srcp, dstp = Path(src), Path(dst)
     check_output_dir(srcp, dstp)
@@ -726,7 +765,8 @@ def redact_dir(
     texts: list[tuple[Source, list[str], bool]] = []
     skipped: list[tuple[str, str]] = [(str(e["path"]), str(e["reason"])) for e in _skip_notes(warnings)]
     for s in sources:
-        res = read_lines(s.path, s.rel)
+        # An error.json is read as ingest reads it: within the small-file limit (its head when larger).
+        res = read_small_lines(s.path, s.rel)[0] if s.layout == "error_json" else read_lines(s.path, s.rel)
         for e in res.skipped:
             if e["reason"] != "line truncated":
                 skipped.append((s.rel, f"{e['reason']}, not copied"))

@@ -159,11 +159,29 @@ def _str_list(v: Any, where: str) -> list[str]:
     return v
 
 
+#: Integers a rule may hold: those of the event table's integer columns (Int64); TOML itself has no bound.
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+
+
+def _is_int(x: Any) -> bool:
+    """An integer (not a bool) within Int64."""
+    return isinstance(x, int) and not isinstance(x, bool) and _INT_MIN <= x <= _INT_MAX
+
+
+def _int(v: Any, where: str) -> int:
+    """``v`` when it is an integer within Int64; else :class:`SignatureError` naming ``where``."""
+    if not _is_int(v):
+        raise SignatureError(f"{where}: must be an integer from {_INT_MIN} to {_INT_MAX}")
+    return int(v)
+
+
 def _int_list(v: Any, where: str) -> list[int]:
     if isinstance(v, int) and not isinstance(v, bool):
         v = [v]
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise SignatureError(f"{where}: must be an integer or a list of integers")
+    if not isinstance(v, list) or not all(_is_int(x) for x in v):
+        raise SignatureError(
+            f"{where}: must be an integer or a list of integers from {_INT_MIN} to {_INT_MAX}"
+        )
     return v
 
 
@@ -208,8 +226,7 @@ def _validate_rule(rule: Any, where: str) -> int:
                 raise SignatureError(f"{w}: must be one of {', '.join(_POSITIONS)}")
             score += 1
         elif key in ("min_count", "min_ranks", "max_ranks") or key.endswith(("_min", "_max")):
-            if not isinstance(val, int) or isinstance(val, bool):
-                raise SignatureError(f"{w}: must be an integer")
+            _int(val, w)
             score += 1
         elif key == "differs":
             bad = [c for c in _str_list(val, w) if c not in _DIFFERS]
@@ -249,8 +266,7 @@ def _parse_signature(raw: Any, where: str, source: str) -> Signature:
     if role not in _ROLES:
         raise SignatureError(f"{where}.role: must be one of {', '.join(_ROLES)}")
     priority = raw.get("priority", 0)
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise SignatureError(f"{where}.priority: must be an integer")
+    _int(priority, f"{where}.priority")
     likely = _str_list(raw.get("likely_failure_kind", []), f"{where}.likely_failure_kind")
     bad = [k for k in likely if k not in _FAILURE_KINDS]
     if bad:
@@ -279,11 +295,22 @@ def _parse_signature(raw: Any, where: str, source: str) -> Signature:
     )
 
 
-def _load_file(path: Path) -> list[Signature]:
+#: The built-in library ships with rankscope: not held to the limit of a user's file.
+_BUILTIN_LIMIT = 64 << 20
+
+
+def _load_file(path: Path, limit: int | None = None) -> list[Signature]:
+    """The signatures of one TOML file, read with the small-file limit (``limit`` bytes; default
+    ``RANKSCOPE_MAX_SMALL_KB``). Raises :class:`SignatureError` naming the file and the reason."""
+    from correlator.read import SmallFileError, read_small
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SignatureError(f"{path}: cannot read signature file ({e.strerror or e})") from None
+        small = read_small(path, str(path), limit)
+        if small.truncated:
+            raise SignatureError(small.too_big(f"{path}: signature file"))
+        data = tomllib.loads(small.data.decode("utf-8"))
+    except SmallFileError as e:
+        raise SignatureError(f"{e} (signature file)") from None
     except UnicodeDecodeError as e:
         raise SignatureError(f"{path}: not UTF-8 text ({e})") from None
     except tomllib.TOMLDecodeError as e:
@@ -314,7 +341,7 @@ def load_signatures(extra: Iterable[Path | str] = ()) -> list[Signature]:
     Raises ``SignatureError`` (a ``ValueError``) naming the file and the reason when a file is unreadable
     or invalid.
     """
-    by_id: dict[str, Signature] = {s.id: s for s in _load_file(builtin_path())}
+    by_id: dict[str, Signature] = {s.id: s for s in _load_file(builtin_path(), _BUILTIN_LIMIT)}
     for p in extra:
         for s in _load_file(Path(p)):
             by_id[s.id] = s

@@ -12,6 +12,7 @@ failure):`` is only weak evidence — torchrun picks it by whole-second time on 
 from __future__ import annotations
 
 import json
+import re
 import signal
 
 import polars as pl
@@ -275,6 +276,48 @@ def parse_error_json(text: str) -> dict[str, object] | None:
         "exc_type": exc_type,
         "epoch_s": epoch,
         "exit_code": code if isinstance(code, int) else None,
+    }
+
+
+#: The start of an ``error.json`` up to the opening quote of its message (``{"message": {"message": "`` or the
+#: older ``{"message": "``).
+_MSG_START = re.compile(r'\A\s*\{\s*"message"\s*:\s*(?:\{\s*"message"\s*:\s*)?"')
+#: The body of a JSON string (up to its closing quote or the end of the text), unrolled: linear time.
+_STR_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+#: An escape cut short at the end of a string head (``\``, ``\u00``, the first half of a surrogate pair).
+_CUT_ESCAPE = re.compile(r"(?:\\u[dD][89abAB][0-9a-fA-F]{2})?(?:\\u[0-9a-fA-F]{0,3})?\Z")
+_TAIL_TS = re.compile(r'"timestamp"\s*:\s*"?(-?\d{1,20})(?:\.\d{0,20})?"?')
+_TAIL_CODE = re.compile(r'"errorCode"\s*:\s*(-?\d{1,20})\b')
+
+
+def parse_error_json_head(head: str, tail: str = "") -> dict[str, object] | None:
+    """The fields of a torchelastic ``error.json`` that was cut: ``head`` is its start (decoded text, the
+    message cut anywhere), ``tail`` its last bytes decoded (torchelastic writes ``extraInfo.timestamp`` and
+    the agent's ``errorCode`` after the message, so they are looked for there).
+
+    Returns the shape of :func:`parse_error_json` (``message`` is the head of the message, as much as
+    ``head`` holds), or None when ``head`` does not start like an ``error.json``. Linear in the text.
+    """
+    m = _MSG_START.match(head)
+    if m is None:
+        return None
+    body = _STR_BODY.match(head, m.end())
+    raw = body.group(0) if body else ""
+    raw = raw[:-12] + _CUT_ESCAPE.sub("", raw[-12:])
+    try:
+        msg = json.loads('"' + raw + '"')
+    except ValueError:  # a bad escape: the text as written
+        msg = raw
+    if not isinstance(msg, str):
+        return None
+    exc_type = msg.split(":", 1)[0] if ":" in msg and " " not in msg.split(":", 1)[0] else None
+    ts = _TAIL_TS.findall(tail)
+    code = _TAIL_CODE.findall(tail)
+    return {
+        "message": msg,
+        "exc_type": exc_type,
+        "epoch_s": int(ts[-1]) if ts else None,
+        "exit_code": int(code[-1]) if code else None,
     }
 
 

@@ -18,6 +18,16 @@ import polars as pl
 
 UTC = dt.UTC
 
+#: The stamps ``ts`` may hold: those a Python ``datetime`` can represent (years 1 – 9999), since every output
+#: that shows a stamp converts it to one (polars itself goes much further: an ``error.json`` stamp just under
+#: 2^40 s lands in the year 36812 and made ``events`` fail, issue 35). A stamp outside is no stamp.
+TS_MIN = dt.datetime(1, 1, 1, tzinfo=UTC)
+TS_MAX = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+#: The largest epoch second within :data:`TS_MAX` (253402300799).
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+MAX_EPOCH_S = (TS_MAX - _EPOCH) // dt.timedelta(seconds=1)  # in integers: a float rounds it up
+MIN_EPOCH_S = (TS_MIN - _EPOCH) // dt.timedelta(seconds=1)
+
 
 #: dateparser keeps shared caches that are not safe across threads (scrapinghub/dateparser#441, #813), and
 #: streaming ingests batches on several threads: one parse at a time.
@@ -70,11 +80,12 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
         ]
     ).str.to_datetime("%Y%m%d %H:%M:%S%.f", strict=False, time_unit="us")
     kub = _col(df, "xport_ts").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", strict=False, time_unit="us")
-    epoch = (
-        (pl.col("epoch_s").cast(pl.Int64) * 1_000_000).cast(fmt_naive)
-        if "epoch_s" in df.columns
-        else pl.lit(None, dtype=fmt_naive)
-    )
+    if "epoch_s" in df.columns:  # bounded first: a larger value would overflow the multiplication
+        secs = pl.col("epoch_s").cast(pl.Int64)
+        ok = secs.is_between(MIN_EPOCH_S, MAX_EPOCH_S)
+        epoch = pl.when(ok).then(secs * 1_000_000).otherwise(None).cast(fmt_naive)
+    else:
+        epoch = pl.lit(None, dtype=fmt_naive)
 
     naive_full = pl.coalesce(py_ts, cf_ts, glog_full, us_ts, mpi_ts, nccl_ts)
     df = df.with_columns(
@@ -126,15 +137,22 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
         df = df.with_columns(pl.coalesce(pl.col("__full"), parsed).alias("__full"))
 
     zone = tz or "UTC"
-    to_utc = lambda e: e.dt.replace_time_zone(
-        zone, ambiguous="earliest", non_existent="null"
-    ).dt.convert_time_zone("UTC")
+
+    def to_utc(e: pl.Expr, naive_zone: str) -> pl.Expr:
+        """``e`` (naive, in ``naive_zone``) in UTC; null outside :data:`TS_MIN` – :data:`TS_MAX` (a zone
+        can push 9999-12-31 into the year 10000)."""
+        u = e.dt.replace_time_zone(
+            naive_zone, ambiguous="earliest", non_existent="null"
+        ).dt.convert_time_zone("UTC")
+        return pl.when(u.is_between(TS_MIN, TS_MAX)).then(u).otherwise(None)
+
     df = df.with_columns(
-        pl.coalesce(
-            pl.col("__exact").dt.replace_time_zone("UTC"),
-            to_utc(pl.col("__full")),
-            to_utc(pl.col("__yearless")),
-        ).alias("ts"),
+        to_utc(pl.col("__exact"), "UTC").alias("__exact"),
+        to_utc(pl.col("__full"), zone).alias("__full"),
+        to_utc(pl.col("__yearless"), zone).alias("__yearless"),
+    )
+    df = df.with_columns(
+        pl.coalesce(pl.col("__exact"), pl.col("__full"), pl.col("__yearless")).alias("ts"),
         pl.when(pl.col("__exact").is_not_null())
         .then(pl.lit("exact"))
         .when(pl.col("__full").is_not_null())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -495,3 +496,156 @@ def test_interleaved_tracebacks_keep_their_rank(tmp_path):
         assert all(
             f"[rank{1 - rank}]" not in raw for raw in t.filter(pl.col("rank") == rank)["raw"].to_list()
         )
+
+
+# ------------------------------------------------------------------ issue 35: stamps past year 9999
+
+
+def _error_json(ts: object) -> str:
+    return json.dumps({"message": {"message": "RuntimeError: x", "extraInfo": {"timestamp": ts}}})
+
+
+@pytest.mark.parametrize("epoch", [2**40 - 1, 253402300800, 2**62])
+def test_error_json_stamp_past_year_9999_is_no_stamp(epoch, tmp_path, monkeypatch, capsys):
+    # 2**40 - 1 s is 36812-02-20: polars holds it, Python's datetime (years 1 - 9999) does not, and
+    # `events` (plain lines when piped) failed converting it: exit 3. 253402300800 is 10000-01-01 00:00:00,
+    # one second past the last stamp a datetime holds (253402300799).
+    root = tmp_path / "logs"
+    n = write(root / "run" / "attempt_0" / "0" / "error.json", _error_json(str(epoch)))
+    n += write(root / "run" / "attempt_0" / "0" / "stderr.log", "[rank0]: RuntimeError: x\n")
+    res = check_accounting(root, n)
+    row = res.table.filter(pl.col("stream") == "error_json").row(0, named=True)
+    assert row["ts"] is None and row["ts_quality"] != "exact"
+    assert any("out of range" in w for w in res.warnings), res.warnings
+    for args in (["events", root], ["events", root, "-f", "csv"]):
+        code, out, errtext = run(args, monkeypatch, capsys)
+        assert_clean(code, out, errtext)
+        assert "36812" not in out and "error.json" in out
+    code, out, errtext = run(["timeline", root, "-o", tmp_path / "t.csv"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    assert "error.json" in (tmp_path / "t.csv").read_text()
+    diag(root, monkeypatch, capsys)
+
+
+def test_last_representable_epoch_is_kept(tmp_path):
+    root = tmp_path / "logs"
+    write(root / "run" / "attempt_0" / "0" / "error.json", _error_json("253402300799"))
+    res = ingest(root)
+    row = res.table.filter(pl.col("stream") == "error_json").row(0, named=True)
+    assert str(row["ts"]) == "9999-12-31 23:59:59+00:00" and row["ts_quality"] == "exact"
+
+
+def test_text_stamp_pushed_past_year_9999_by_its_zone(tmp_path, monkeypatch, capsys):
+    # 9999-12-31 23:30 in New York is 10000-01-01 04:30 UTC: no datetime holds it.
+    root = tmp_path / "logs"
+    line = (
+        "[9999-12-31 23:30:00,000] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process "
+        "41237 closing signal SIGTERM\n"
+    )
+    write(root / "launcher.log", line)
+    res = ingest(root, tz="America/New_York")
+    assert res.table["ts"].to_list() == [None]
+    code, out, errtext = run(["events", root, "--tz", "America/New_York"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    assert "worker_signalled" in out
+    # in UTC the same stamp is representable and kept
+    assert str(ingest(root).table["ts"][0]) == "9999-12-31 23:30:00+00:00"
+
+
+# -------------------------------------------------- issue 35: an error.json far larger than small files are
+
+_BIG_HEAD = '{"message": {"message": "RuntimeError: bad value ['
+_BIG_TAIL = ']", "extraInfo": {"py_callstack": "Traceback", "timestamp": "1700000000"}}, "errorCode": 1}'
+
+
+def _big_error_json(path: Path, nbytes: int) -> int:
+    """An error.json of about ``nbytes`` whose message embeds a giant repr (``[0, 1, 2, …]``), written in
+    pieces; returns its size."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    piece = ", ".join(map(str, range(150_000))) + ", "  # about 1 MB, written again and again
+    with path.open("w") as f:
+        f.write(_BIG_HEAD)
+        for _ in range(max(1, nbytes // len(piece))):
+            f.write(piece)
+        f.write("0" + _BIG_TAIL)
+    return path.stat().st_size
+
+
+def test_oversized_error_json_keeps_the_head_of_its_message(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RANKSCOPE_MAX_SMALL_KB", "64")  # the limit lowered: a 3 MB file stands for 300 MB
+    root = tmp_path / "logs"
+    size = _big_error_json(root / "run" / "attempt_0" / "0" / "error.json", 3_000_000)
+    write(root / "run" / "attempt_0" / "0" / "stderr.log", "[rank0]: RuntimeError: x\n")
+    res = check_accounting(root)
+    row = res.table.filter(pl.col("stream") == "error_json").row(0, named=True)
+    assert row["message"].startswith("RuntimeError: bad value [0, 1, 2, 3, 4, 5, 6")
+    assert len(row["message"]) < 64 * 1024 < size
+    assert str(row["ts"]) == "2023-11-14 22:13:20+00:00"  # 1700000000, read from the end of the file
+    rel = "run/attempt_0/0/error.json"
+    assert {"path": rel, "bytes": size - 64 * 1024, "lines": None, "reason": "file size cap"} in res.skipped
+    assert any(w.startswith(f"{rel}: {size} bytes") and "RANKSCOPE_MAX_SMALL_KB" in w for w in res.warnings)
+    code, out, errtext = run(["events", root], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    assert "error.json:1  RuntimeError: bad value [0, 1, 2" in out
+    assert "RANKSCOPE_MAX_SMALL_KB" in flat(errtext)
+    diag(root, monkeypatch, capsys)
+    # `rankscope redact` reads it the same way: the copy holds its head only
+    code, out, errtext = run(["redact", root, "-o", tmp_path / "copy"], monkeypatch, capsys)
+    assert_clean(code, out, errtext)
+    copied = (tmp_path / "copy" / rel).read_text()
+    assert copied.startswith(_BIG_HEAD + "0, 1, 2") and len(copied) <= 64 * 1024 + 1
+
+
+_RSS_PROBE = """
+import resource, sys
+from pathlib import Path
+from correlator.ingest import ingest
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+res = ingest(Path(sys.argv[1]))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, res.table.height)
+"""
+
+
+def test_huge_error_json_is_never_read_whole(tmp_path):
+    # A 64 MB error.json (the hostile probe used 300 MB and aborted in Rust at 1.6 GB resident): ingest in a
+    # fresh process grows by far less than the file, the default limit (4 MiB) bounds what is read.
+    root = tmp_path / "logs"
+    size = _big_error_json(root / "run" / "attempt_0" / "0" / "error.json", 64_000_000)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RSS_PROBE, str(root)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    grew_kib, rows = map(int, proc.stdout.split())
+    assert rows == 1
+    assert grew_kib * 1024 < size // 4, (grew_kib, size)
+
+
+def test_read_small_bounds_and_refusals(tmp_path):
+    from correlator.read import SmallFileError, read_small
+
+    p = tmp_path / "f"
+    p.write_bytes(b"a" * 100 + b"TAIL")
+    whole = read_small(p, "f", limit=104)
+    assert whole.data == b"a" * 100 + b"TAIL" and not whole.truncated and whole.tail == b""
+    cut = read_small(p, "f", limit=103, tail=4)
+    assert cut.truncated and cut.data == b"a" * 100 + b"TAI"
+    assert cut.size == 104 and len(cut.data) == 103 and cut.tail == b"L"  # never bytes of the head again
+    assert read_small(p, "f", limit=10, tail=4).tail == b"TAIL"
+    assert "104 bytes, more than the 10-byte limit" in read_small(p, "f", limit=10).too_big("f")
+    os.mkfifo(tmp_path / "pipe")
+    for bad, why in ((tmp_path / "pipe", "not a regular file (a FIFO)"), (tmp_path / "nope", "cannot read")):
+        with pytest.raises(SmallFileError, match=re.escape(why)):
+            read_small(bad, "label")
+    with pytest.raises(SmallFileError, match="character device"):
+        read_small("/dev/zero", "label")
+
+
+def test_signature_file_past_the_small_file_limit(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    write(root / "rank0.log", "[rank0]: RuntimeError: boom\n")
+    sig = tmp_path / "sigs.toml"
+    sig.write_text("# " + "x" * 3000 + "\n")
+    monkeypatch.setenv("RANKSCOPE_MAX_SMALL_KB", "2")
+    code, out, errtext = run(["diagnose", root, "--signatures", sig], monkeypatch, capsys)
+    assert_clean(code, out, errtext, 2)
+    assert "more than the 2048-byte limit" in flat(errtext) and "RANKSCOPE_MAX_SMALL_KB" in flat(errtext)

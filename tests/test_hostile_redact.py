@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -156,20 +157,33 @@ def test_at_least_30_kinds_really_seeded(corpus):
     assert not missing, missing
 
 
-def test_no_kind_leaks_from_the_redacted_copy(corpus, tmp_path, monkeypatch, capsys):
-    out = tmp_path / "copy"
-    code, o, e = run_cli(["redact", corpus, "-o", out], monkeypatch, capsys)
+def copy_leaks(
+    src: Path,
+    out: Path,
+    find: Callable[[str], list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[dict[str, list[str]], str]:
+    """``rankscope redact src -o out`` (must exit 0): what ``find`` finds in each file name (``name …``)
+    and file of the copy, and what the command printed."""
+    code, o, e = run_cli(["redact", src, "-o", out], monkeypatch, capsys)
     assert code == 0, e
     found = {}
     for p in out.rglob("*"):
         rel = p.relative_to(out).as_posix()
-        if leaks(rel):
-            found[f"name {rel}"] = leaks(rel)
+        if find(rel):
+            found[f"name {rel}"] = find(rel)
         if p.is_file():
-            bad = leaks(p.read_text(errors="replace"))
+            bad = find(p.read_text(errors="replace"))
             if bad:
                 found[rel] = bad
-    assert not leaks(o + e), leaks(o + e)
+    return found, o + e
+
+
+def test_no_kind_leaks_from_the_redacted_copy(corpus, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "copy"
+    found, printed = copy_leaks(corpus, out, leaks, monkeypatch, capsys)
+    assert not leaks(printed), leaks(printed)
     by_kind = {k for k, (_, ns) in KINDS.items() if any(n in v for v in found.values() for n in ns)}
     assert not found, (by_kind, found)
     # the key block survives as its BEGIN/END lines around a pseudonym
@@ -177,21 +191,40 @@ def test_no_kind_leaks_from_the_redacted_copy(corpus, tmp_path, monkeypatch, cap
     assert "-----BEGIN OPENSSH PRIVATE KEY-----\n<secret-" in txt
 
 
-def test_no_kind_leaks_through_redact_flag(corpus, tmp_path, monkeypatch, capsys):
+def redacted_outputs(
+    root: Path,
+    commands: list[list[object]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> dict[str, str]:
+    """What each command prints (stdout and stderr, each must exit 0), and under ``parquet`` every string
+    of ``rankscope timeline root --redact``'s parquet table."""
     outputs = {}
-    for args in (
-        ["diagnose", corpus, "-f", "json", "--redact"],
-        ["events", corpus, "-f", "json", "-n", "0", "--redact"],
-    ):
+    for args in commands:
         code, o, e = run_cli(args, monkeypatch, capsys)
         assert code == 0, e
-        outputs[args[0]] = o + e
+        outputs[" ".join(map(str, args[:1] + args[2:4]))] = o + e
     pq = tmp_path / "t.parquet"
-    code, _, e = run_cli(["timeline", corpus, "-o", pq, "--redact"], monkeypatch, capsys)
+    code, _, e = run_cli(["timeline", root, "-o", pq, "--redact"], monkeypatch, capsys)
     assert code == 0, e
     t = pl.read_parquet(pq)
     outputs["parquet"] = "\n".join(
         "\n".join(t[c].drop_nulls().to_list()) for c, d in t.schema.items() if d == pl.String
+    )
+    return outputs
+
+
+def test_no_kind_leaks_through_redact_flag(corpus, tmp_path, monkeypatch, capsys):
+    outputs = redacted_outputs(
+        corpus,
+        [
+            ["diagnose", corpus, "-f", "json", "--redact"],
+            ["events", corpus, "-f", "json", "-n", "0", "--redact"],
+        ],
+        tmp_path,
+        monkeypatch,
+        capsys,
     )
     bad = {k: leaks(v) for k, v in outputs.items() if leaks(v)}
     assert not bad, bad
@@ -286,3 +319,78 @@ def test_redact_skips_fifo_and_links_out(tmp_path):
         stats.skipped
     )
     json.dumps(stats.skipped)
+
+
+# ------------------------------------------- issue 35: hosts glued into folder names, W&B keys in any quoting
+
+_WANDB = "5e2b8c1d4f7a9e3b6c0d2f4a8e1b3c5d7f9a0e2b"
+_FOLDER_HOSTS = ("gpunode17", "trn-node-42", "dgxa100x9")
+#: W&B keys as programs print them: only the first shape was redacted before (issue 35 item 5).
+_WANDB_LINES = (
+    f"WANDB_API_KEY={_WANDB}",
+    f'os.environ["WANDB_API_KEY"] = "{_WANDB}"',
+    f"os.environ['WANDB_API_KEY']='{_WANDB.upper()}'",
+    f'wandb.login(key="{_WANDB}")',
+    f"wandb: env WANDB_API_KEY=`{_WANDB}`",
+    f"machine api.wandb.ai login user password {_WANDB}",
+)
+
+
+def _glued_tree(root: Path) -> Path:
+    """torchrun folders named after their host (the host named nowhere else) and W&B keys in stderr, in
+    the error.json (as JSON text: escaped quotes) and in a file name."""
+    runs = [
+        root / f"torchrun_logs-{_FOLDER_HOSTS[0]}" / "none_k2j3h4g5" / "attempt_0" / "0",
+        root / f"myrun-{_FOLDER_HOSTS[1]}" / "attempt_0" / "1",
+        root / f"exp7-{_FOLDER_HOSTS[2]}_x7k2q9ab" / "attempt_0" / "2",
+    ]
+    body = "".join(f"[rank{{r}}]: {line}\n" for line in _WANDB_LINES)
+    for r, d in enumerate(runs):
+        d.mkdir(parents=True)
+        (d / "stderr.log").write_text(body.format(r=r) + f"[rank{r}]: RuntimeError: boom {r}\n")
+    doc = {"message": {"message": f'RuntimeError: env {{"WANDB_API_KEY": "{_WANDB}"}}', "extraInfo": {}}}
+    (runs[0] / "error.json").write_text(json.dumps(doc))
+    (root / f"wandb-WANDB_API_KEY={_WANDB}.log").write_text("[rank0]: hello\n")
+    return root
+
+
+def _glued_leaks(text: str) -> list[str]:
+    low = text.lower()
+    return [n for n in (*_FOLDER_HOSTS, _WANDB, _WANDB[:12]) if n.lower() in low]
+
+
+def test_glued_folder_hosts_and_wandb_keys_leave_no_trace(tmp_path, monkeypatch, capsys):
+    logs = _glued_tree(tmp_path / "logs")
+    out = tmp_path / "copy"
+    found, printed = copy_leaks(logs, out, _glued_leaks, monkeypatch, capsys)
+    assert not found, found
+    assert not _glued_leaks(printed)
+    assert len(list(out.rglob("stderr.log"))) == 3 and len(list(out.rglob("error.json"))) == 1
+    outputs = redacted_outputs(
+        logs,
+        [
+            ["diagnose", logs, "-f", "json", "--redact"],
+            ["diagnose", logs, "--redact"],
+            ["events", logs, "-n", "0", "--redact"],
+            ["events", logs, "-f", "json", "-n", "0", "--redact"],
+            ["diagnose", out, "-f", "json"],
+        ],
+        tmp_path,
+        monkeypatch,
+        capsys,
+    )
+    bad = {k: _glued_leaks(v) for k, v in outputs.items() if _glued_leaks(v)}
+    assert not bad, bad
+    # the folder hosts became pseudonyms, and the copy is read as the same three ranks
+    assert {p.relative_to(out).parts[0].split("-", 1)[0] for p in out.rglob("stderr.log")} == {
+        "torchrun_logs",
+        "myrun",
+        "exp7",
+    }
+    assert sorted(ingest(out).table["rank"].drop_nulls().unique().to_list()) == [0, 1, 2]
+
+
+def test_a_40_hex_commit_id_is_kept_when_no_wandb_is_named():
+    r = Redactor()
+    line = "git commit 5e2b8c1d4f7a9e3b6c0d2f4a8e1b3c5d7f9a0e2b (HEAD -> main)"
+    assert r.text(line) == line

@@ -842,6 +842,47 @@ def test_bad_user_file_raises_value_error_with_file_and_reason(
     assert str(f) in str(e.value) and reason in str(e.value)
 
 
+_PAST_INT64 = 2**63  # one past the largest Int64; TOML (and tomllib) accept any integer
+
+
+@pytest.mark.parametrize(
+    "match",
+    [
+        f"exit_code = {_PAST_INT64}",
+        f"exit_code = [1, {-_PAST_INT64 - 1}]",
+        f"ranks = [0, {10**30}]",
+        f"min_count = {_PAST_INT64}",
+        f"seq_min = {-_PAST_INT64 - 1}",
+        f"kinds = ['log']\nall_of = [{{ exit_code = {_PAST_INT64} }}]",
+    ],
+)
+def test_rule_integer_past_int64_is_refused(
+    tmp_path: Path, match: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 35 item 6: every other malformed rule is refused; an integer no Int64 column can hold was
+    # accepted silently (exit 0) and then compared with nothing.
+    f = _user_file(tmp_path, _USER_SIG.format(id="big", match=match), "big.toml")
+    with pytest.raises(ValueError) as e:
+        load_signatures([f])
+    assert str(f) in str(e.value) and "from -9223372036854775808 to 9223372036854775807" in str(e.value)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.log").write_text("[rank0]: RuntimeError: boom\n")
+    from tests.conftest import run_cli
+
+    code, _out, err = run_cli(["diagnose", logs, "--signatures", f], monkeypatch, capsys)
+    assert code == 2, err
+    assert err.startswith("error:") and "Traceback" not in err
+
+
+def test_priority_past_int64_is_refused(tmp_path: Path) -> None:
+    body = _USER_SIG.format(id="p", match="kinds = ['log']").replace(
+        "[signature.match]", f"priority = {_PAST_INT64}\n[signature.match]"
+    )
+    with pytest.raises(ValueError, match="priority: must be an integer from"):
+        load_signatures([_user_file(tmp_path, body, "p.toml")])
+
+
 def test_missing_user_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot read"):
         load_signatures([tmp_path / "nope.toml"])
