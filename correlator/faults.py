@@ -47,6 +47,16 @@ FAILURE_KIND_OF = {
 }
 
 
+#: A traceback frame inside a communication function of torch.distributed (``File ".../distributed_c10d.py",
+#: line 3504, in broadcast_object_list``; torch 1.x - 2.15 keep the collectives and their object helpers
+#: there). Setup functions (``init_process_group``, ``new_group``) are not waits and do not match.
+_COLLECTIVE_FRAME_RE = (
+    r'distributed_c10d\.py", line \d+, in (?:_?(?:all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|'
+    r"monitored_barrier|gather|scatter|send|recv|isend|irecv|all_to_all|reduce|batch_isend_irecv)\w*|"
+    r"_tensor_to_object|_object_to_tensor|wait)\b"
+)
+
+
 def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     """Rows that mean trouble on the rank that logged them, with a ``role`` column.
 
@@ -81,7 +91,15 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) | (
         pl.col("kind").is_in([Kind.STORE_ERROR]) & pl.col("timeout_ms").is_not_null()
     ).cast(pl.Int32).cum_sum().over("rank", "path").gt(0)
-    raised_by_wait = (pl.col("kind") == Kind.PYTHON_EXCEPTION) & pl.col("rank").is_not_null() & waited_before
+    # An exception raised inside a collective's own code (its traceback passes through a communication
+    # function of distributed_c10d.py: ``broadcast_object_list`` -> ``_tensor_to_object`` -> ``EOFError: Ran
+    # out of input`` while rank 0 was still packing data, modelscope/ms-swift#4340) is the wait failing too.
+    raised_in_collective = pl.col("raw").str.contains(_COLLECTIVE_FRAME_RE)
+    raised_by_wait = (
+        (pl.col("kind") == Kind.PYTHON_EXCEPTION)
+        & pl.col("rank").is_not_null()
+        & (waited_before | raised_in_collective)
+    )
     # A kill reported after the scheduler cancelled the job (srun "forcing job termination", slurmstepd
     # "CANCELLED AT") is the teardown's SIGKILL, not the OOM killer.
     cancelled = pl.col("kind") == Kind.JOB_CANCELLED
