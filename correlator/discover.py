@@ -433,7 +433,7 @@ def _rank_clashes(sources: list[Source]) -> list[str]:
 
 # --- Rank from a field of sibling file names (Slurm ``srun --output=%x-%j-%t.out`` and its kin) -----------------
 
-_FIELD_RE = re.compile(r"\d+")
+_FIELD_RE = re.compile(r"[0-9]+")
 #: Text before a number that makes it a node's number (the host words of :data:`_NODE_DIR_RE`).
 _HOST_WORD_RE = re.compile(r"(?:^|[^a-z])(?:node|host|nid|compute|cn|ip)[-_.]?$", re.IGNORECASE)
 #: The widest number taken as a task id (a job id, a date, a pid is longer; ``--output=%5t`` pads to 5).
@@ -509,8 +509,9 @@ def learn_name_field(names: list[str]) -> NameField | None:
 
 
 def _mpirun_rank(src: Source) -> int | None:
-    """Open MPI's ``--output-filename DIR`` layout, ``DIR/<jobid>/rank.<N>/{stdout,stderr,stddiag}`` (format
-    ``"%s/%d/rank.%0*lu"`` in Open MPI 4/5's iof setup): the folder names the rank."""
+    """Open MPI's ``--output-filename DIR`` layout, ``DIR/<job>/rank.<N>/{stdout,stderr,stddiag}``: the folder
+    names the rank, zero-padded to the width of the largest (``rank.00`` … ``rank.10``; captured with Open MPI
+    4.1.4, ``tests/data/mpirun_output_filename/SOURCE.md``)."""
     parts = Path(src.rel).parts
     if len(parts) < 2 or parts[-1] not in ("stdout", "stderr", "stddiag"):
         return None
@@ -534,9 +535,9 @@ def ranks_from_siblings(sources: list[Source]) -> tuple[list[Source], list[str]]
         if s.layout != "stream" or s.stream != "combined":
             continue
         if known is not None:  # a batch of a larger discovery: its siblings were learned there
-            if s.rel in known:
-                was = known[s.rel]
-                out[k] = _as_task_file(s, was.rank, was.notes[-1])  # type: ignore[arg-type]
+            was = known.get(s.rel)
+            if was is not None and was.rank is not None:
+                out[k] = _as_task_file(s, was.rank, was.notes[-1] if was.notes else "rank from the file name")
             continue
         r = _mpirun_rank(s)
         if r is not None and r <= wcap:
@@ -547,9 +548,9 @@ def ranks_from_siblings(sources: list[Source]) -> tuple[list[Source], list[str]]
     for folder, idxs in groups.items():
         by_pattern: dict[tuple[str, ...], list[int]] = {}
         for k in idxs:
-            by_pattern.setdefault(_split_name(sources[k].path.name)[0], []).append(k)
+            by_pattern.setdefault(_split_name(printable(sources[k].path.name))[0], []).append(k)
         for members in by_pattern.values():
-            names = [sources[k].path.name for k in members]
+            names = [printable(sources[k].path.name) for k in members]
             found = learn_name_field(names)
             if found is None or max(found.values.values()) > wcap:
                 continue
@@ -557,8 +558,8 @@ def ranks_from_siblings(sources: list[Source]) -> tuple[list[Source], list[str]]
             shape = _shape(names[0], found.index)
             where = "" if folder == "." else f"{folder}/"
             runs = f" in each of {found.groups} runs" if found.groups > 1 else ""
-            for k in members:
-                v = found.values[sources[k].path.name]
+            for k, name in zip(members, names, strict=True):
+                v = found.values[name]
                 note = (
                     f"rank {v} from the file name: the field that takes 0..{top}{runs} across "
                     f"{len(members)} sibling files {where}{shape}"

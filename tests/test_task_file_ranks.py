@@ -217,3 +217,30 @@ def _names_the_failing_task(root: Path) -> None:
     assert _stated(root)[ev.path] == {2}  # the traceback is in the file of the task Slurm/mpirun numbered 2
     row = got.table.filter(pl.col("event_id") == ev.event_id)
     assert row["message"].to_list() == ["IndexError: list index out of range"]
+
+
+def test_a_batch_takes_the_ranks_the_whole_discovery_learned(tmp_path: Path) -> None:
+    """A streaming batch is discovered again from a tree (of links) that may hold some siblings only: within
+    ``discover.learned_from`` it takes the ranks learned from all of them instead of learning from what it sees."""
+    from correlator.discover import learned_from
+
+    (tmp_path / "all").mkdir()
+    whole, _ = discover(_newcomer(tmp_path / "all"))
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "llama-ft-884213-2.out").write_text(_OOM)
+    alone, _ = discover(part)
+    assert (alone[0].layout, alone[0].rank) == ("stream", None)  # one file alone: no sibling to learn from
+    with learned_from(whole):
+        (got,) = discover(part)[0]
+    assert (got.layout, got.rank) == ("task_file", 2)
+
+
+def test_streaming_gives_the_same_ranks(tmp_path: Path) -> None:
+    from correlator.streaming import stream_ingest
+
+    reduced, _summary = stream_ingest(_newcomer(tmp_path), None, batch_bytes=64, workers=1)
+    oom = reduced.filter(pl.col("kind") == "cuda_oom")
+    assert oom["rank"].to_list() == [2]
+    assert oom["rank_source"].to_list() == ["file_name"]
+    assert sorted(reduced["rank"].drop_nulls().unique().to_list()) == [0, 1, 2, 3]
