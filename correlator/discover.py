@@ -434,6 +434,9 @@ def _rank_clashes(sources: list[Source]) -> list[str]:
 # --- Rank from a field of sibling file names (Slurm ``srun --output=%x-%j-%t.out`` and its kin) -----------------
 
 _FIELD_RE = re.compile(r"[0-9]+")
+#: Slurm's default output names, ``slurm-%j.out`` and, for an array task, ``slurm-%A_%a.out`` (sbatch(1)): one
+#: file per job, whose array index is no rank (``tests/data/slurm_task_files/sbatch-array-default``).
+_SLURM_JOB_OUTPUT_RE = re.compile(r"^slurm-[0-9]+(?:_[0-9]+)?\.out$")
 #: Text before a number that makes it a node's number (the host words of :data:`_NODE_DIR_RE`).
 _HOST_WORD_RE = re.compile(r"(?:^|[^a-z])(?:node|host|nid|compute|cn|ip)[-_.]?$", re.IGNORECASE)
 #: The widest number taken as a task id (a job id, a date, a pid is longer; ``--output=%5t`` pads to 5).
@@ -538,6 +541,8 @@ def ranks_from_siblings(sources: list[Source]) -> tuple[list[Source], list[str]]
             was = known.get(s.rel)
             if was is not None and was.rank is not None:
                 out[k] = _as_task_file(s, was.rank, was.notes[-1] if was.notes else "rank from the file name")
+            continue
+        if _SLURM_JOB_OUTPUT_RE.match(s.path.name):
             continue
         r = _mpirun_rank(s)
         if r is not None and r <= wcap:

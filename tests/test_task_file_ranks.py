@@ -171,6 +171,7 @@ _CASES = sorted(d.name for d in SLURM.iterdir() if d.is_dir())
 def test_every_slurm_layout_is_here() -> None:
     assert _CASES == [
         "sbatch-array-A_a",
+        "sbatch-array-default",
         "sbatch-x-j-t",
         "srun-N-t",
         "srun-array-A_a-t",
