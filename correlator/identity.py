@@ -113,10 +113,13 @@ def _demote_multi_rank_files(df: pl.DataFrame) -> pl.DataFrame:
 def _check_task_files(df: pl.DataFrame) -> pl.DataFrame:
     """Confirm the rank a sibling file name gives (``layout="task_file"``) against the ranks the file's lines state
     about their writer: a ``[rankN]:`` or transport prefix, the default PG's ``[Rank r]``, an application's
-    ``rank=N``. A file whose lines state two ranks or more (a Slurm array job's whole output, ``%A_%a.out``), or
-    that holds a launcher's lines (a torchrun agent's: a node's stream, ``srun torchrun`` with ``--output=%t``;
-    srun's reports on tasks: a batch script's output), is a stream, not one rank's file; a file whose lines all state one other rank keeps that rank (its lines' word
-    is stronger than the name) and loses the name's. Stated ranks that agree with the name confirm it."""
+    ``rank=N``, NCCL's ``comm … rank R nranks N`` of the process's largest communicator.
+
+    A file whose lines state two ranks or more (a Slurm array job's whole output, ``%A_%a.out``), or that holds
+    a launcher's lines (a torchrun agent's: a node's stream, ``srun torchrun`` with ``--output=%t``; srun's
+    reports on tasks: a batch script's output), is a stream, not one rank's file. A file whose lines all state
+    one other rank loses the name's rank (its lines' word is stronger; a ``[rankN]:`` prefix then gives the whole
+    file its rank, as for any per-rank file). Stated ranks that agree with the name confirm it."""
     if "task_file" not in df["layout"].unique().to_list():
         return df
     from parsers.app import RANK_RE
@@ -131,12 +134,20 @@ def _check_task_files(df: pl.DataFrame) -> pl.DataFrame:
     )
     # srun's reports on tasks (``srun: error: node17: tasks 0-1,3: Terminated``): the launcher's output
     launcher = (pl.col("layer") == "system") & pl.col("ranks_named").is_not_null()
+    # NCCL init/abort lines: the rank in the process's largest communicator (a subgroup's rank is not global)
+    nccl = (pl.col("layer") == "nccl") & pl.col("kind").is_in([Kind.NCCL_INIT, Kind.NCCL_ABORT])
+    nccl_ws = pl.col("world_size").filter(nccl)
     per_file = (
         df.lazy()
         .filter(pl.col("layout") == "task_file")
         .group_by("path")
         .agg(
             stated.drop_nulls().unique().alias("ranks"),
+            pl.col("rank_stated")
+            .filter(nccl & (pl.col("world_size") == nccl_ws.max()))
+            .drop_nulls()
+            .unique()
+            .alias("nccl_ranks"),
             ((pl.col("layer") == "elastic") | launcher).any().alias("agent"),
             pl.col("tee_local_rank").drop_nulls().n_unique().alias("locals"),
             pl.col("src_rank").first().alias("named"),
@@ -145,7 +156,8 @@ def _check_task_files(df: pl.DataFrame) -> pl.DataFrame:
     )
     demote: list[str] = []
     other: dict[str, int] = {}
-    for path, ranks, agent, locals_, named in per_file.iter_rows():
+    for path, own, nccl_own, agent, locals_, named in per_file.iter_rows():
+        ranks = sorted(set(own) | set(nccl_own))
         if agent or len(ranks) > 1 or locals_ > 1:
             demote.append(path)
         elif len(ranks) == 1 and ranks[0] != named:

@@ -245,3 +245,34 @@ def test_streaming_gives_the_same_ranks(tmp_path: Path) -> None:
     assert oom["rank"].to_list() == [2]
     assert oom["rank_source"].to_list() == ["file_name"]
     assert sorted(reduced["rank"].drop_nulls().unique().to_list()) == [0, 1, 2, 3]
+
+
+# NCCL's init line, in the shape of real-deepspeed-2931's (``host:pid:tid [dev] NCCL INFO comm 0x… rank R nranks N
+# cudaDev D busId B - Init COMPLETE``).
+_INIT = "node-a:{pid}:{tid} [{r}] NCCL INFO comm 0x{comm:x} rank {rk} nranks {n} cudaDev {r} busId 13000 - Init COMPLETE\n"
+
+
+def _with_init(tmp: Path, stated: dict[int, list[tuple[int, int]]]) -> Path:
+    """Files ``t-0.out`` … with NCCL init lines ``(rank, nranks)`` per file, and a traceback in ``t-3.out``."""
+    for r, comms in stated.items():
+        lines = [
+            _INIT.format(pid=24140 + r, tid=24260 + r, r=r, comm=0x5562191160F0 + 16 * k + r, rk=rk, n=n)
+            for k, (rk, n) in enumerate(comms)
+        ]
+        if r == 3:
+            lines.append("ValueError: bad batch\n")
+        (tmp / f"t-{r}.out").write_text("".join(lines))
+    return tmp
+
+
+def test_nccl_init_of_the_world_comm_confirms_and_a_subgroup_does_not_contradict(tmp_path: Path) -> None:
+    t = load(_with_init(tmp_path, {r: [(r, 4), (r % 2, 2)] for r in range(4)}))
+    err = t.filter(pl.col("message") == "ValueError: bad batch")
+    assert err.select("rank", "rank_source").rows() == [(3, "file_name")]
+
+
+def test_nccl_init_stating_another_rank_wins_over_the_name(tmp_path: Path) -> None:
+    t = load(_with_init(tmp_path, {0: [(0, 4)], 1: [(1, 4)], 2: [(2, 4)], 3: [(1, 4)]}))
+    mine = t.filter(pl.col("path") == "t-3.out")
+    assert "file_name" not in mine["rank_source"].drop_nulls().to_list()
+    assert 3 not in mine["rank"].drop_nulls().to_list()
