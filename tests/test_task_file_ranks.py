@@ -276,3 +276,20 @@ def test_nccl_init_stating_another_rank_wins_over_the_name(tmp_path: Path) -> No
     mine = t.filter(pl.col("path") == "t-3.out")
     assert "file_name" not in mine["rank_source"].drop_nulls().to_list()
     assert 3 not in mine["rank"].drop_nulls().to_list()
+
+
+def test_watcher_gives_a_task_file_its_rank_once_its_siblings_appear(tmp_path: Path) -> None:
+    """Live: ``-2.out`` is written first, alone (no sibling: read as a stream); when ``-0``, ``-1``, ``-3`` appear,
+    the rows already read from it take rank 2 from its name, and the verdict is made again."""
+    from correlator.watch import Watcher
+
+    w = Watcher(tmp_path, clock=lambda: 0.0)
+    (tmp_path / "llama-ft-884213-2.out").write_text(_OOM)
+    w.poll()
+    oom = w.table.filter(pl.col("kind") == "cuda_oom")
+    assert oom["rank_source"].to_list() != ["file_name"]  # alone: at most the weak "GPU 3" guess
+    for r in (0, 1, 3):
+        (tmp_path / f"llama-ft-884213-{r}.out").write_text(_WATCHDOG.format(r=r))
+    w.poll()
+    oom = w.table.filter(pl.col("kind") == "cuda_oom")
+    assert oom.select("rank", "rank_source").rows() == [(2, "file_name")]
