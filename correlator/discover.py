@@ -12,6 +12,10 @@ Path layouts recognized:
 - ``NCCL_DEBUG_FILE`` outputs ``<prefix>.<host>.<pid>[.log]`` (NCCL's ``%h.%p`` expansion).
 - PyTorch Flight Recorder dumps ``<prefix><rank>[.json]`` whose first bytes are an FR pickle or JSON
   (``layout="fr_dump"``): read by :mod:`correlator.fr`, never as lines.
+- per-task files named by a task id (``layout="task_file"``): the one numeric field that varies as 0..N-1 across
+  sibling files of one name pattern (``srun --output=%x-%j-%t.out``, ``%N-%t``, ``%n-%t``, ``%A_%a-%t``; see
+  :func:`learn_name_field`), and Open MPI's ``--output-filename`` folders ``<dir>/<job>/rank.<N>/stdout``. The rank
+  is a candidate that :mod:`correlator.identity` keeps only where the lines state no other rank.
 - anything else (launcher output, combined streams, SLURM output): ``layout="stream"``; its lines are
   demultiplexed by their prefixes later.
 """
@@ -406,6 +410,8 @@ def discover(
             + (f"; {warnings[0]}" if warnings else "")
         )
     sources = [classify(p, rootp, size) for p, size in files]
+    sources, learned = ranks_from_siblings(sources)
+    warnings.extend(learned)
     warnings.extend(_rank_clashes(sources))
     return sources, warnings
 
@@ -415,7 +421,7 @@ def _rank_clashes(sources: list[Source]) -> list[str]:
     lines of all of them are kept, but their order across files is a guess."""
     claims: dict[tuple[int, str, int | None, str | None], list[str]] = {}
     for s in sources:
-        if s.layout == "rank_file" and s.rank is not None:
+        if s.layout in ("rank_file", "task_file") and s.rank is not None:
             claims.setdefault((s.rank, s.stream, s.attempt, s.host), []).append(s.rel)
     return [
         f"{', '.join(rels)}: {len(rels)} files claim rank {rank} ({stream}); all are read, lines of that rank "
@@ -423,3 +429,191 @@ def _rank_clashes(sources: list[Source]) -> list[str]:
         for (rank, stream, _a, _h), rels in claims.items()
         if len(rels) > 1
     ]
+
+
+# --- Rank from a field of sibling file names (Slurm ``srun --output=%x-%j-%t.out`` and its kin) -----------------
+
+_FIELD_RE = re.compile(r"[0-9]+")
+#: Slurm's default output names, ``slurm-%j.out`` and, for an array task, ``slurm-%A_%a.out`` (sbatch(1)): one
+#: file per job, whose array index is no rank (``tests/data/slurm_task_files/sbatch-array-default``).
+_SLURM_JOB_OUTPUT_RE = re.compile(r"^slurm-[0-9]+(?:_[0-9]+)?\.out$")
+#: Text before a number that makes it a node's number (the host words of :data:`_NODE_DIR_RE`).
+_HOST_WORD_RE = re.compile(r"(?:^|[^a-z])(?:node|host|nid|compute|cn|ip)[-_.]?$", re.IGNORECASE)
+#: The widest number taken as a task id (a job id, a date, a pid is longer; ``--output=%5t`` pads to 5).
+_MAX_FIELD_WIDTH = 6
+
+
+@dataclass(frozen=True)
+class NameField:
+    """What :func:`learn_name_field` found in a set of sibling names: ``index`` of the numeric field that is the
+    task id, the value it takes in each name (``{name: value}``), and ``groups``, the number of separate runs
+    (siblings that differ in an outer varying field too, such as a Slurm array index)."""
+
+    index: int
+    values: dict[str, int]
+    groups: int
+
+
+def _split_name(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``llama-ft-884213-2.out`` -> (``("llama-ft-", "-", ".out")``, ``("884213", "2")``): the text between
+    numbers (the name's pattern) and the numbers."""
+    nums = tuple(_FIELD_RE.findall(name))
+    return tuple(_FIELD_RE.split(name)), nums
+
+
+def learn_name_field(names: list[str]) -> NameField | None:
+    """The task-id field of a set of sibling file names, or None.
+
+    The names must share one pattern (the same text between their numbers). A numeric field *varies* when two
+    names that agree on every other numeric field differ in it (a node index ``%n`` or a node name ``node3``
+    that changes together with the task id does not vary on its own). The task id is the last varying field
+    (launchers put it innermost: ``%A_%a-%t``, ``%n-%t``, ``%N-%t``); the varying fields before it split the
+    names into separate runs (a Slurm array index), and in each run its values must be ``0 .. N-1`` exactly,
+    one name each, N >= 2, at most :data:`_MAX_FIELD_WIDTH` digits. So a date (``train-2024-05-01.log`` …: the
+    day starts at 1), a job id alone (``run-884213.out``), checkpoint steps (``checkpoint-1000.log``,
+    ``checkpoint-2000.log``: not contiguous), a node's number (``node-0.log``, ``node-1.log``) and a single file
+    give None.
+    """
+    if len(names) < 2:
+        return None
+    split = [_split_name(n) for n in names]
+    pattern = split[0][0]
+    if not split[0][1] or any(p != pattern for p, _ in split):
+        return None
+    n_fields = len(split[0][1])
+    rows = [tuple(int(x) for x in nums) for _, nums in split]
+    if len(set(rows)) != len(rows):
+        return None
+
+    def varies(i: int) -> bool:
+        seen: dict[tuple[int, ...], int] = {}
+        for r in rows:
+            key = r[:i] + r[i + 1 :]
+            if seen.setdefault(key, r[i]) != r[i]:
+                return True
+        return False
+
+    varying = [i for i in range(n_fields) if varies(i)]
+    if not varying:
+        return None
+    idx = varying[-1]
+    if any(len(nums[idx]) > _MAX_FIELD_WIDTH for _, nums in split):
+        return None
+    if _HOST_WORD_RE.search(pattern[idx]):  # ``node-0.log``, ``host1.out``: a node's file, not a task's
+        return None
+    outer = varying[:-1]
+    runs: dict[tuple[int, ...], list[int]] = {}
+    for r in rows:
+        runs.setdefault(tuple(r[i] for i in outer), []).append(r[idx])
+    for vals in runs.values():
+        if sorted(vals) != list(range(len(vals))) or len(vals) < 2:
+            return None
+    return NameField(idx, {n: r[idx] for n, r in zip(names, rows, strict=True)}, len(runs))
+
+
+def _mpirun_rank(src: Source) -> int | None:
+    """Open MPI's ``--output-filename DIR`` layout, ``DIR/<job>/rank.<N>/{stdout,stderr,stddiag}``: the folder
+    names the rank, zero-padded to the width of the largest (``rank.00`` … ``rank.10``; captured with Open MPI
+    4.1.4, ``tests/data/mpirun_output_filename/SOURCE.md``)."""
+    parts = Path(src.rel).parts
+    if len(parts) < 2 or parts[-1] not in ("stdout", "stderr", "stddiag"):
+        return None
+    m = re.fullmatch(r"rank\.(\d{1,7})", parts[-2])
+    return int(m.group(1)) if m else None
+
+
+def ranks_from_siblings(sources: list[Source]) -> tuple[list[Source], list[str]]:
+    """Give files that no path rule placed (``layout="stream"``, combined) the rank their name's varying field
+    states (:func:`learn_name_field` over the files of one folder that share a name pattern), as
+    ``layout="task_file"`` with a note; and Open MPI's ``rank.N/stdout`` files their rank. The rank is a candidate:
+    :mod:`correlator.identity` confirms it against the ranks the lines state and drops it when they say
+    otherwise (``rank_source`` ``file_name``). Returns the sources and one line per set of siblings, for the
+    warnings (where discovery says what it read from paths)."""
+    out = list(sources)
+    lines: list[str] = []
+    wcap = limits.current().max_world
+    groups: dict[str, list[int]] = {}
+    known = _LEARNED.get()
+    for k, s in enumerate(sources):
+        if s.layout != "stream" or s.stream != "combined":
+            continue
+        if known is not None:  # a batch of a larger discovery: its siblings were learned there
+            was = known.get(s.rel)
+            if was is not None and was.rank is not None:
+                out[k] = _as_task_file(s, was.rank, was.notes[-1] if was.notes else "rank from the file name")
+            continue
+        if _SLURM_JOB_OUTPUT_RE.match(s.path.name):
+            continue
+        r = _mpirun_rank(s)
+        if r is not None and r <= wcap:
+            note = f"rank {r} from the folder name (Open MPI --output-filename rank.N/{Path(s.rel).name})"
+            out[k] = _as_task_file(s, r, note)
+            continue
+        groups.setdefault(str(Path(s.rel).parent), []).append(k)
+    for folder, idxs in groups.items():
+        by_pattern: dict[tuple[str, ...], list[int]] = {}
+        for k in idxs:
+            by_pattern.setdefault(_split_name(printable(sources[k].path.name))[0], []).append(k)
+        for members in by_pattern.values():
+            names = [printable(sources[k].path.name) for k in members]
+            found = learn_name_field(names)
+            if found is None or max(found.values.values()) > wcap:
+                continue
+            top = max(found.values.values())
+            shape = _shape(names[0], found.index)
+            where = "" if folder == "." else f"{folder}/"
+            runs = f" in each of {found.groups} runs" if found.groups > 1 else ""
+            for k, name in zip(members, names, strict=True):
+                v = found.values[name]
+                note = (
+                    f"rank {v} from the file name: the field that takes 0..{top}{runs} across "
+                    f"{len(members)} sibling files {where}{shape}"
+                )
+                out[k] = _as_task_file(sources[k], v, note)
+            lines.append(
+                f"{where}{shape}: {len(members)} sibling files; the field {{N}} (0..{top}{runs}) is read as the "
+                "rank (rank_source file_name) where their lines state no other rank"
+            )
+    return out, lines
+
+
+_LEARNED: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
+    "rankscope_learned_task_files", default=None
+)
+
+
+@contextlib.contextmanager
+def learned_from(sources: list[Source]) -> Iterator[None]:
+    """Within this block, discovery takes the file-name ranks of ``sources`` (a discovery of the whole input)
+    instead of learning them from the files it sees: a streaming batch holds only some of the siblings."""
+    token = _LEARNED.set({s.rel: s for s in sources if s.layout == "task_file" and s.rank is not None})
+    try:
+        yield
+    finally:
+        _LEARNED.reset(token)
+
+
+def _shape(name: str, index: int) -> str:
+    """``llama-ft-884213-2.out`` with field 1 -> ``llama-ft-884213-{N}.out``."""
+    texts, nums = _split_name(name)
+    parts = [texts[0]]
+    for i, (n, t) in enumerate(zip(nums, texts[1:], strict=True)):
+        parts.append("{N}" if i == index else n)
+        parts.append(t)
+    return "".join(parts)
+
+
+def _as_task_file(s: Source, rank: int, note: str) -> Source:
+    lowered = s.path.name.lower()
+    stream = "stderr" if "err" in lowered else "stdout"
+    return Source(
+        s.path,
+        s.rel,
+        "task_file",
+        stream,
+        rank=rank,
+        host=s.host,
+        size=s.size,
+        node_key=s.node_key,
+        notes=(*s.notes, note),
+    )

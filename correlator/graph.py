@@ -45,7 +45,10 @@ def _world_size(t: pl.DataFrame) -> int | None:
     top = int(seen.max()) + 1 if seen.len() else None  # type: ignore[arg-type]
     if best is None:
         per_rank = (
-            t.filter(pl.col("rank_source").is_in(["path", "file", "folder+offset"]))["rank"].n_unique() >= 2
+            t.filter(pl.col("rank_source").is_in(["path", "file", "file_name", "folder+offset"]))[
+                "rank"
+            ].n_unique()
+            >= 2
         )
         return top if per_rank else None
     return max(best, top or 0)

@@ -5,6 +5,9 @@ Rank identity is evidence, not a path (docs/design.md). Sources, strongest first
 - ``transport_prefix``: Open MPI ``[1,N]<stdout>:``, a ``[${rank}]:`` tee template, or an ``srun --label`` task id
   when srun runs one task per rank — global rank;
 - ``path``: a per-rank file named by rank (``rank3.log``);
+- ``file_name``: the task id in one of a set of sibling file names (``%x-%j-%t.out`` of ``srun --output``, Open
+  MPI's ``rank.N/stdout``; ``correlator.discover.ranks_from_siblings``), kept only where the file's own lines
+  state no other rank (:func:`_check_task_files`);
 - ``folder+offset`` / ``tee+offset``: a torchrun local rank (log-dir folder, ``[defaultN]:``) plus the node's
   offset, learned from rows that carry both a local and a global rank (single-node jobs: offset 0);
 - ``nccl_pid``: (host, pid) of NCCL lines mapped by NCCL init lines (``rank R nranks N``);
@@ -20,12 +23,20 @@ Rank identity is evidence, not a path (docs/design.md). Sources, strongest first
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from correlator.schema import Kind
 
+if TYPE_CHECKING:
+    from correlator.discover import Source
+
 _HOSTLESS = {"localhost", "localhost.localdomain", ""}
+
+
+#: Layouts of files that hold one rank's lines (a file the path, or a sibling name's field, gives a rank).
+_PER_RANK_LAYOUTS = ["torchrun_rank", "rank_file", "task_file", "error_json"]
 
 
 def _mode_int(values: list[int]) -> int | None:
@@ -99,6 +110,90 @@ def _demote_multi_rank_files(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _check_task_files(df: pl.DataFrame) -> pl.DataFrame:
+    """Confirm the rank a sibling file name gives (``layout="task_file"``) against the ranks the file's lines state
+    about their writer: a ``[rankN]:`` or transport prefix, the default PG's ``[Rank r]``, an application's
+    ``rank=N``, NCCL's ``comm … rank R nranks N`` of the process's largest communicator.
+
+    A file whose lines state two ranks or more (a Slurm array job's whole output, ``%A_%a.out``), or that holds
+    a launcher's lines (a torchrun agent's: a node's stream, ``srun torchrun`` with ``--output=%t``; srun's
+    reports on tasks: a batch script's output), is a stream, not one rank's file. A file whose lines all state
+    one other rank loses the name's rank (its lines' word is stronger; a ``[rankN]:`` prefix then gives the whole
+    file its rank, as for any per-rank file). Stated ranks that agree with the name confirm it."""
+    if "task_file" not in df["layout"].unique().to_list():
+        return df
+    from parsers.app import RANK_RE
+
+    plain = pl.col("layer").is_null() | pl.col("layer").is_in(["app", "unknown"])
+    stated = pl.coalesce(
+        pl.col("c10_rank"),
+        pl.col("xport_rank"),
+        pl.when(pl.col("pg").is_null() | (pl.col("pg") == "0")).then(pl.col("pg_rank")),
+        pl.when(pl.col("layer") == "app").then(pl.col("rank_stated")),
+        pl.when(plain).then(pl.col("message").str.extract(RANK_RE, 1).cast(pl.Int32, strict=False)),
+    )
+    # srun's reports on tasks (``srun: error: node17: tasks 0-1,3: Terminated``): the launcher's output
+    launcher = (pl.col("layer") == "system") & pl.col("ranks_named").is_not_null()
+    # NCCL init/abort lines: the rank in the process's largest communicator (a subgroup's rank is not global)
+    nccl = (pl.col("layer") == "nccl") & pl.col("kind").is_in([Kind.NCCL_INIT, Kind.NCCL_ABORT])
+    nccl_ws = pl.col("world_size").filter(nccl)
+    per_file = (
+        df.lazy()
+        .filter(pl.col("layout") == "task_file")
+        .group_by("path")
+        .agg(
+            stated.drop_nulls().unique().alias("ranks"),
+            pl.col("rank_stated")
+            .filter(nccl & (pl.col("world_size") == nccl_ws.max()))
+            .drop_nulls()
+            .unique()
+            .alias("nccl_ranks"),
+            ((pl.col("layer") == "elastic") | launcher).any().alias("agent"),
+            pl.col("tee_local_rank").drop_nulls().n_unique().alias("locals"),
+            pl.col("src_rank").first().alias("named"),
+        )
+        .collect()
+    )
+    demote: list[str] = []
+    other: dict[str, int] = {}
+    for path, own, nccl_own, agent, locals_, named in per_file.iter_rows():
+        ranks = sorted(set(own) | set(nccl_own))
+        if agent or len(ranks) > 1 or locals_ > 1:
+            demote.append(path)
+        elif len(ranks) == 1 and ranks[0] != named:
+            other[path] = ranks[0]
+    if not demote and not other:
+        return df
+    hit = pl.col("path").is_in(demote)
+    moved = pl.col("path").is_in(list(other))
+    return df.with_columns(
+        pl.when(hit).then(pl.lit("stream")).otherwise(pl.col("layout")).alias("layout"),
+        pl.when(hit).then(pl.lit("combined")).otherwise(pl.col("stream")).alias("stream"),
+        pl.when(hit | moved).then(None).otherwise(pl.col("src_rank")).alias("src_rank"),
+    )
+
+
+def unused_file_name_ranks(df: pl.DataFrame, sources: list[Source]) -> list[str]:
+    """One warning per file whose sibling name gave a rank (``task_file``) that :func:`_check_task_files` did not
+    keep: the resolved table has rows of it but none with ``rank_source`` ``file_name``."""
+    named = {s.rel: s.rank for s in sources if s.layout == "task_file" and s.rank is not None}
+    if not named:
+        return []
+    kept = (
+        df.lazy()
+        .filter(pl.col("path").is_in(list(named)))
+        .group_by("path")
+        .agg((pl.col("rank_source") == "file_name").any().alias("kept"))
+        .collect()
+    )
+    return [
+        f"{path}: the rank its name gives ({named[path]}) is not used: its lines state another rank or several, "
+        "or hold a launcher's reports (a batch script's or a node's output)"
+        for path, ok in sorted(kept.iter_rows())
+        if not ok
+    ]
+
+
 #: Optional column: how many rows a row stands for (a summary row of many identical NCCL COLL lines, see
 #: ``correlator.ingest``); the per-file, per-node and per-rank majorities count it that many times.
 WEIGHT = "_w"
@@ -131,6 +226,7 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     """
     weighted = WEIGHT in df.columns
     df = _demote_multi_rank_files(df)
+    df = _check_task_files(df)
     df = _pair_launchers(df)
     # srun labels: a node index when the labelled lines are tee'd by torchrun, otherwise a rank.
     labelled_tee = bool(
@@ -162,6 +258,8 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("c10d_prefix"))
         .when(pl.col("xport_rank").is_not_null())
         .then(pl.lit("transport_prefix"))
+        .when(pl.col("src_rank").is_not_null() & (pl.col("layout") == "task_file"))
+        .then(pl.lit("file_name"))
         .when(pl.col("src_rank").is_not_null())
         .then(pl.lit("path"))
     )
@@ -173,10 +271,7 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     # A per-rank file belongs to one rank: the mode of the ranks its lines state.
     per_file = (
         df.lazy()
-        .filter(
-            pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
-            & pl.col("__direct").is_not_null()
-        )
+        .filter(pl.col("layout").is_in(_PER_RANK_LAYOUTS) & pl.col("__direct").is_not_null())
         .select("path", "__direct", *([WEIGHT] * weighted))
         .collect()
     )
@@ -189,7 +284,7 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(
         pl.col("path").replace_strict(file_rank, default=None, return_dtype=pl.Int32).alias("__file_rank")
     )
-    is_rank_file = pl.col("layout").is_in(["torchrun_rank", "rank_file", "error_json"])
+    is_rank_file = pl.col("layout").is_in(_PER_RANK_LAYOUTS)
     df = df.with_columns(
         pl.when(is_rank_file & pl.col("__file_rank").is_not_null())
         .then(pl.col("__file_rank"))

@@ -458,6 +458,7 @@ def ingest(
     else:
         df = _resolve_with_fast_rows(gen, fast, merged)
     report(IDENTITY, units[0], units[0])
+    warnings.extend(identity.unused_file_name_ranks(df, sources))
     if on_phase:
         on_phase(BUILDING)
     df = limits.cap_values(df, warnings)

@@ -264,7 +264,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
         "rank_source",
         pa.string(),
         (
-            "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, "
+            "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, file_name, "
             "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py)."
         ),
     ),
@@ -478,7 +478,7 @@ INTERMEDIATE: list[tuple[str, str]] = [
     # source (correlator.discover.Source)
     (
         "layout",
-        "How the path says who wrote the file: ``torchrun_rank``, ``rank_file``, ``nccl_file``, ``stream``.",
+        "How the path says who wrote the file: ``torchrun_rank``, ``rank_file``, ``task_file`` (a sibling name's task id), ``nccl_file``, ``stream``.",
     ),
     ("src_rank", "Rank stated by the file's path (``rank3.log``, ``attempt_0/3/``), Int32."),
     ("src_local_rank", "Local rank stated by the path, Int32."),

@@ -54,6 +54,7 @@ from correlator.discover import (
     discover,
     following_symlinks,
     input_size,
+    learned_from,
     skipped_entries,
 )
 from correlator.ingest import compact, ingest
@@ -166,7 +167,7 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     in chunks of about ``batch_bytes``, grouped by folder (a rank's stdout and stderr stay together); the
     other files ride along as context, their rows kept as :class:`Batch` says (by rank folder, else by the
     first chunk)."""
-    big_layouts = ("torchrun_rank", "rank_file", "nccl_file")
+    big_layouts = ("torchrun_rank", "rank_file", "task_file", "nccl_file")
     bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
     ctx = [s for s in unit if s not in bulk]
     if (
@@ -380,7 +381,8 @@ def _run_batch(
     everything = batch.files + batch.context
     target = Path(single_file) if single_file else _shadow(everything, Path(tmp))
     try:
-        with following_symlinks():  # the shadow's links point at files discovery already vetted
+        # the shadow's links point at files discovery already vetted; file-name ranks were learned from all files
+        with following_symlinks(), learned_from(everything):
             res = ingest(target, tz=tz)
     except DiscoveryError as e:  # a batch of only empty/binary files
         return _BatchOut(None, None, warnings=[str(e).replace(str(target), base)])

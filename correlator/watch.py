@@ -326,6 +326,8 @@ class Watcher:
         #: True when the last pass left appended bytes unread (the per-pass read budget was spent).
         self.backlog = False
         self._budget = MAX_PASS_BYTES
+        #: A stored file was read otherwise this pass (:meth:`_reclassify`): the verdict is made again.
+        self._reclassified = False
 
     # ------------------------------------------------------------------ reading
     def _sources(self) -> list[Source]:
@@ -358,9 +360,29 @@ class Watcher:
                 del self.by_path[t.seen_path]
             self._warn(f"{t.seen_path}: renamed to {src.rel} (rotation); following it there")
             t.seen_path = src.rel
+        if (src.layout, src.rank, src.stream) != (t.src.layout, t.src.rank, t.src.stream):
+            self._reclassify(t, src)
         self.by_path[src.rel] = key
         t.path = src.path
         return t, st
+
+    def _reclassify(self, t: _Tail, src: Source) -> None:
+        """A file that discovery now reads otherwise — a task file whose siblings appeared after it
+        (``srun --output=%t`` files of a starting job: a rank from its name only once they are there): its
+        rows already stored take what the path now says, so identity resolves them with the new ones."""
+        t.src = replace(t.src, layout=src.layout, rank=src.rank, stream=src.stream, notes=src.notes)
+        if self.store is None or self.store.height == 0:
+            return
+        hit = pl.col("wsrc") == t.idx
+        self.store = self.store.with_columns(
+            pl.when(hit).then(pl.lit(src.layout)).otherwise(pl.col("layout")).alias("layout"),
+            pl.when(hit).then(pl.lit(src.stream)).otherwise(pl.col("stream")).alias("stream"),
+            pl.when(hit)
+            .then(pl.lit(src.rank, dtype=pl.Int32))
+            .otherwise(pl.col("src_rank"))
+            .alias("src_rank"),
+        )
+        self._reclassified = True
 
     def _warn(self, msg: str) -> None:
         self.warnings.append(msg)
@@ -466,7 +488,8 @@ class Watcher:
             t.next_line += len(lines)
         if mtimes:
             self._year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year
-        changed = bool(plain or whole or cut)
+        changed = bool(plain or whole or cut or self._reclassified)
+        self._reclassified = False
         self.timings = {"read": time.process_time() - cpu0, "parse": 0.0, "table": 0.0, "diagnose": 0.0}
         if changed:
             self._ingest_new(plain, whole, cut)
