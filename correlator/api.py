@@ -171,12 +171,15 @@ def is_parquet_input(path: Path) -> bool:
     if path.is_file():
         return path.suffix.lower() == ".parquet"
     if path.is_dir():
-        files: list[str] = []
+        seen = 0
         for dirpath, _dirs, names in os.walk(path, onerror=lambda _e: None):  # no symlinks followed
-            files.extend(os.path.join(dirpath, n) for n in names)
-            if len(files) > 100_000:
+            for n in names:  # the first file that is not parquet answers (a log tree: its first file)
+                if not (n.lower().endswith(".parquet") and os.path.isfile(os.path.join(dirpath, n))):
+                    return False
+            seen += len(names)
+            if seen > 100_000:
                 break
-        return bool(files) and all(f.lower().endswith(".parquet") and os.path.isfile(f) for f in files)
+        return seen > 0
     return False
 
 
@@ -325,7 +328,26 @@ def diagnose_path(
     attempts that are, nothing recognised, a bad signature file) or
     :class:`~correlator.discover.DiscoveryError` (no readable log found).
     """
-    p = Path(path)
+    from correlator.discover import sharing_walks
+
+    with sharing_walks():  # the streaming decision and the ingest walk the folder once
+        return _diagnose_path(
+            Path(path), fr, streaming, attempt, redact, tz, signatures, require_lines, progress, on_warnings
+        )
+
+
+def _diagnose_path(
+    p: Path,
+    fr: str | os.PathLike[str] | None,
+    streaming: bool | None,
+    attempt: int | None,
+    redact: bool,
+    tz: str | None,
+    signatures: Iterable[str | os.PathLike[str]],
+    require_lines: bool,
+    progress: Progress | None,
+    on_warnings: Callable[[list[str]], None] | None,
+) -> PathDiagnosis:
     warnings: list[str] = []
     if is_parquet_input(p):  # a `rankscope timeline` parquet file or partitioned dataset
         from correlator.streaming import reduced_from_parquet
