@@ -21,7 +21,7 @@ Two more shapes for the scale of discovery and identity (issue 35 item 3), a few
 ``--shape files --files 200000`` writes that many tiny per-rank files (``--layout torchrun``:
 ``node-XXXXX/attempt_0/<local_rank>/{stdout,stderr}.log``, 8 ranks a node; ``--layout flat``:
 ``rankN.log``); ``--shape ranks --ranks 1000000`` writes one combined log whose ``[rankN]:`` prefixes
-name that many distinct ranks (see :func:`generate_many_files`, :func:`generate_many_ranks`).
+name that many distinct ranks (``--faults``: each with a watchdog timeout) (see :func:`generate_many_files`, :func:`generate_many_ranks`).
 
 Deterministic for a given (ranks, lines, seed). ``--lines`` is the approximate number of lines per rank
 (stdout + stderr). Returns/prints the culprit rank and byte/line totals as JSON.
@@ -409,10 +409,14 @@ def generate_many_files(
     }
 
 
-def generate_many_ranks(out: str | Path, ranks: int = 1_000_000, seed: int = 0) -> dict[str, object]:
+def generate_many_ranks(
+    out: str | Path, ranks: int = 1_000_000, seed: int = 0, faults: bool = False
+) -> dict[str, object]:
     """Write one combined log (``out/combined.log``) whose ``[rankN]:`` prefixes name ``ranks`` distinct
-    ranks: per rank its stderr of :func:`_tiny_rank_lines` (the culprit's OOM traceback, every other
-    rank's watchdog timeout). Ranks past ``RANKSCOPE_MAX_WORLD`` are read as unknown, with a warning."""
+    ranks: per rank one short progress line (``[rank7]: step 41 loss 2.3141``), the culprit's OOM traceback
+    after its own; with ``faults`` every other rank's line is its c10d watchdog timeout instead (the stderr
+    of :func:`_tiny_rank_lines`: ~4x the bytes, and a fault per rank). Ranks past ``RANKSCOPE_MAX_WORLD``
+    are read as unknown, with a warning."""
     out = Path(out)
     rng = random.Random(seed)
     culprit = rng.randrange(min(ranks, 1 << 18))
@@ -421,6 +425,8 @@ def generate_many_ranks(out: str | Path, ranks: int = 1_000_000, seed: int = 0) 
     with open(out / "combined.log", "w") as f:
         for r in range(ranks):
             _so, se = _tiny_rank_lines(r, ranks, culprit, rng)
+            if not faults:
+                se = [f"[rank{r}]: step 41 loss {2 + rng.random():.4f}", *(se if r == culprit else [])]
             text = "\n".join(se) + "\n"
             f.write(text)
             total_bytes += len(text)
@@ -451,11 +457,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--files", type=int, default=200_000, help="files written by --shape files")
     ap.add_argument("--layout", choices=("torchrun", "flat"), default="torchrun", help="for --shape files")
+    ap.add_argument(
+        "--faults", action="store_true", help="--shape ranks: a watchdog timeout line per rank (not progress)"
+    )
     a = ap.parse_args(argv)
     if a.shape == "files":
         info = generate_many_files(a.out, a.files, a.layout, a.seed)
     elif a.shape == "ranks":
-        info = generate_many_ranks(a.out, a.ranks, a.seed)
+        info = generate_many_ranks(a.out, a.ranks, a.seed, a.faults)
     else:
         info = generate(a.out, a.ranks, a.lines, a.seed)
     json.dump(info, sys.stdout)
