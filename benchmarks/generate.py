@@ -17,6 +17,12 @@ the other nodes logs the c10d watchdog timeout 600 s later (torch 2.5 shapes, do
 aborts (-6), and its agent reports it. Line shapes are copied from ``fixtures/cases`` and
 ``docs/log-formats.md`` so the real parsers understand them.
 
+Two more shapes for the scale of discovery and identity (issue 35 item 3), a few lines per file:
+``--shape files --files 200000`` writes that many tiny per-rank files (``--layout torchrun``:
+``node-XXXXX/attempt_0/<local_rank>/{stdout,stderr}.log``, 8 ranks a node; ``--layout flat``:
+``rankN.log``); ``--shape ranks --ranks 1000000`` writes one combined log whose ``[rankN]:`` prefixes
+name that many distinct ranks (``--faults``: each with a watchdog timeout) (see :func:`generate_many_files`, :func:`generate_many_ranks`).
+
 Deterministic for a given (ranks, lines, seed). ``--lines`` is the approximate number of lines per rank
 (stdout + stderr). Returns/prints the culprit rank and byte/line totals as JSON.
 """
@@ -332,14 +338,135 @@ def generate(
     }
 
 
+def _tiny_rank_lines(r: int, world: int, culprit: int, rng: random.Random) -> tuple[list[str], list[str]]:
+    """stdout and stderr of one rank of a job that hangs behind ``culprit`` (a CUDA OOM): a start line and
+    one step on stdout; on stderr the culprit's OOM, every other rank's c10d watchdog timeout."""
+    t = _T0 + dt.timedelta(seconds=30, milliseconds=r % 1000)
+    so = [
+        f"{_py_ts(t)} INFO [trainer] rank={r} step=- starting worker world_size={world}",
+        f"{_py_ts(t + dt.timedelta(seconds=60))} INFO [trainer] rank={r} step=0 loss={2 + rng.random():.4f}",
+    ]
+    if r == culprit:
+        se = [
+            f"[rank{r}]: Traceback (most recent call last):",
+            f'[rank{r}]:   File "/workspace/train.py", line 274, in main',
+            f"[rank{r}]:     loss.backward()",
+            (
+                f"[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a "
+                "total capacity of 79.19 GiB of which 2.31 GiB is free."
+            ),
+        ]
+    else:
+        ts = _c10_ts(_T0 + dt.timedelta(seconds=690), rng)
+        se = [
+            (
+                f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+                "Timeout(ms)=600000) ran for 600049 milliseconds before timing out."
+            )
+        ]
+    return so, se
+
+
+def generate_many_files(
+    out: str | Path, files: int = 200_000, layout: str = "torchrun", seed: int = 0
+) -> dict[str, object]:
+    """Write ``files`` tiny per-rank log files (half stdout, half stderr for ``torchrun``; one
+    ``rankN.log`` per rank for ``flat``) of a job whose culprit dies of a CUDA OOM while the others time
+    out. Returns the culprit and totals."""
+    out = Path(out)
+    rng = random.Random(seed)
+    ranks = max(1, files // 2) if layout == "torchrun" else max(1, files)
+    culprit = rng.randrange(ranks)
+    total_bytes = written = lines = 0
+    out.mkdir(parents=True, exist_ok=True)
+    for r in range(ranks):
+        so, se = _tiny_rank_lines(r, ranks, culprit, rng)
+        if layout == "torchrun":
+            d = out / f"node-{r // RANKS_PER_NODE:05d}" / "attempt_0" / str(r % RANKS_PER_NODE)
+            d.mkdir(parents=True, exist_ok=True)
+            bodies = [(d / "stdout.log", so), (d / "stderr.log", se)]
+        elif layout == "flat":
+            bodies = [(out / f"rank{r}.log", so + se)]
+        else:
+            raise ValueError(f"unknown layout {layout!r}")
+        for path, body in bodies:
+            text = "\n".join(body) + "\n"
+            path.write_text(text)
+            total_bytes += len(text)
+            lines += len(body)
+            written += 1
+    return {
+        "dir": str(out),
+        "shape": "files",
+        "layout": layout,
+        "ranks": ranks,
+        "culprit": culprit,
+        "files": written,
+        "bytes": total_bytes,
+        "lines": lines,
+        "seed": seed,
+    }
+
+
+def generate_many_ranks(
+    out: str | Path, ranks: int = 1_000_000, seed: int = 0, faults: bool = False
+) -> dict[str, object]:
+    """Write one combined log (``out/combined.log``) whose ``[rankN]:`` prefixes name ``ranks`` distinct
+    ranks: per rank one short progress line (``[rank7]: step 41 loss 2.3141``), the culprit's OOM traceback
+    after its own; with ``faults`` every other rank's line is its c10d watchdog timeout instead (the stderr
+    of :func:`_tiny_rank_lines`: ~4x the bytes, and a fault per rank). Ranks past ``RANKSCOPE_MAX_WORLD``
+    are read as unknown, with a warning."""
+    out = Path(out)
+    rng = random.Random(seed)
+    culprit = rng.randrange(min(ranks, 1 << 18))
+    out.mkdir(parents=True, exist_ok=True)
+    total_bytes = lines = 0
+    with open(out / "combined.log", "w") as f:
+        for r in range(ranks):
+            _so, se = _tiny_rank_lines(r, ranks, culprit, rng)
+            if not faults:
+                se = [f"[rank{r}]: step 41 loss {2 + rng.random():.4f}", *(se if r == culprit else [])]
+            text = "\n".join(se) + "\n"
+            f.write(text)
+            total_bytes += len(text)
+            lines += len(se)
+    return {
+        "dir": str(out),
+        "shape": "ranks",
+        "ranks": ranks,
+        "culprit": culprit,
+        "files": 1,
+        "bytes": total_bytes,
+        "lines": lines,
+        "seed": seed,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=16)
     ap.add_argument("--lines", type=int, default=2000, help="approximate lines per rank")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--shape",
+        choices=("job", "files", "ranks"),
+        default="job",
+        help="job: the torchrun job above; files: --files tiny per-rank files; ranks: one log naming --ranks ranks",
+    )
+    ap.add_argument("--files", type=int, default=200_000, help="files written by --shape files")
+    ap.add_argument("--layout", choices=("torchrun", "flat"), default="torchrun", help="for --shape files")
+    ap.add_argument(
+        "--faults", action="store_true", help="--shape ranks: a watchdog timeout line per rank (not progress)"
+    )
     a = ap.parse_args(argv)
-    info = generate(a.out, a.ranks, a.lines, a.seed)
+    if a.shape == "files":
+        info = generate_many_files(a.out, a.files, a.layout, a.seed)
+    elif a.shape == "ranks":
+        info = generate_many_ranks(a.out, a.ranks, a.seed, a.faults)
+    else:
+        info = generate(a.out, a.ranks, a.lines, a.seed)
     json.dump(info, sys.stdout)
     print()
     return 0

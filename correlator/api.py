@@ -188,12 +188,15 @@ def is_parquet_input(path: Path) -> bool:
     if path.is_file():
         return path.suffix.lower() == ".parquet"
     if path.is_dir():
-        files: list[str] = []
+        seen = 0
         for dirpath, _dirs, names in os.walk(path, onerror=lambda _e: None):  # no symlinks followed
-            files.extend(os.path.join(dirpath, n) for n in names)
-            if len(files) > 100_000:
+            for n in names:  # the first file that is not parquet answers (a log tree: its first file)
+                if not (n.lower().endswith(".parquet") and os.path.isfile(os.path.join(dirpath, n))):
+                    return False
+            seen += len(names)
+            if seen > 100_000:
                 break
-        return bool(files) and all(f.lower().endswith(".parquet") and os.path.isfile(f) for f in files)
+        return seen > 0
     return False
 
 
@@ -346,8 +349,11 @@ def diagnose_path(
     attempts that are, nothing recognised, a bad signature file) or
     :class:`~correlator.discover.DiscoveryError` (no readable log found).
     """
+    from correlator.discover import sharing_walks
+
     notes: list[str] = []
-    with archive.opened(path, notes) as p:
+    # the streaming decision and the ingest walk the folder once
+    with archive.opened(path, notes) as p, sharing_walks():
         return _diagnose_path(
             p,
             notes,

@@ -300,77 +300,82 @@ def timeline(
     redact: RedactOpt = False,
 ) -> None:
     """Write the normalized event table (one row per log line or multi-line record, every rank)."""
-    if format is None:
-        format = {".jsonl": TableFormat.jsonl, ".ndjson": TableFormat.jsonl, ".csv": TableFormat.csv}.get(
-            output.suffix.lower(), TableFormat.parquet
-        )
-    by = partition_by.value if partition_by else None
-    if streaming is None:  # by default a parquet table of more than two batches streams (bounded memory)
-        from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES, context_bounded
+    from correlator.discover import sharing_walks
 
-        streaming = (
-            format == TableFormat.parquet
-            and not redact
-            and _want_streaming(directory, None, TABLE_STREAMING_THRESHOLD_BYTES)
-            and context_bounded(directory)
-        )
-    if (by or streaming) and format != TableFormat.parquet:
-        raise UsageError("--partition-by and --streaming write parquet only")
-    if streaming:
-        if directory.exists():
-            _check_output(directory, output)
-        if redact:
-            raise UsageError(
-                "--redact needs the whole table: use --no-streaming, or `rankscope redact` first"
+    with sharing_walks():  # the streaming decision and the ingest walk the folder once
+        if format is None:
+            format = {".jsonl": TableFormat.jsonl, ".ndjson": TableFormat.jsonl, ".csv": TableFormat.csv}.get(
+                output.suffix.lower(), TableFormat.parquet
             )
-        got: list[dict[str, object]] = []
+        by = partition_by.value if partition_by else None
+        if streaming is None:  # by default a parquet table of more than two batches streams (bounded memory)
+            from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES, context_bounded
+
+            streaming = (
+                format == TableFormat.parquet
+                and not redact
+                and _want_streaming(directory, None, TABLE_STREAMING_THRESHOLD_BYTES)
+                and context_bounded(directory)
+            )
+        if (by or streaming) and format != TableFormat.parquet:
+            raise UsageError("--partition-by and --streaming write parquet only")
+        if streaming:
+            if directory.exists():
+                _check_output(directory, output)
+            if redact:
+                raise UsageError(
+                    "--redact needs the whole table: use --no-streaming, or `rankscope redact` first"
+                )
+            got: list[dict[str, object]] = []
+            try:
+                if by:
+                    s = _streamed(directory, tz, quiet, output, by)[1]
+                else:  # one file: written under a temporary name, renamed when complete
+                    _atomic_write(
+                        output, lambda tmp: got.append(_streamed(directory, tz, quiet, Path(tmp))[1])
+                    )
+                    s = got[0]
+            except OSError as e:
+                raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+            if not quiet:
+                _summary(s)
+                err.print(
+                    f"wrote {s['rows']} events to {escape(str(output))} in {s['batches']} "
+                    f"{'batch' if s['batches'] == 1 else 'batches'} "
+                    f"(peak memory {s['peak_rss_mib']} MiB)",
+                    highlight=False,
+                )
+            return
+        res = _load(directory, tz, quiet, redact)
+        if by:
+            import socket
+
+            from correlator.export import write_partitioned
+
+            try:
+                files = write_partitioned(
+                    res.table, output, by=by, part_name=f"part-{socket.gethostname().split('.')[0]}.parquet"
+                )
+            except OSError as e:
+                raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+            if not quiet:
+                _summary(res)
+                err.print(
+                    f"wrote {res.table.height} events to {len(files)} partitions under {escape(str(output))}",
+                    highlight=False,
+                )
+            return
+        t = res.table
         try:
-            if by:
-                s = _streamed(directory, tz, quiet, output, by)[1]
-            else:  # one file: written under a temporary name, renamed when complete
-                _atomic_write(output, lambda tmp: got.append(_streamed(directory, tz, quiet, Path(tmp))[1]))
-                s = got[0]
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write ({e.strerror or e})")
-        if not quiet:
-            _summary(s)
-            err.print(
-                f"wrote {s['rows']} events to {escape(str(output))} in {s['batches']} "
-                f"{'batch' if s['batches'] == 1 else 'batches'} "
-                f"(peak memory {s['peak_rss_mib']} MiB)",
-                highlight=False,
-            )
-        return
-    res = _load(directory, tz, quiet, redact)
-    if by:
-        import socket
-
-        from correlator.export import write_partitioned
-
-        try:
-            files = write_partitioned(
-                res.table, output, by=by, part_name=f"part-{socket.gethostname().split('.')[0]}.parquet"
-            )
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+            with _progress(quiet) as bar:  # the write of a large table takes seconds: say so
+                if bar is not None:
+                    bar(f"writing {output.name}", 0, None)
+                _write_table(t, output, format)
+        except (OSError, pl.exceptions.PolarsError) as e:
+            raise UsageError(f"{output}: cannot write ({getattr(e, 'strerror', None) or e})") from None
         if not quiet:
             _summary(res)
-            err.print(
-                f"wrote {res.table.height} events to {len(files)} partitions under {escape(str(output))}",
-                highlight=False,
-            )
-        return
-    t = res.table
-    try:
-        with _progress(quiet) as bar:  # the write of a large table takes seconds: say so
-            if bar is not None:
-                bar(f"writing {output.name}", 0, None)
-            _write_table(t, output, format)
-    except (OSError, pl.exceptions.PolarsError) as e:
-        raise UsageError(f"{output}: cannot write ({getattr(e, 'strerror', None) or e})") from None
-    if not quiet:
-        _summary(res)
-        err.print(f"wrote {t.height} events to {escape(str(output))}", highlight=False)
+            err.print(f"wrote {t.height} events to {escape(str(output))}", highlight=False)
 
 
 def _write_table(t: pl.DataFrame, output: Path, format: TableFormat) -> None:

@@ -469,7 +469,9 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
                 quality.get(n.get("first_fault_event")),
             )
         )
-    clean = [r for r in groups["clean"] if r in G.graph["ranks_seen"]]
+    seen = set(G.graph["ranks_seen"])  # a set: 10^5 clean ranks must not cost 10^10 list comparisons
+    clean = [r for r in groups["clean"] if r in seen]
+    initiators = set(G.graph["initiators"])
     evidence = _evidence(table, G)
     d = Diagnosis(
         world_size=G.graph["world_size"],
@@ -479,7 +481,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         collateral_ranks=sorted(groups["collateral"]),
         clean_ranks=clean,
         unexplained_ranks=sorted(groups["unexplained"]),
-        missing_ranks=[r for r in G.graph["missing"] if r not in G.graph["initiators"]],
+        missing_ranks=[r for r in G.graph["missing"] if r not in initiators],
         failure_kind=G.graph["failure_kind"],
         confidence=_confidence(G),
         summary="",

@@ -18,7 +18,7 @@ import datetime as dt
 import os
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -78,19 +78,41 @@ class IngestResult:
         }
 
 
+def _raw_column(parts: Sequence[pl.Series | list[str]]) -> pl.Series:
+    """The lines of ``parts`` one after another, as one String Series: a run of parts held as lists (small
+    files, see ``ReadResult.lines_or_list``) becomes one Series (one construction for thousands of files,
+    not one each); Series parts are kept as they are (no rechunk: the frame refers to the files' text
+    buffers instead of a second copy of all of it)."""
+    out: list[pl.Series] = []
+    run: list[str] = []
+    for lines in parts:
+        if isinstance(lines, list):
+            run.extend(lines)
+            continue
+        if run:
+            out.append(pl.Series("text", run, dtype=pl.String))
+            run = []
+        out.append(lines)
+    if run or not out:
+        out.append(pl.Series("text", run, dtype=pl.String))
+    return pl.concat(out, rechunk=False) if len(out) > 1 else out[0]
+
+
 def _plain_lines(
-    parts: list[tuple[int, Source, pl.Series]], first: list[int] | None = None, key: str = "__src"
+    parts: Sequence[tuple[int, Source, pl.Series | list[str]]],
+    first: list[int] | None = None,
+    key: str = "__src",
 ) -> pl.DataFrame:
     """The frame of physical lines of many plain sources at once (one polars frame, not one per file:
     a directory of 10,000 tiny files costs one frame build). Same columns as :func:`_with_source`, the
     source index in column ``key``. ``first``: the line number of each part's first line (default 1; the
-    live watcher reads files from an offset)."""
+    live watcher reads files from an offset). A part's lines: a Series or a list of str."""
     meta = pl.DataFrame(
         {
             key: [i for i, _, _ in parts],
             "first": first if first is not None else [1] * len(parts),
             "path": [s.rel for _, s, _ in parts],
-            "n": [lines.len() for _, _, lines in parts],
+            "n": [len(lines) for _, _, lines in parts],
             "layout": ["stream" if s.layout == "error_json" else s.layout for _, s, _ in parts],
             "stream": [s.stream for _, s, _ in parts],
             "src_rank": [s.rank for _, s, _ in parts],
@@ -114,8 +136,7 @@ def _plain_lines(
             "node_key": pl.String,
         },
     )
-    # No rechunk: the frame refers to the files' text buffers instead of a second copy of all of it.
-    raw = pl.concat([lines for _, _, lines in parts], rechunk=False).alias("raw")
+    raw = _raw_column([lines for _, _, lines in parts]).alias("raw")
     rows = (
         meta.with_columns(
             pl.int_ranges(pl.col("first"), pl.col("first") + pl.col("n"), dtype=pl.Int64).alias("line")
@@ -164,7 +185,10 @@ _TRUNCATED_MARK = re.compile(r" …\[truncated: line of \d+ bytes\]$", re.MULTIL
 
 
 def _source_frame(
-    src: Source, progress: Callable[[Source], None] | None, on_bytes: Callable[[int], None] | None = None
+    src: Source,
+    progress: Callable[[Source], None] | None,
+    on_bytes: Callable[[int], None] | None = None,
+    lim: limits.Limits | None = None,
 ) -> tuple[pl.DataFrame | None, ReadResult]:
     """Read one source. Returns a frame for an error.json record, or None for plain lines (in ``res.lines``).
 
@@ -175,12 +199,12 @@ def _source_frame(
     if src.layout == "error_json":
         res, cut = read_small_lines(src.path, src.rel, tail=_ERROR_JSON_TAIL)
     else:
-        res = read_lines(src.path, src.rel, on_bytes)
+        res = read_lines(src.path, src.rel, on_bytes, lim)
     if progress:
         progress(src)
-    n = res.lines.len()
+    n = res.n_lines
     if src.layout == "error_json" and n:
-        text = "\n".join(res.lines.to_list())
+        text = "\n".join(res.line_list())
         try:
             parsed = elastic.parse_error_json(text)
             if (  # cut short: the head of the message, the stamp from the file's end
@@ -283,6 +307,14 @@ def _sorted_by_path_line(df: pl.DataFrame) -> bool:
     )
 
 
+def _mtime(path: os.PathLike[str]) -> float | None:
+    """The modification time of ``path`` (one ``stat``), or None when it is gone."""
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
 #: The names ``ingest(on_phase=...)`` is called with, in order (after the per-file ``progress`` calls).
 PHASES = (
     "scanning lines",
@@ -351,20 +383,23 @@ def ingest(
     # Frames are built in path order (``path`` is ``Source.rel``), so the table usually needs no final sort.
     order = {id(s): k for k, s in enumerate(sorted(sources, key=lambda s: s.rel))}
     cut = _CollCut(keep_coll) if keep_coll is not None else None
+    lim = limits.current()  # read once, not per file
     try:
         for src in sources:
             i = order[id(src)]
             if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
                 continue
-            frame, res = _source_frame(src, progress, _within(on_progress, bytes_done, src.size, total_bytes))
+            frame, res = _source_frame(
+                src, progress, _within(on_progress, bytes_done, src.size, total_bytes), lim
+            )
             bytes_done += src.size
             report(READING, bytes_done, total_bytes)
             if frame is not None:
                 frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int64).alias("__src")))
-            elif res.lines.len() and cut is not None:
-                cut.add(i, src, res.lines)
-            elif res.lines.len():
-                plain.append((i, src, res.lines))
+            elif res.n_lines and cut is not None:
+                cut.add(i, src, res.lines_or_list(), res.text_bytes)
+            elif res.n_lines:
+                plain.append((i, src, res.lines_or_list()))
             lines_read += res.physical_lines
             skipped += res.skipped_lines
             skipped_list.extend(res.skipped)
@@ -402,7 +437,7 @@ def ingest(
     del frames, plain
     if cut is None:
         df = df.drop("__src")
-    mtimes = [s.path.stat().st_mtime for s in sources if s.path.exists()]
+    mtimes = [m for m in (_mtime(s.path) for s in sources) if m is not None]
     year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
     n_lines = df.height
     counted = {SCANNING: 0, PARSING: 0}
@@ -509,7 +544,7 @@ class _CollCut:
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self.batch: list[tuple[int, Source, pl.Series]] = []
+        self.batch: list[tuple[int, Source, pl.Series | list[str]]] = []
         self.size = 0
         self.frames: list[pl.DataFrame] = []
         self.cut: list[pl.DataFrame] = []
@@ -518,9 +553,15 @@ class _CollCut:
         self.pool: ThreadPoolExecutor | None = None
         self.pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame | None, set[str]]]] = deque()
 
-    def add(self, i: int, src: Source, lines: pl.Series) -> None:
+    def add(self, i: int, src: Source, lines: pl.Series | list[str], text_bytes: int | None = None) -> None:
+        """Queue the ``lines`` of one file (``text_bytes``: their size with newlines, when known)."""
         self.batch.append((i, src, lines))
-        self.size += int(lines.str.len_bytes().sum() or 0) + lines.len()
+        if text_bytes is None:
+            if isinstance(lines, list):
+                text_bytes = sum(len(x.encode()) + 1 for x in lines)
+            else:
+                text_bytes = int(lines.str.len_bytes().sum() or 0) + lines.len()
+        self.size += text_bytes
         if self.size >= CUT_BATCH_BYTES:
             self._flush()
 
@@ -590,8 +631,8 @@ def _reread(rels: set[str], by_rel: dict[str, Source], order: dict[int, int]) ->
     for rel in sorted(rels):
         src = by_rel[rel]
         res = read_lines(src.path, src.rel)
-        if res.lines.len():
-            parts.append((order[id(src)], src, res.lines))
+        if res.n_lines:
+            parts.append((order[id(src)], src, res.lines_or_list()))
     if not parts:
         return pl.DataFrame(schema={"__src": pl.Int64, "path": pl.String, "line": pl.Int64})
     return _plain_lines(parts).with_columns(pl.lit(False).alias(_CAND))

@@ -146,9 +146,8 @@ def _rows(
         rows.extend((h, r) for r in sorted(r for r, hh in rank_host.items() if hh == h))
     if diagnosis is not None:
         seen = set(rank_host)
-        missing = [
-            r for r in diagnosis.missing_ranks if r not in seen and r not in diagnosis.initiating_ranks
-        ]
+        initiating = set(diagnosis.initiating_ranks)
+        missing = [r for r in diagnosis.missing_ranks if r not in seen and r not in initiating]
         rows.extend(("no log", r) for r in diagnosis.initiating_ranks if r not in seen)
         if missing:
             rows.append(("no log", -1))  # one row for all of them
@@ -306,11 +305,9 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
             )
             from correlator.report import ranges
 
-            miss = sorted(
-                r
-                for r in diagnosis.missing_ranks
-                if r not in set(t["rank"].drop_nulls().to_list()) and r not in diagnosis.initiating_ranks
-            )
+            in_table = set(t["rank"].drop_nulls().to_list())  # once, not per missing rank
+            initiating = set(diagnosis.initiating_ranks)
+            miss = sorted(r for r in diagnosis.missing_ranks if r not in in_table and r not in initiating)
             if miss:
                 ax.text(
                     0.01,
