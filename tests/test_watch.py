@@ -546,3 +546,48 @@ def test_backlog_is_read_in_bounded_passes(tmp_path: Path, monkeypatch: pytest.M
     t = w.table.filter(pl.col("kind") == "step_progress")
     # every line was read once; the reduced store keeps the first 2 and last 4 progress rows per file
     assert sorted(t.filter(pl.col("rank") == 1)["step"].to_list()) == [0, 1, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_signal_to_the_process_group_of_uv_run_prints_the_verdict(
+    tmp_path: Path, signame: str, code: int
+) -> None:
+    """The README's `uv run rankscope watch DIR`, signalled as a terminal does (Ctrl-C: SIGINT to the whole
+    foreground process group; `timeout`, a closed terminal and `kill -- -PGID` likewise). `uv run` forwards
+    the signal to its child as well, so the watcher gets it twice: it must still print the verdict so far
+    and exit 128 + the signal. Before, SIGINT printed "interrupted; verdict so far:" and nothing else, and
+    SIGTERM ended as "internal error: _Stop: 143" (exit 3)."""
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv is None or not (ROOT / ".venv" / "bin" / "rankscope").exists():
+        pytest.skip("needs uv and the project's .venv (uv sync)")
+    logs = tmp_path / "logs"
+    shutil.copytree(CASES / CRASH / "logs", logs)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    p = subprocess.Popen(
+        [uv, "run", "--no-sync", "rankscope", "watch", str(logs), "--interval", "100ms"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, which the signal goes to as a whole
+    )
+    try:
+        assert p.stdout is not None
+        first = p.stdout.readline()  # the first alert: the watcher is in its loop
+        assert "ALERT initiator: rank 1" in first
+        os.killpg(p.pid, getattr(signal, signame))
+        rest, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == code, err[-2000:]
+    assert "interrupted; verdict so far:" in err
+    assert "internal error" not in err
+    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError"), (
+        rest[-500:],
+        err[-2000:],
+    )
