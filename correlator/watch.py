@@ -585,13 +585,7 @@ class Watcher:
         self.table = conform(df)
         faults = self.table.filter(pl.col("kind").is_in(list(FAULT_KINDS)) & ~pl.col("duplicate"))
         self.faults_by_kind = dict(faults.group_by("kind").len().iter_rows())
-        exits = self.table.filter(
-            (
-                (pl.col("kind") == Kind.LAUNCHER_ERROR)
-                & pl.col("message").str.contains("ChildFailedError", literal=True)
-            )
-            | pl.col("kind").is_in([Kind.PROCESS_EXIT, Kind.JOB_CANCELLED])
-        )
+        exits = self.table.filter(parsers.exit_report())
         if exits.height and not self.exit_seen:
             r = exits.row(0, named=True)
             self.exit_seen = f"{r['path']}:{r['line']}"
@@ -852,8 +846,9 @@ class Watcher:
 
     # ------------------------------------------------------------------ state
     def exited(self) -> bool:
-        """True once the launcher logged its exit (ChildFailedError summary, srun exit, cancellation) and a
-        pass after it read nothing new."""
+        """True once a launcher logged an exit report (a row of ``parsers.exit_report``: torchrun's
+        ChildFailedError, srun's task exits and signals, mpirun's aborts, DeepSpeed, Lightning) and a pass
+        after it read nothing new."""
         return self._exited
 
     def ranks_seen(self) -> list[int]:
@@ -997,7 +992,8 @@ def register(app: Any) -> None:
             typer.Option(
                 "--until-exit",
                 help="Stop when the launcher logs its exit "
-                "(ChildFailedError summary, srun exit, cancellation) and print the "
+                "(torchrun ChildFailedError, srun task exits and signals, Force Terminated, "
+                "slurmstepd cancellation, mpirun aborts, DeepSpeed, Lightning) and print the "
                 "final verdict.",
             ),
         ] = False,

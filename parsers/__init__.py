@@ -145,6 +145,53 @@ def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(psev.alias("psev"))
 
 
+#: The rules whose line is a launcher's report that tasks, a node's workers or the whole job ended — what
+#: ``rankscope watch --until-exit`` stops on and what counts as launcher output next to torchelastic's own
+#: lines (``correlator.graph``). Each rule's ``example`` is its real line. Slurm: srun's per-task exit
+#: status (``task_state.c``: ``Exited with exit code N``, and ``"%s: %s %s: %s%s"`` with ``strsignal`` for
+#: a task killed by a signal: ``Killed``, ``Terminated``, ``Aborted (core dumped)``, …), its ``Force
+#: Terminated StepId=…`` and slurmstepd's ``CANCELLED AT``; pdsh ``-S``; Open MPI's abort help texts
+#: (``Process name: [[…]]``, ``the job has been aborted``, ``noticed that process rank N … exited on
+#: signal``); torchrun's ``ChildFailedError`` and its agent's ``death signal``; DeepSpeed's
+#: ``sigkill_handler`` ``exits with return code``; Lightning's child-process observer.
+EXIT_REPORT_RULES: tuple[str, ...] = (
+    "srun_exit",
+    "srun_oom",
+    "srun_killed",
+    "srun_terminated",
+    "srun_aborted",
+    "srun_segfault",
+    "srun_force_terminated",
+    "stepd_cancelled",
+    "pdsh_exit",
+    "mpirun_first_failed",
+    "mpirun_aborted",
+    "mpi_noticed_signal",
+    "child_failed",
+    "death_signal",
+    "ds_exits",
+    "lightning_child_failed",
+)
+
+
+def exit_report() -> pl.Expr:
+    """True on the rows a rule of :data:`EXIT_REPORT_RULES` classified (its kind, and its literal and pattern
+    in the message, as the rule tested them); False elsewhere. For tables of parsed rows (``kind``,
+    ``message``)."""
+    by_name = {
+        r.name: r for r in (*system.RULES, *mpi.RULES, *elastic.RULES, *deepspeed.RULES, *lightning.RULES)
+    }
+    msg = pl.col("message").fill_null("")
+    parts = []
+    for name in EXIT_REPORT_RULES:
+        r = by_name[name]
+        e = (pl.col("kind") == r.kind) & msg.str.contains(r.literal, literal=True)
+        if r.pattern:
+            e = e & msg.str.contains(r.pattern)
+        parts.append(e)
+    return pl.any_horizontal(parts).fill_null(False)
+
+
 def classify(df: pl.DataFrame) -> pl.DataFrame:
     """Run every module's message rules (first match wins) and fill kinds of what is left."""
     df = ensure_columns(df)

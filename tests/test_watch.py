@@ -591,3 +591,65 @@ def test_signal_to_the_process_group_of_uv_run_prints_the_verdict(
         rest[-500:],
         err[-2000:],
     )
+
+
+#: Exit reports as launchers print them, each a real line: the srun ones are Slurm's ``task_state.c`` format
+#: (``"%s: %s %s: %s%s"``, host, ``task``/``tasks``, task list, ``strsignal``, `` (core dumped)``) with the
+#: host of issue 34; the others are copied from the captured cases named.
+_EXIT_LINES = [
+    "srun: error: node17: tasks 0-1: Aborted (core dumped)",
+    "srun: error: node17: task 2: Terminated",
+    "srun: Force Terminated StepId=3.0",  # cap-24-srun-per-rank-sigkill
+    "srun: error: node-a: task 1: Killed",  # cap-32-srun-per-rank-hang
+    "mpirun noticed that process rank 2 with PID 0 on node node-a exited on signal 9 (Killed).",  # cap-31
+    "  Process name: [[11413,1],3]",  # cap-21-mpirun-tag-exception (mpirun's abort help text)
+    (
+        "[2026-12-01 19:08:33,669] [ERROR] [launch.py:259:sigkill_handler] ['/opt/venv/bin/python3', '-u', "
+        "'train.py', '--local_rank=3'] exits with return code = 1"
+    ),  # cap-27-deepspeed-exception
+    (
+        "[rank: 1] Child process with PID 11896 terminated with code -9. Forcefully terminating all other "
+        "processes to avoid zombies 🧟"
+    ),  # cap-30-lightning-ddp-sigkill
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",  # torchrun (worked before)
+]
+
+
+@pytest.mark.parametrize("line", _EXIT_LINES)
+def test_until_exit_stops_on_every_launcher_exit_report(tmp_path: Path, line: str) -> None:
+    """`--until-exit` stops once a launcher's exit report is logged and a pass after it read nothing new.
+    Before, only torchrun's ChildFailedError, srun's `Exited with exit code` and cancellations counted: a job
+    whose tasks srun reports killed by a signal (what the NCCL watchdog's abort leaves) was followed forever."""
+    log = tmp_path / "slurm-884213.out"
+    log.write_text(
+        "0: [rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:61675.\n"
+    )
+    w, _ = _w(tmp_path)
+    w.poll()
+    w.poll()
+    assert not w.exited() and w.exit_seen is None
+    with log.open("a") as fh:
+        fh.write(line + "\n")
+    w.poll()
+    assert w.exit_seen == "slurm-884213.out:2"
+    assert not w.exited()  # the pass that read the report; the next quiet one ends the watch
+    w.poll()
+    assert w.exited()
+
+
+def test_until_exit_cli_stops_on_srun_signal_reports(tmp_path: Path) -> None:
+    """The CLI: `watch --until-exit` on a job whose srun reports tasks killed by signals ends by itself with
+    the final verdict (`--max-passes` only bounds a regression: it would otherwise run forever)."""
+    (tmp_path / "slurm-884213.out").write_text(
+        "0: [rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:61675.\n"
+        "srun: error: node17: tasks 0-1: Aborted (core dumped)\n"
+        "srun: error: node17: task 2: Terminated\n"
+        "srun: Force Terminated StepId=884213.0\n"
+    )
+    res = CliRunner().invoke(
+        app, ["watch", str(tmp_path), "--until-exit", "--interval", "10ms", "--max-passes", "50"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "the launcher exited (slurm-884213.out:2); final verdict:" in res.stderr
