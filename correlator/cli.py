@@ -549,7 +549,9 @@ def eval_cmd(
         raise UsageError(str(e)) from None
     tot = rep.totals()
     if format == DiagFormat.json:
-        print(json.dumps(rep.to_json(), indent=2, default=str))
+        from correlator.report import json_default
+
+        print(json.dumps(rep.to_json(), indent=2, default=json_default))
     else:
         for c in rep.cases:
             mark = "[green]PASS[/]" if c.passed else ("[yellow]KNOWN[/]" if c.excused else "[red]FAIL[/]")

@@ -226,6 +226,10 @@ class Note:
         """The English sentence (output only; the confidence never reads it)."""
         return self.reason.template.format(**self.params)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The note as JSON values: ``{"code": member name, "weight": its weight, "text": the sentence}``."""
+        return {"code": self.reason.name, "weight": self.reason.weight, "text": self.text()}
+
 
 def lower(base: float, notes: Iterable[Note]) -> float:
     """``base`` less the weight of each note's reason (unclamped, unrounded)."""

@@ -123,7 +123,9 @@ class Alert:
     verdict: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), default=str)
+        from correlator.report import json_default
+
+        return json.dumps(asdict(self), default=json_default)
 
     def to_text(self) -> str:
         who = "job" if self.rank is None else f"rank {self.rank}" + (f" ({self.host})" if self.host else "")
