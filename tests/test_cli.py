@@ -261,3 +261,25 @@ def test_every_json_the_cli_writes_holds_json_values_only(tmp_path: Path) -> Non
     docs += [json.loads(ln) for ln in w.stdout.splitlines() if ln.strip()]
     reprs = [s for d in docs for s in _json_strings(d) if _REPR.search(s)]
     assert not reprs, reprs[:5]
+
+
+COLBERT = CASES / "real-colbert-318-rank0-kmeans-straggler-rank1-watchdog" / "logs"
+
+
+def test_events_kind_takes_the_words_users_see() -> None:
+    """`events --kind watchdog_timeout` finds every line that says "Watchdog caught collective operation
+    timeout", the teardown line too (`NCCL watchdog thread terminated with exception: [Rank 1] Watchdog
+    caught …`, kind watchdog_teardown), also typed as the words of the line; an unknown word exits 2 and
+    lists the kinds and words it knows. Before, the teardown line was left out."""
+    text = (COLBERT / "console.log").read_text().splitlines()
+    want = {i for i, ln in enumerate(text, 1) if "Watchdog caught collective operation timeout" in ln}
+    assert len(want) >= 2
+    for word in ("watchdog_timeout", "Watchdog timeout"):
+        r = runner.invoke(app, ["events", str(COLBERT), "--kind", word, "-f", "json", "-n", "0", "-q"])
+        assert r.exit_code == 0, r.output
+        got = {(e["path"], e["line"]) for e in map(json.loads, r.stdout.splitlines())}
+        assert {("console.log", i) for i in want} <= got, (word, got)
+    bad = _cli("events", str(COLBERT), "--kind", "watchdog_timout")
+    assert bad.returncode == 2
+    assert "unknown kind watchdog_timout" in bad.stderr
+    assert "watchdog_teardown" in bad.stderr and "timeout" in bad.stderr
