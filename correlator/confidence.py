@@ -185,7 +185,10 @@ class Reason(enum.Enum):
     NO_LAUNCHER = (
         0.05,
         "no launcher output to confirm exit statuses",
-        "No launcher (torchelastic) lines: exit statuses and signals are unconfirmed.",
+        (
+            "No launcher lines (torchelastic's, nor an exit report of srun, mpirun, DeepSpeed or "
+            "Lightning, parsers.EXIT_REPORT_RULES): exit statuses and signals are unconfirmed."
+        ),
     )
     IDENTITY_INFERRED = (
         0.1,
