@@ -117,7 +117,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     )
     # launcher output: torchelastic's own lines, or a launcher's exit report (srun's task exits and signals,
     # mpirun's abort, DeepSpeed's return code, …: parsers.EXIT_REPORT_RULES) — either confirms exit statuses
-    launcher_present = t.filter((pl.col("layer") == "elastic") | parsers.exit_report()).height > 0
+    launcher_present = t.filter(pl.col("layer") == "elastic").height > 0 or parsers.exit_reports(t).height > 0
 
     evidence = initiators_mod.Evidence(
         t, f, fr, seen, missing, signalled, first_signal, launcher_present, world

@@ -587,7 +587,7 @@ class Watcher:
         self.table = conform(df)
         faults = self.table.filter(pl.col("kind").is_in(list(FAULT_KINDS)) & ~pl.col("duplicate"))
         self.faults_by_kind = dict(faults.group_by("kind").len().iter_rows())
-        exits = self.table.filter(parsers.exit_report())
+        exits = parsers.exit_reports(self.table)
         if exits.height and not self.exit_seen:
             r = exits.row(0, named=True)
             self.exit_seen = f"{r['path']}:{r['line']}"

@@ -43,7 +43,7 @@ from parsers import (
     system,
     transport,
 )
-from parsers.rules import apply_rules, ensure_columns, parallelism, strip_prefix
+from parsers.rules import Rule, apply_rules, ensure_columns, parallelism, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
 STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank", "hook_rank"]
@@ -174,22 +174,32 @@ EXIT_REPORT_RULES: tuple[str, ...] = (
 )
 
 
-def exit_report() -> pl.Expr:
-    """True on the rows a rule of :data:`EXIT_REPORT_RULES` classified (its kind, and its literal and pattern
-    in the message, as the rule tested them); False elsewhere. For tables of parsed rows (``kind``,
-    ``message``)."""
+def _exit_rules() -> list[Rule]:
     by_name = {
         r.name: r for r in (*system.RULES, *mpi.RULES, *elastic.RULES, *deepspeed.RULES, *lightning.RULES)
     }
+    return [by_name[name] for name in EXIT_REPORT_RULES]
+
+
+def exit_report() -> pl.Expr:
+    """True on the rows a rule of :data:`EXIT_REPORT_RULES` classified (its kind, and its literal and pattern
+    in the message, as the rule tested them); False elsewhere. For tables of parsed rows (``kind``,
+    ``message``); on a large table :func:`exit_reports` is cheaper."""
     msg = pl.col("message").fill_null("")
     parts = []
-    for name in EXIT_REPORT_RULES:
-        r = by_name[name]
+    for r in _exit_rules():
         e = (pl.col("kind") == r.kind) & msg.str.contains(r.literal, literal=True)
         if r.pattern:
             e = e & msg.str.contains(r.pattern)
         parts.append(e)
     return pl.any_horizontal(parts).fill_null(False)
+
+
+def exit_reports(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``df`` that :func:`exit_report` marks; the message tests run only on the rows of the
+    rules' kinds (a table of millions of NCCL lines is scanned once, by kind)."""
+    kinds = sorted({r.kind for r in _exit_rules()})
+    return df.filter(pl.col("kind").is_in(kinds)).filter(exit_report())
 
 
 def classify(df: pl.DataFrame) -> pl.DataFrame:
