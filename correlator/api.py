@@ -267,12 +267,14 @@ def skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object
 
 def with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
     """The diagnosis JSON with the ``skipped`` list (what was not read: path, bytes, lines, reason)."""
+    from correlator.report import json_default
+
     body = doc.rstrip()
-    sk = json.dumps(skipped, indent=2, default=str).replace("\n", "\n  ")
+    sk = json.dumps(skipped, indent=2, default=json_default).replace("\n", "\n  ")
     if not body.endswith("}") or body.replace(" ", "").replace("\n", "") == "{}":
         data = json.loads(doc)
         data["skipped"] = skipped
-        return json.dumps(data, indent=2, default=str)
+        return json.dumps(data, indent=2, default=json_default)
     # Appended as text: a world of 10^5 ranks makes a large document, not worth parsing twice.
     return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
 

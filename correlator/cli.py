@@ -402,7 +402,13 @@ def events(
     ] = None,
     kind: Annotated[
         list[str] | None,
-        typer.Option("--kind", "-k", help="Only these event kinds (repeatable), e.g. watchdog_timeout."),
+        typer.Option(
+            "--kind",
+            "-k",
+            help="Only these event kinds (repeatable), e.g. watchdog_timeout (which also covers the "
+            "watchdog's status and teardown lines); the words of correlator.schema.KIND_ALIASES "
+            "(timeout, watchdog, oom, …) cover several kinds.",
+        ),
     ] = None,
     faults: Annotated[
         bool, typer.Option("--faults", help="Only events that mean something went wrong.")
@@ -422,20 +428,22 @@ def events(
     fr: FrOpt = None,
 ) -> None:
     """Print events as a table (or JSON/CSV), filtered by rank and kind."""
-    from correlator.schema import FAULT_KINDS, Kind
+    from correlator.schema import FAULT_KINDS, KIND_ALIASES, Kind, resolve_kinds
 
+    kinds: set[str] = set()
     if kind:
-        bad = [k for k in kind if k not in {m.value for m in Kind}]
+        kinds, bad = resolve_kinds(kind)
         if bad:
             raise UsageError(
-                f"unknown kind {', '.join(bad)}; known kinds: {', '.join(m.value for m in Kind)}"
+                f"unknown kind {', '.join(bad)}; known kinds: {', '.join(m.value for m in Kind)}; "
+                f"words that cover several kinds: {', '.join(sorted(KIND_ALIASES))}"
             )
     res = _load(directory, tz, quiet, redact, fr=fr)
     t = res.table.filter(~pl.col("duplicate"))
     if rank:
         t = t.filter(pl.col("rank").is_in(rank))
     if kind:
-        t = t.filter(pl.col("kind").is_in(kind))
+        t = t.filter(pl.col("kind").is_in(sorted(kinds)))
     if faults:
         t = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
     # in the one time the report, plot and trace state (a line without a stamp of its own sits at the stamp
@@ -552,7 +560,9 @@ def eval_cmd(
         raise UsageError(str(e)) from None
     tot = rep.totals()
     if format == DiagFormat.json:
-        print(json.dumps(rep.to_json(), indent=2, default=str))
+        from correlator.report import json_default
+
+        print(json.dumps(rep.to_json(), indent=2, default=json_default))
     else:
         for c in rep.cases:
             mark = "[green]PASS[/]" if c.passed else ("[yellow]KNOWN[/]" if c.excused else "[red]FAIL[/]")

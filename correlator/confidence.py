@@ -195,7 +195,10 @@ class Reason(enum.Enum):
     NO_LAUNCHER = (
         0.05,
         "no launcher output to confirm exit statuses",
-        "No launcher (torchelastic) lines: exit statuses and signals are unconfirmed.",
+        (
+            "No launcher lines (torchelastic's, nor an exit report of srun, mpirun, DeepSpeed or "
+            "Lightning, parsers.EXIT_REPORT_RULES): exit statuses and signals are unconfirmed."
+        ),
     )
     IDENTITY_INFERRED = (
         0.1,
@@ -241,6 +244,10 @@ class Note:
     def text(self) -> str:
         """The English sentence (output only; the confidence never reads it)."""
         return self.reason.template.format(**self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The note as JSON values: ``{"code": member name, "weight": its weight, "text": the sentence}``."""
+        return {"code": self.reason.name, "weight": self.reason.weight, "text": self.text()}
 
 
 def lower(base: float, notes: Iterable[Note]) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import networkx as nx
 import polars as pl
 
+import parsers
 from correlator import clock
 from correlator import initiators as initiators_mod
 from correlator.confidence import Reason
@@ -117,7 +118,9 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         .drop_nulls()
         .to_list()
     )
-    launcher_present = t.filter(pl.col("layer") == "elastic").height > 0
+    # launcher output: torchelastic's own lines, or a launcher's exit report (srun's task exits and signals,
+    # mpirun's abort, DeepSpeed's return code, …: parsers.EXIT_REPORT_RULES) — either confirms exit statuses
+    launcher_present = t.filter(pl.col("layer") == "elastic").height > 0 or parsers.exit_reports(t).height > 0
 
     evidence = initiators_mod.Evidence(
         t, f, fr, seen, missing, signalled, first_signal, launcher_present, world

@@ -586,4 +586,6 @@ def _no_partial_overlap(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def write_trace(table: pl.DataFrame, diagnosis: Diagnosis, path: str | Path) -> None:
     """Write :func:`to_trace` as JSON to ``path``."""
-    Path(path).write_text(json.dumps(to_trace(table, diagnosis), default=str, ensure_ascii=False))
+    from correlator.report import json_default
+
+    Path(path).write_text(json.dumps(to_trace(table, diagnosis), default=json_default, ensure_ascii=False))

@@ -154,6 +154,26 @@ def _rows(
     return rows, {k: i for i, k in enumerate(rows)}
 
 
+#: Layers of lines a rank writes itself (a traceback, a c10d or NCCL line, the script's logging): in a
+#: host's rank-less row they are the ranks' own lines that carry no rank, not the launcher's.
+_RANK_LAYERS = ("python", "c10d", "nccl", "app", "fr")
+
+
+def unranked_label(t: pl.DataFrame, host: str) -> str:
+    """The label of ``host``'s rank-less row, by what it holds: ``launcher`` (torchelastic, srun, mpirun …
+    lines, or nothing a rank writes), ``untagged lines of HOST`` (the ranks' own lines that carry no rank:
+    a traceback without a ``[rankN]:`` prefix), or ``launcher + untagged lines of HOST``."""
+    mine = t.filter((pl.col("host_label") == host) & pl.col("rank").is_null())
+    own = mine.filter(pl.col("layer").is_in(_RANK_LAYERS)).height
+    launcher = mine.filter(
+        pl.col("layer").is_in(["elastic", "system"]) | (pl.col("stream") == "launcher")
+    ).height
+    if not own:
+        return "launcher"
+    where = "" if host == UNKNOWN_HOST else f" of {host}"
+    return f"launcher + untagged lines{where}" if launcher else f"untagged lines{where}"
+
+
 def _focus_mask(t: pl.DataFrame, focus: dict[str, Any]) -> pl.Series:
     if not focus or focus.get("seq") is None:
         return pl.Series([False] * t.height)
@@ -461,7 +481,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
     labels = []
     for h, r in rows:
         if r is None:
-            labels.append("launcher")
+            labels.append(unranked_label(t, h))
         else:
             labels.append(
                 f"rank {r}"

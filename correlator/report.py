@@ -47,8 +47,33 @@ _STATUS_STYLE = {
 }
 
 
+def json_default(o: Any) -> Any:
+    """The ``default`` of every ``json.dumps`` whose output rankscope writes (diagnose, graph, watch, eval,
+    perfetto JSON): JSON values, never a Python repr. A confidence note becomes ``{code, weight, text}``
+    (:meth:`correlator.confidence.Note.to_dict`), an enum member its name, a set a sorted list, a dataclass
+    its fields (converted the same way), a numpy/polars scalar its value; anything else its ``str()``
+    (a datetime keeps the ``2024-05-01 12:00:00+00:00`` form it always had)."""
+    import dataclasses
+    import enum
+
+    from correlator.confidence import Note
+
+    if isinstance(o, Note):
+        return o.to_dict()
+    if isinstance(o, enum.Enum):
+        return o.name
+    if isinstance(o, (set, frozenset)):
+        return sorted(o, key=str)
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
+    item = getattr(o, "item", None)
+    if callable(item) and type(o).__module__.split(".")[0] in ("numpy", "polars"):
+        return item()
+    return str(o)
+
+
 def to_json(d: Diagnosis) -> str:
-    return json.dumps(d.to_json(), indent=2, default=str)
+    return json.dumps(d.to_json(), indent=2, default=json_default)
 
 
 def _explained(s: Any) -> str:
@@ -249,7 +274,7 @@ def _flat(G: nx.DiGraph) -> nx.DiGraph:
             return ""
         if isinstance(v, (str, int, float, bool)):
             return v
-        return json.dumps(v, default=str)
+        return json.dumps(v, default=json_default)
 
     H.graph.update({k: conv(v) for k, v in G.graph.items()})
     for n, data in G.nodes(data=True):
@@ -268,7 +293,7 @@ def write_graph(G: nx.DiGraph, out: Path) -> str:
     if ext == ".graphml":
         nx.write_graphml(_flat(G), out)
     elif ext == ".json":
-        out.write_text(json.dumps(nx.node_link_data(G, edges="edges"), indent=2, default=str))
+        out.write_text(json.dumps(nx.node_link_data(G, edges="edges"), indent=2, default=json_default))
     elif ext in (".dot", ".gv"):
         out.write_text(to_dot(G))
     else:

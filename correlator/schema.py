@@ -169,6 +169,64 @@ class Kind(StrEnum):
     JOB_CANCELLED = "job_cancelled"  #: ``slurmstepd: … CANCELLED AT … DUE TO …``
 
 
+#: The words users filter by (``rankscope events --kind WORD``) -> the kinds they cover. A line's words are
+#: not always its row's kind: ``NCCL watchdog thread terminated with exception: [Rank 1] Watchdog caught
+#: collective operation timeout: …`` is the teardown that follows the timeout (``watchdog_teardown``), so
+#: ``watchdog_timeout`` covers the whole timeout report — the timeout line, the status line, the teardown.
+#: Any kind name still means that kind (and only it, unless it is an alias here). Words are matched after
+#: :func:`kind_word` (case, spaces and hyphens do not matter: ``"Watchdog timeout"``).
+KIND_ALIASES: dict[str, frozenset[str]] = {
+    "watchdog_timeout": frozenset({Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS, Kind.WATCHDOG_TEARDOWN}),
+    "watchdog": frozenset(
+        {
+            Kind.WATCHDOG_TIMEOUT,
+            Kind.WATCHDOG_STATUS,
+            Kind.WATCHDOG_TEARDOWN,
+            Kind.WATCHDOG_HANG,
+            Kind.HEARTBEAT_TIMEOUT,
+        }
+    ),
+    "timeout": frozenset(
+        {
+            Kind.WATCHDOG_TIMEOUT,
+            Kind.WATCHDOG_STATUS,
+            Kind.WATCHDOG_TEARDOWN,
+            Kind.HEARTBEAT_TIMEOUT,
+            Kind.GLOO_TIMEOUT,
+        }
+    ),
+    "oom": frozenset({Kind.CUDA_OOM}),
+    "out_of_memory": frozenset({Kind.CUDA_OOM}),
+    "exception": frozenset({Kind.PYTHON_EXCEPTION}),
+    "traceback": frozenset({Kind.PYTHON_EXCEPTION}),
+    "mismatch": frozenset({Kind.COLLECTIVE_MISMATCH}),
+    "killed": frozenset({Kind.PROCESS_KILLED, Kind.WORKER_SIGNALLED}),
+}
+
+
+def kind_word(word: str) -> str:
+    """A word as typed -> the form kinds and aliases are written in (``"Watchdog timeout"`` ->
+    ``watchdog_timeout``)."""
+    return "_".join(word.strip().lower().replace("-", " ").split())
+
+
+def resolve_kinds(words: list[str]) -> tuple[set[str], list[str]]:
+    """The kinds ``words`` cover (:data:`KIND_ALIASES`, else the kind of that name) and the words that are
+    neither an alias nor a kind."""
+    names = {m.value for m in Kind}
+    kinds: set[str] = set()
+    unknown: list[str] = []
+    for w in words:
+        k = kind_word(w)
+        if k in KIND_ALIASES:
+            kinds |= KIND_ALIASES[k]
+        elif k in names:
+            kinds.add(k)
+        else:
+            unknown.append(w)
+    return kinds, unknown
+
+
 #: Kinds that mean something went wrong on the rank that logged them.
 FAULT_KINDS: frozenset[str] = frozenset(
     {

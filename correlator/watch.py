@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 import polars as pl
 import typer
@@ -123,7 +123,9 @@ class Alert:
     verdict: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), default=str)
+        from correlator.report import json_default
+
+        return json.dumps(asdict(self), default=json_default)
 
     def to_text(self) -> str:
         who = "job" if self.rank is None else f"rank {self.rank}" + (f" ({self.host})" if self.host else "")
@@ -608,13 +610,7 @@ class Watcher:
         self.table = conform(df)
         faults = self.table.filter(pl.col("kind").is_in(list(FAULT_KINDS)) & ~pl.col("duplicate"))
         self.faults_by_kind = dict(faults.group_by("kind").len().iter_rows())
-        exits = self.table.filter(
-            (
-                (pl.col("kind") == Kind.LAUNCHER_ERROR)
-                & pl.col("message").str.contains("ChildFailedError", literal=True)
-            )
-            | pl.col("kind").is_in([Kind.PROCESS_EXIT, Kind.JOB_CANCELLED])
-        )
+        exits = parsers.exit_reports(self.table)
         if exits.height and not self.exit_seen:
             r = exits.row(0, named=True)
             self.exit_seen = f"{r['path']}:{r['line']}"
@@ -875,8 +871,9 @@ class Watcher:
 
     # ------------------------------------------------------------------ state
     def exited(self) -> bool:
-        """True once the launcher logged its exit (ChildFailedError summary, srun exit, cancellation) and a
-        pass after it read nothing new."""
+        """True once a launcher logged an exit report (a row of ``parsers.exit_report``: torchrun's
+        ChildFailedError, srun's task exits and signals, mpirun's aborts, DeepSpeed, Lightning) and a pass
+        after it read nothing new."""
         return self._exited
 
     def ranks_seen(self) -> list[int]:
@@ -1020,7 +1017,8 @@ def register(app: Any) -> None:
             typer.Option(
                 "--until-exit",
                 help="Stop when the launcher logs its exit "
-                "(ChildFailedError summary, srun exit, cancellation) and print the "
+                "(torchrun ChildFailedError, srun task exits and signals, Force Terminated, "
+                "slurmstepd cancellation, mpirun aborts, DeepSpeed, Lightning) and print the "
                 "final verdict.",
             ),
         ] = False,
@@ -1069,11 +1067,10 @@ def register(app: Any) -> None:
     ) -> None:
         """Follow a running job: alert on the first initiating fault and on stragglers while it still runs.
 
-        Exit status: 0 when --until-exit saw the launcher exit (or --max-passes ran out), 130 after Ctrl-C
-        (SIGINT) and 143 after SIGTERM; both print the verdict so far first. 2 on bad arguments.
+        Exit status: 0 when --until-exit saw the launcher exit (or --max-passes ran out); 130 after Ctrl-C
+        (SIGINT), 143 after SIGTERM, 129 after SIGHUP, each after printing the verdict so far (also when
+        `uv run` or `timeout` forwards the signal a second time). 2 on bad arguments.
         """
-        import signal
-
         from correlator.api import diagnose_path
         from correlator.console import out
         from correlator.errors import InputError as UsageError
@@ -1106,72 +1103,131 @@ def register(app: Any) -> None:
         w = Watcher(directory, stall=stall_s, tz=tz, signatures=list(signatures or []))
         runner = _Exec(exec_cmd, exec_s, warn) if exec_cmd else None
 
-        def on_term(signum: int, _frame: Any) -> None:
-            raise _Stop(128 + signum)
-
-        old = signal.signal(signal.SIGTERM, on_term)
-        rc = 0
+        stops = _Signals()
         status = ""
         warned = 0
-        try:
-            while True:
-                t0 = time.monotonic()
-                alerts = w.poll()
-                for a in alerts:
-                    print(a.to_json() if format == WatchFormat.json else a.to_text(), flush=True)
-                    if runner:
-                        runner.submit(a.to_json())
-                if prometheus is not None:
-                    try:
-                        w.write_prometheus(prometheus)
-                    except OSError as e:
-                        warn(f"--prometheus {prometheus}: cannot write ({e.strerror or e})")
-                for msg in w.warnings[warned:]:
-                    warn(msg)
-                warned = len(w.warnings)
-                line = w.status_line()
-                if not quiet and line != status:
-                    print(line, file=sys.stderr, flush=True)
-                    status = line
-                if until_exit and w.exited():
-                    if not quiet:
-                        print(
-                            f"watch: the launcher exited ({w.exit_seen}); final verdict:",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                    break
-                if max_passes and w.passes >= max_passes:
-                    break
-                if not w.backlog:  # catching up on a backlog: the next pass at once
-                    time.sleep(max(0.0, every - (time.monotonic() - t0)))
-        except (KeyboardInterrupt, _Stop) as e:
-            rc = e.code if isinstance(e, _Stop) else 130
-            if not quiet:
-                print("watch: interrupted; verdict so far:", file=sys.stderr, flush=True)
-        finally:
-            signal.signal(signal.SIGTERM, old)
-            if runner:
-                runner.close()
-        try:  # the same pipeline, and so the same verdict, as `rankscope diagnose DIR`
-            result = diagnose_path(directory, tz=tz, signatures=signatures or [], require_lines=False)
-        except DiscoveryError as e:
-            print(f"watch: no verdict: {e}", file=sys.stderr)
-            raise typer.Exit(rc or 0) from None
-        if format == WatchFormat.json:
-            print(json.dumps(result.to_dict()), flush=True)
-        else:
-            render_text(result.diagnosis, out)
-        if rc:
-            raise typer.Exit(rc)
+        with stops:
+            try:
+                while True:
+                    t0 = time.monotonic()
+                    alerts = w.poll()
+                    for a in alerts:
+                        print(a.to_json() if format == WatchFormat.json else a.to_text(), flush=True)
+                        if runner:
+                            runner.submit(a.to_json())
+                    if prometheus is not None:
+                        try:
+                            w.write_prometheus(prometheus)
+                        except OSError as e:
+                            warn(f"--prometheus {prometheus}: cannot write ({e.strerror or e})")
+                    for msg in w.warnings[warned:]:
+                        warn(msg)
+                    warned = len(w.warnings)
+                    line = w.status_line()
+                    if not quiet and line != status:
+                        print(line, file=sys.stderr, flush=True)
+                        status = line
+                    if until_exit and w.exited():
+                        stops.disarm()
+                        if not quiet:
+                            print(
+                                f"watch: the launcher exited ({w.exit_seen}); final verdict:",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                        break
+                    if max_passes and w.passes >= max_passes:
+                        break
+                    if not w.backlog:  # catching up on a backlog: the next pass at once
+                        time.sleep(max(0.0, every - (time.monotonic() - t0)))
+            except _Stop:
+                pass
+            finally:
+                stops.disarm()  # from here on a signal is only remembered: the verdict is printed whole
+                if runner:
+                    runner.close()
+            if stops.code and not quiet:
+                _say("watch: interrupted; verdict so far:", sys.stderr)
+            # the same pipeline, and so the same verdict, as `rankscope diagnose DIR`
+            try:
+                result = diagnose_path(directory, tz=tz, signatures=signatures or [], require_lines=False)
+            except DiscoveryError as e:
+                _say(f"watch: no verdict: {e}", sys.stderr)
+                raise typer.Exit(stops.code) from None
+            try:
+                if format == WatchFormat.json:
+                    print(json.dumps(result.to_dict()))
+                else:
+                    render_text(result.diagnosis, out)
+                sys.stdout.flush()
+            except OSError:  # the terminal went away (SIGHUP): the exit status still says why
+                if not stops.code:
+                    raise
+        if stops.code:
+            raise typer.Exit(stops.code)
 
 
-class _Stop(Exception):
-    """SIGTERM while watching: print the verdict so far, exit 128 + signal."""
+def _say(text: str, stream: Any) -> None:
+    """One line to ``stream``, flushed; a stream that is gone (a closed terminal after SIGHUP) is ignored."""
+    try:
+        print(text, file=stream, flush=True)
+    except OSError:
+        pass
+
+
+class _Stop(typer.Exit):
+    """Raised by :class:`_Signals` to leave the watch loop. A ``typer.Exit`` with 128 + the signal number,
+    so that even one that escaped would end the command with that status, never as an internal error."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
+
+
+class _Signals:
+    """SIGINT, SIGTERM and SIGHUP while watching, handled in this one place (a context manager that installs
+    the handlers and restores the previous ones).
+
+    The first signal sets :attr:`code` to 128 + its number (130, 143, 129) and, while the watch loop runs
+    (:meth:`disarm` not called yet), raises :class:`_Stop` to leave it. Every later signal is only ignored:
+    a launcher forwards the signal its process group already got — ``uv run`` re-sends SIGINT, SIGTERM and
+    SIGHUP to its child, ``timeout`` signals the child and then the whole group — so one Ctrl-C arrives two
+    or three times, and the copies must not cut the verdict so far short (they did: the verdict was never
+    printed, or the command ended as an internal error). The exit status is the first signal's."""
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.code = 0
+        self.armed = True
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.code:
+            return
+        self.code = 128 + signum
+        if self.armed:
+            raise _Stop(self.code)
+
+    def disarm(self) -> None:
+        """From now on a signal is remembered (:attr:`code`), never raised."""
+        self.armed = False
+
+    def __enter__(self) -> Self:
+        import signal
+
+        for name in self.SIGNALS:
+            num = getattr(signal, name, None)
+            if num is not None:
+                self._old[num] = signal.signal(num, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for num, old in self._old.items():
+            signal.signal(num, old)
+        self._old.clear()
 
 
 __all__ = [

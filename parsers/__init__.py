@@ -43,7 +43,7 @@ from parsers import (
     system,
     transport,
 )
-from parsers.rules import apply_rules, ensure_columns, parallelism, strip_prefix
+from parsers.rules import Rule, apply_rules, ensure_columns, parallelism, strip_prefix
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
 STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank", "hook_rank"]
@@ -143,6 +143,63 @@ def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
         else pl.lit(None, dtype=pl.String)
     )
     return df.with_columns(psev.alias("psev"))
+
+
+#: The rules whose line is a launcher's report that tasks, a node's workers or the whole job ended — what
+#: ``rankscope watch --until-exit`` stops on and what counts as launcher output next to torchelastic's own
+#: lines (``correlator.graph``). Each rule's ``example`` is its real line. Slurm: srun's per-task exit
+#: status (``task_state.c``: ``Exited with exit code N``, and ``"%s: %s %s: %s%s"`` with ``strsignal`` for
+#: a task killed by a signal: ``Killed``, ``Terminated``, ``Aborted (core dumped)``, …), its ``Force
+#: Terminated StepId=…`` and slurmstepd's ``CANCELLED AT``; pdsh ``-S``; Open MPI's abort help texts
+#: (``Process name: [[…]]``, ``the job has been aborted``, ``noticed that process rank N … exited on
+#: signal``); torchrun's ``ChildFailedError`` and its agent's ``death signal``; DeepSpeed's
+#: ``sigkill_handler`` ``exits with return code``; Lightning's child-process observer.
+EXIT_REPORT_RULES: tuple[str, ...] = (
+    "srun_exit",
+    "srun_oom",
+    "srun_killed",
+    "srun_terminated",
+    "srun_aborted",
+    "srun_segfault",
+    "srun_force_terminated",
+    "stepd_cancelled",
+    "pdsh_exit",
+    "mpirun_first_failed",
+    "mpirun_aborted",
+    "mpi_noticed_signal",
+    "child_failed",
+    "death_signal",
+    "ds_exits",
+    "lightning_child_failed",
+)
+
+
+def _exit_rules() -> list[Rule]:
+    by_name = {
+        r.name: r for r in (*system.RULES, *mpi.RULES, *elastic.RULES, *deepspeed.RULES, *lightning.RULES)
+    }
+    return [by_name[name] for name in EXIT_REPORT_RULES]
+
+
+def exit_report() -> pl.Expr:
+    """True on the rows a rule of :data:`EXIT_REPORT_RULES` classified (its kind, and its literal and pattern
+    in the message, as the rule tested them); False elsewhere. For tables of parsed rows (``kind``,
+    ``message``); on a large table :func:`exit_reports` is cheaper."""
+    msg = pl.col("message").fill_null("")
+    parts = []
+    for r in _exit_rules():
+        e = (pl.col("kind") == r.kind) & msg.str.contains(r.literal, literal=True)
+        if r.pattern:
+            e = e & msg.str.contains(r.pattern)
+        parts.append(e)
+    return pl.any_horizontal(parts).fill_null(False)
+
+
+def exit_reports(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``df`` that :func:`exit_report` marks; the message tests run only on the rows of the
+    rules' kinds (a table of millions of NCCL lines is scanned once, by kind)."""
+    kinds = sorted({r.kind for r in _exit_rules()})
+    return df.filter(pl.col("kind").is_in(kinds)).filter(exit_report())
 
 
 def classify(df: pl.DataFrame) -> pl.DataFrame:

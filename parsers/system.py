@@ -74,6 +74,20 @@ RULES: list[Rule] = [
         "srun: error: node-b: task 12: Segmentation fault (core dumped)",
         (("signal", "SIGSEGV"),),
     ),
+    # srun's own last line when it was signalled (scancel, Ctrl-C, a wall limit) and the step then completed:
+    # ``info("Force Terminated %ps", msg)`` in srun's job-complete handler (src/srun/srun_comm.c; ``%ps`` prints
+    # ``StepId=<job>.<step>``); real in fixtures/cases/cap-24 (captured here) and real-deit-102. The end of the
+    # step, not a fault of a rank: an exit report (``parsers.EXIT_REPORT_RULES``) of kind ``log``.
+    Rule(
+        "srun_force_terminated",
+        "log",
+        "system",
+        "Force Terminated",
+        r"srun: Force Terminated StepId=\d+",
+        "info",
+        "Slurm srun srun_comm.c (20.x – 24.x)",
+        "srun: Force Terminated StepId=3.0",
+    ),
     Rule(
         "stepd_cancelled",
         "job_cancelled",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +224,62 @@ def test_events_puts_an_unstamped_line_at_the_stamp_above_it_and_hints_at_ranks(
     assert order == [("rank0.log", 1), ("rank0.log", 2), ("rank1.log", 1), ("rank0.log", 3)]
     r = _cli("events", str(tmp_path), "--rank", "7")
     assert r.returncode == 0 and "0 events match (ranks in these logs: 0-1)" in r.stderr
+
+
+#: What a Python repr looks like inside a JSON string: ``<Reason.MISSING_LOGS: (…)>``, ``Note(reason=…``.
+_REPR = re.compile(r"<[A-Za-z_][\w.]*[:> ]|\b[A-Z]\w*\([a-z_]+=")
+
+
+def _json_strings(v: object) -> list[str]:
+    if isinstance(v, dict):
+        return [s for k, x in v.items() for s in [str(k), *_json_strings(x)]]
+    if isinstance(v, list):
+        return [s for x in v for s in _json_strings(x)]
+    return [v] if isinstance(v, str) else []
+
+
+def test_every_json_the_cli_writes_holds_json_values_only(tmp_path: Path) -> None:
+    """graph -o g.json, diagnose -f json, events -f json, watch -f json: no Python repr anywhere. Before, the
+    graph's ``reasons`` were ``"Note(reason=<Reason.MISSING_LOGS: (0.05, …)>, params=…)"``; now each is
+    ``{code, weight, text}`` (public-02: 11 of its 16 ranks left no log and it has no launcher output)."""
+    g = tmp_path / "g.json"
+    r = runner.invoke(app, ["graph", str(PUBLIC02), "-o", str(g), "-q"])
+    assert r.exit_code == 0, r.output
+    graph = json.loads(g.read_text())
+    assert graph["graph"]["reasons"] == [
+        {"code": "MISSING_LOGS", "weight": 0.05, "text": "11 of 16 ranks left no log"},
+        {"code": "NO_LAUNCHER", "weight": 0.05, "text": "no launcher output to confirm exit statuses"},
+    ]
+    docs: list[object] = [graph]
+    docs.append(json.loads(runner.invoke(app, ["diagnose", str(PUBLIC02), "-f", "json", "-q"]).stdout))
+    ev = runner.invoke(app, ["events", str(PUBLIC02), "-f", "json", "--limit", "0", "-q"]).stdout
+    docs += [json.loads(ln) for ln in ev.splitlines() if ln.strip()]
+    w = runner.invoke(
+        app, ["watch", str(PUBLIC02), "-f", "json", "--interval", "10ms", "--max-passes", "2", "-q"]
+    )
+    assert w.exit_code == 0, w.output
+    docs += [json.loads(ln) for ln in w.stdout.splitlines() if ln.strip()]
+    reprs = [s for d in docs for s in _json_strings(d) if _REPR.search(s)]
+    assert not reprs, reprs[:5]
+
+
+COLBERT = CASES / "real-colbert-318-rank0-kmeans-straggler-rank1-watchdog" / "logs"
+
+
+def test_events_kind_takes_the_words_users_see() -> None:
+    """`events --kind watchdog_timeout` finds every line that says "Watchdog caught collective operation
+    timeout", the teardown line too (`NCCL watchdog thread terminated with exception: [Rank 1] Watchdog
+    caught …`, kind watchdog_teardown), also typed as the words of the line; an unknown word exits 2 and
+    lists the kinds and words it knows. Before, the teardown line was left out."""
+    text = (COLBERT / "console.log").read_text().splitlines()
+    want = {i for i, ln in enumerate(text, 1) if "Watchdog caught collective operation timeout" in ln}
+    assert len(want) >= 2
+    for word in ("watchdog_timeout", "Watchdog timeout"):
+        r = runner.invoke(app, ["events", str(COLBERT), "--kind", word, "-f", "json", "-n", "0", "-q"])
+        assert r.exit_code == 0, r.output
+        got = {(e["path"], e["line"]) for e in map(json.loads, r.stdout.splitlines())}
+        assert {("console.log", i) for i in want} <= got, (word, got)
+    bad = _cli("events", str(COLBERT), "--kind", "watchdog_timout")
+    assert bad.returncode == 2
+    assert "unknown kind watchdog_timout" in bad.stderr
+    assert "watchdog_teardown" in bad.stderr and "timeout" in bad.stderr

@@ -161,3 +161,22 @@ def test_spawn_child_traceback_gets_the_process_index(tmp_path: Path) -> None:
     assert parent["rank"].to_list() == [None]
     assert t.filter(pl.col("message") == "after the block")["rank"].to_list() == [None]
     assert t["line_count"].sum() == 11
+
+
+def test_srun_and_mpirun_exit_reports_count_as_launcher_output() -> None:
+    """ "no launcher output to confirm exit statuses" is not said next to srun's or mpirun's own exit reports
+    (cap-24: `srun: error: node-a: task 2: Killed`, `tasks 1,3: Exited with exit code 1`; cap-31: `mpirun
+    noticed that process rank 2 … exited on signal 9 (Killed).`); it still is where no launcher wrote
+    anything (public-02: per-node combined logs only). Before, only torchelastic's lines counted."""
+    cases = Path(__file__).resolve().parents[1] / "fixtures" / "cases"
+    for case, reported in (
+        ("cap-24-srun-per-rank-sigkill", "srun: error: node-a: task 2: Killed"),
+        ("cap-31-mpirun-tag-sigkill", "mpirun noticed that process rank 2 with PID 0 on node node-a"),
+    ):
+        logs = cases / case / "logs"
+        assert any(reported in f.read_text() for f in logs.rglob("*") if f.is_file())
+        d = correlator.diagnose(correlator.load(logs))
+        assert "NO_LAUNCHER" not in d.confidence_reason_codes, case
+        assert "no launcher output to confirm exit statuses" not in d.confidence_reasons, case
+    d = correlator.diagnose(correlator.load(cases / "public-02-oom-rank2-multinode-timeouts" / "logs"))
+    assert "NO_LAUNCHER" in d.confidence_reason_codes

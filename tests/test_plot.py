@@ -133,3 +133,36 @@ def test_timeline_uses_corrected_time_axis() -> None:
     t2 = t.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("ts"))
     fig2 = timeline_figure(t2, correlator.diagnose(t2))
     assert "event order" in fig2.axes[0].get_xlabel()
+
+
+def test_rank_less_rows_are_labelled_by_what_they_hold(tmp_path: Path) -> None:
+    """A host's rank-less row was always labelled "launcher", also when it held the ranks' own lines that
+    carry no rank (a traceback without a `[rankN]:` prefix). Now: `launcher` for launcher lines only,
+    `untagged lines of HOST` for rank lines only, both words for both."""
+    import correlator
+    from correlator.plot import timeline_figure
+
+    ranked = (
+        "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:61675.\n"
+    )
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/app/train.py", line 237, in <module>\n'
+        "    main()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    srun = "srun: error: node-a: task 1: Exited with exit code 1\n"
+
+    def labels(text: str, name: str) -> list[str]:
+        d = tmp_path / name / "node-a"
+        d.mkdir(parents=True)
+        (d / "console.log").write_text(text)
+        tab = correlator.load(d.parent)
+        fig = timeline_figure(tab, correlator.diagnose(tab))
+        ticks = [x.get_text() for x in fig.axes[0].get_yticklabels()]
+        return [x for x in ticks if not x.startswith("rank ")]
+
+    assert labels(ranked + traceback + srun, "both") == ["launcher + untagged lines of node-a"]
+    assert labels(ranked + traceback, "own") == ["untagged lines of node-a"]
+    assert labels(ranked + srun, "launcher") == ["launcher"]

@@ -546,3 +546,110 @@ def test_backlog_is_read_in_bounded_passes(tmp_path: Path, monkeypatch: pytest.M
     t = w.table.filter(pl.col("kind") == "step_progress")
     # every line was read once; the reduced store keeps the first 2 and last 4 progress rows per file
     assert sorted(t.filter(pl.col("rank") == 1)["step"].to_list()) == [0, 1, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_signal_to_the_process_group_of_uv_run_prints_the_verdict(
+    tmp_path: Path, signame: str, code: int
+) -> None:
+    """The README's `uv run rankscope watch DIR`, signalled as a terminal does (Ctrl-C: SIGINT to the whole
+    foreground process group; `timeout`, a closed terminal and `kill -- -PGID` likewise). `uv run` forwards
+    the signal to its child as well, so the watcher gets it twice: it must still print the verdict so far
+    and exit 128 + the signal. Before, SIGINT printed "interrupted; verdict so far:" and nothing else, and
+    SIGTERM ended as "internal error: _Stop: 143" (exit 3)."""
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv is None or not (ROOT / ".venv" / "bin" / "rankscope").exists():
+        pytest.skip("needs uv and the project's .venv (uv sync)")
+    logs = tmp_path / "logs"
+    shutil.copytree(CASES / CRASH / "logs", logs)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    p = subprocess.Popen(
+        [uv, "run", "--no-sync", "rankscope", "watch", str(logs), "--interval", "100ms"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, which the signal goes to as a whole
+    )
+    try:
+        assert p.stdout is not None
+        first = p.stdout.readline()  # the first alert: the watcher is in its loop
+        assert "ALERT initiator: rank 1" in first
+        os.killpg(p.pid, getattr(signal, signame))
+        rest, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == code, err[-2000:]
+    assert "interrupted; verdict so far:" in err
+    assert "internal error" not in err
+    assert rest.lstrip().startswith("VERDICT  rank 1 (local rank 1) failed first: CorruptBatchError"), (
+        rest[-500:],
+        err[-2000:],
+    )
+
+
+#: Exit reports as launchers print them, each a real line: the srun ones are Slurm's ``task_state.c`` format
+#: (``"%s: %s %s: %s%s"``, host, ``task``/``tasks``, task list, ``strsignal``, `` (core dumped)``) with the
+#: host of issue 34; the others are copied from the captured cases named.
+_EXIT_LINES = [
+    "srun: error: node17: tasks 0-1: Aborted (core dumped)",
+    "srun: error: node17: task 2: Terminated",
+    "srun: Force Terminated StepId=3.0",  # cap-24-srun-per-rank-sigkill
+    "srun: error: node-a: task 1: Killed",  # cap-32-srun-per-rank-hang
+    "mpirun noticed that process rank 2 with PID 0 on node node-a exited on signal 9 (Killed).",  # cap-31
+    "  Process name: [[11413,1],3]",  # cap-21-mpirun-tag-exception (mpirun's abort help text)
+    (
+        "[2026-12-01 19:08:33,669] [ERROR] [launch.py:259:sigkill_handler] ['/opt/venv/bin/python3', '-u', "
+        "'train.py', '--local_rank=3'] exits with return code = 1"
+    ),  # cap-27-deepspeed-exception
+    (
+        "[rank: 1] Child process with PID 11896 terminated with code -9. Forcefully terminating all other "
+        "processes to avoid zombies 🧟"
+    ),  # cap-30-lightning-ddp-sigkill
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",  # torchrun (worked before)
+]
+
+
+@pytest.mark.parametrize("line", _EXIT_LINES)
+def test_until_exit_stops_on_every_launcher_exit_report(tmp_path: Path, line: str) -> None:
+    """`--until-exit` stops once a launcher's exit report is logged and a pass after it read nothing new.
+    Before, only torchrun's ChildFailedError, srun's `Exited with exit code` and cancellations counted: a job
+    whose tasks srun reports killed by a signal (what the NCCL watchdog's abort leaves) was followed forever."""
+    log = tmp_path / "slurm-884213.out"
+    log.write_text(
+        "0: [rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:61675.\n"
+    )
+    w, _ = _w(tmp_path)
+    w.poll()
+    w.poll()
+    assert not w.exited() and w.exit_seen is None
+    with log.open("a") as fh:
+        fh.write(line + "\n")
+    w.poll()
+    assert w.exit_seen == "slurm-884213.out:2"
+    assert not w.exited()  # the pass that read the report; the next quiet one ends the watch
+    w.poll()
+    assert w.exited()
+
+
+def test_until_exit_cli_stops_on_srun_signal_reports(tmp_path: Path) -> None:
+    """The CLI: `watch --until-exit` on a job whose srun reports tasks killed by signals ends by itself with
+    the final verdict (`--max-passes` only bounds a regression: it would otherwise run forever)."""
+    (tmp_path / "slurm-884213.out").write_text(
+        "0: [rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:61675.\n"
+        "srun: error: node17: tasks 0-1: Aborted (core dumped)\n"
+        "srun: error: node17: task 2: Terminated\n"
+        "srun: Force Terminated StepId=884213.0\n"
+    )
+    res = CliRunner().invoke(
+        app, ["watch", str(tmp_path), "--until-exit", "--interval", "10ms", "--max-passes", "50"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "the launcher exited (slurm-884213.out:2); final verdict:" in res.stderr
