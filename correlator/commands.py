@@ -4,18 +4,16 @@ printing ingest warnings, loading logs. Below :mod:`correlator.cli` (command mod
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from correlator import archive
 from correlator.api import load_path
+from correlator.archive import input_path
 from correlator.console import err
 from correlator.errors import InputError, safe
 
@@ -94,17 +92,6 @@ def print_warnings(warnings: list[str], quiet: bool) -> None:
             err.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
         if len(warnings) > 20:
             err.print(f"[yellow]warning:[/] … and {len(warnings) - 20} more warnings", highlight=False)
-
-
-def input_path(ctx: typer.Context, value: Path) -> Path:
-    """Typer callback of the DIR argument of every command that reads logs: a tar or zip archive is
-    unpacked, and ``-`` (standard input) copied, for as long as the command runs
-    (:func:`correlator.archive.opened`); a folder or a plain file is returned as it is. What was not
-    unpacked is printed as warnings (not under ``--quiet``)."""
-    notes: list[str] = []
-    path = ctx.with_resource(archive.opened(value, notes))
-    print_warnings(notes, quiet=bool({"-q", "--quiet"} & set(sys.argv[1:])))
-    return path
 
 
 def load(

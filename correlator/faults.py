@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from correlator.schema import FAULT_KINDS, Kind
+from parsers import python
 
 CAUSE_KINDS = [
     Kind.PYTHON_EXCEPTION,
@@ -45,16 +46,6 @@ FAILURE_KIND_OF = {
     Kind.LAUNCHER_ERROR: "launcher_error",
     Kind.WATCHDOG_HANG: "straggler_hang",
 }
-
-
-#: A traceback frame inside a communication function of torch.distributed (``File ".../distributed_c10d.py",
-#: line 3504, in broadcast_object_list``; torch 1.x - 2.15 keep the collectives and their object helpers
-#: there). Setup functions (``init_process_group``, ``new_group``) are not waits and do not match.
-_COLLECTIVE_FRAME_RE = (
-    r'distributed_c10d\.py", line \d+, in (?:_?(?:all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|'
-    r"monitored_barrier|gather|scatter|send|recv|isend|irecv|all_to_all|reduce|batch_isend_irecv)\w*|"
-    r"_tensor_to_object|_object_to_tensor|wait)\b"
-)
 
 
 def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
@@ -94,7 +85,7 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     # An exception raised inside a collective's own code (its traceback passes through a communication
     # function of distributed_c10d.py: ``broadcast_object_list`` -> ``_tensor_to_object`` -> ``EOFError: Ran
     # out of input`` while rank 0 was still packing data, modelscope/ms-swift#4340) is the wait failing too.
-    raised_in_collective = pl.col("raw").str.contains(_COLLECTIVE_FRAME_RE)
+    raised_in_collective = pl.col("raw").str.contains(python.COLLECTIVE_FRAME_RE)
     raised_by_wait = (
         (pl.col("kind") == Kind.PYTHON_EXCEPTION)
         & pl.col("rank").is_not_null()

@@ -10,7 +10,6 @@ names; and only then silence (a rank with no error that stopped advancing, exite
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from correlator import align
 from correlator.confidence import Note, Reason
 from correlator.faults import FAILURE_KIND_OF
 from correlator.schema import Kind
+from parsers import python
 
 _SIG_KINDS = [Kind.COLLECTIVE_FINGERPRINT, Kind.WATCHDOG_TIMEOUT, Kind.COLLECTIVE_MISMATCH]
 _SUMMARY = [Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]
@@ -193,41 +193,16 @@ def config_odd_one_out(e: Evidence) -> Finding | None:
     )
 
 
-#: A Python traceback frame: ``  File "/opt/app/train.py", line 226, in main`` (CPython 3.x traceback module).
-_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\s]+)')
-#: Frames of installed libraries and of the interpreter, not of the job's own code.
-_LIB_FRAME_RE = re.compile(r"(?:/site-packages/|/dist-packages/|/lib/python3[.\d]*/|^<frozen |/torch/)")
-
-
-def call_site(raw: str) -> tuple[str, str] | None:
-    """Where a traceback entered ``torch.distributed``: ``("train.py:226", "broadcast")`` — the job's own
-    innermost frame before the innermost ``distributed_c10d.py`` frame, and that frame's function (the
-    collective called). None when the traceback has no ``distributed_c10d.py`` frame (torch 1.x – 2.15 keep
-    the collectives in ``torch/distributed/distributed_c10d.py``) or no frame of the job's own code before it.
-    ``raw``: the traceback record as the table holds it (``[rankN]:`` prefixes are ignored)."""
-    frames = [(m["file"], m["line"], m["fn"]) for m in _FRAME_RE.finditer(raw)]
-    c10d = [i for i, f in enumerate(frames) if f[0].endswith("distributed_c10d.py")]
-    if not c10d:
-        return None
-    i = c10d[-1]
-    own = [f for f in frames[:i] if not _LIB_FRAME_RE.search(f[0])]
-    if not own:
-        return None
-    file, line, _fn = own[-1]
-    return f"{file.rsplit('/', 1)[-1]}:{line}", frames[i][2]
-
-
 def call_site_odd_one_out(e: Evidence) -> Finding | None:
     """Without DETAIL nothing names the op a rank ran, but each rank's traceback does: the ranks that
     failed inside a collective are grouped by where their code called ``torch.distributed`` (file:line and
-    the collective, :func:`call_site`). When every rank of the job failed inside a collective and a strict
+    the collective, :func:`parsers.python.call_site`). When every rank of the job failed inside a collective and a strict
     majority of three or more stands at one call site, the ranks elsewhere ran another collective: they are
     the odd ones out (a collective cannot complete without every member). Each rank's first fault row with
     a call site counts. A rank in no collective leaves the rule silent: it may be a straggler, and the
     minority may be waiting for it in a subgroup's collective."""
-    rows = e.fr.filter(pl.col("raw").str.contains("distributed_c10d.py", literal=True)).sort(
-        "tc", "event_id", nulls_last=True
-    )
+    # A traceback is a multi-line record: one-line rows (1M watchdog lines of a huge job) are not read.
+    rows = e.fr.filter(pl.col("line_count") > 1).sort("tc", "event_id", nulls_last=True)
     if rows.height < 3:
         return None
     site: dict[int, tuple[str, str]] = {}
@@ -235,7 +210,7 @@ def call_site_odd_one_out(e: Evidence) -> Finding | None:
     for r, raw, ev in rows.select("rank", "raw", "event_id").iter_rows():
         if r in site:
             continue
-        cs = call_site(raw or "")
+        cs = python.call_site(raw or "")
         if cs is not None:
             site[r], eid[r] = cs, ev
     counts = Counter(site.values())

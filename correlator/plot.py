@@ -25,7 +25,7 @@ import polars as pl
 import typer
 
 from correlator.align import pg_key, progress
-from correlator.commands import input_path
+from correlator.archive import input_path
 from correlator.perfetto import UNKNOWN_HOST, category, initiating_event_ids, prepare
 from correlator.schema import Kind
 

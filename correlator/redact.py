@@ -858,7 +858,7 @@ def register(app) -> None:  # type: ignore[no-untyped-def]
 
     import typer
 
-    from correlator.commands import input_path
+    from correlator.archive import input_path
 
     def redact(directory: Path, output: Path, quiet: bool = False) -> None:
         """Write a copy of the logs with host names, IPs, user names, e-mails and secrets replaced by stable

@@ -10,6 +10,8 @@ The exception line gives ``exc_type`` and the row's ``message``; rules then clas
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from parsers.rules import Rule
@@ -229,3 +231,37 @@ def cut_message(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("message"))
         .alias("message")
     )
+
+
+#: A Python traceback frame: ``  File "/opt/app/train.py", line 226, in main`` (CPython 3.x traceback module).
+_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\s]+)')
+#: Frames of installed libraries and of the interpreter, not of the job's own code.
+_LIB_FRAME_RE = re.compile(r"(?:/site-packages/|/dist-packages/|/lib/python3[.\d]*/|^<frozen |/torch/)")
+
+
+def call_site(raw: str) -> tuple[str, str] | None:
+    """Where a traceback entered ``torch.distributed``: ``("train.py:226", "broadcast")`` — the job's own
+    innermost frame before the innermost ``distributed_c10d.py`` frame, and that frame's function (the
+    collective called). None when the traceback has no ``distributed_c10d.py`` frame (torch 1.x – 2.15 keep
+    the collectives in ``torch/distributed/distributed_c10d.py``) or no frame of the job's own code before it.
+    ``raw``: the traceback record as the table holds it (``[rankN]:`` prefixes are ignored)."""
+    frames = [(m["file"], m["line"], m["fn"]) for m in _FRAME_RE.finditer(raw)]
+    c10d = [i for i, f in enumerate(frames) if f[0].endswith("distributed_c10d.py")]
+    if not c10d:
+        return None
+    i = c10d[-1]
+    own = [f for f in frames[:i] if not _LIB_FRAME_RE.search(f[0])]
+    if not own:
+        return None
+    file, line, _fn = own[-1]
+    return f"{file.rsplit('/', 1)[-1]}:{line}", frames[i][2]
+
+
+#: A traceback frame inside a communication function of torch.distributed (``File ".../distributed_c10d.py",
+#: line 3504, in broadcast_object_list``; torch 1.x - 2.15 keep the collectives and their object helpers
+#: there). Setup functions (``init_process_group``, ``new_group``) are not waits and do not match.
+COLLECTIVE_FRAME_RE = (
+    r'distributed_c10d\.py", line \d+, in (?:_?(?:all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|'
+    r"monitored_barrier|gather|scatter|send|recv|isend|irecv|all_to_all|reduce|batch_isend_irecv)\w*|"
+    r"_tensor_to_object|_object_to_tensor|wait)\b"
+)

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from correlator.api import diagnose_path
-from correlator.initiators import call_site
+from parsers.python import call_site
 from tests.conftest import CASES
 
 CASE = CASES / "cap-34-collective-mismatch-plain" / "logs"
