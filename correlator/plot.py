@@ -709,13 +709,17 @@ def progress_heatmap(table: pl.DataFrame) -> Figure:
     from correlator.report import ranges
 
     title = "Where each rank stopped: highest collective entered, per process group"
-    sub = (
-        f"behind on a collective: rank{'s' if len(behind_ranks) > 1 else ''} {ranges(behind_ranks)}"
-        if behind_ranks
-        else "no rank is behind on a collective sequence"
-    )
+    if behind_ranks:
+        sub = f"behind on a collective: rank{'s' if len(behind_ranks) > 1 else ''} {ranges(behind_ranks)}"
+    elif silent:  # a hung rank often logs no sequence number at all: it is not "not behind"
+        sub = "no rank that logged a sequence number is behind"
+    else:
+        sub = "no rank is behind on a collective sequence"
     if silent:
-        sub += f" · grey: no sequence number logged (rank{'s' if len(silent) > 1 else ''} {ranges(silent)})"
+        sub += (
+            f" · grey: no sequence number logged (rank{'s' if len(silent) > 1 else ''} {ranges(silent)}; "
+            "a hung or straggling rank shows this way)"
+        )
     ax.set_title(f"{title}\n{sub}", fontsize=9.5, loc="left")
     return fig
 

@@ -166,3 +166,20 @@ def test_rank_less_rows_are_labelled_by_what_they_hold(tmp_path: Path) -> None:
     assert labels(ranked + traceback + srun, "both") == ["launcher + untagged lines of node-a"]
     assert labels(ranked + traceback, "own") == ["untagged lines of node-a"]
     assert labels(ranked + srun, "launcher") == ["launcher"]
+
+
+def test_heatmap_does_not_call_a_rank_without_sequence_numbers_not_behind(tmp_path: Path) -> None:
+    """Issue #34 item 5: ranks 0-2 time out in SeqNum 57 while rank 3 (the hung one) logs no sequence number:
+    the heatmap said "no rank is behind on a collective sequence"."""
+    lines = [
+        f"[rank{r}]:[E524 03:42:41.647787481 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=57, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600051 milliseconds before timing out."
+        for r in (0, 1, 2)
+    ]
+    lines.append("[rank3]: loading shard 17 from remote storage")
+    (tmp_path / "combined.log").write_text("\n".join(lines) + "\n")
+    t = correlator.load(tmp_path)
+    title = progress_heatmap(t).axes[0].get_title(loc="left")
+    assert "no rank is behind" not in title
+    assert "no rank that logged a sequence number is behind" in title and "rank 3" in title
