@@ -205,7 +205,8 @@ def _write_member(root: Path, name: str, budget: _Budget, open_member, mtime: fl
         with src:
             budget.copy(src, dest, name)
         if mtime is not None:
-            os.utime(dest, (mtime, mtime))
+            with contextlib.suppress(OverflowError, ValueError, OSError):  # a stamp no clock holds: keep now
+                os.utime(dest, (mtime, mtime))
     except (OSError, RuntimeError, zipfile.BadZipFile, zlib.error, EOFError) as e:
         budget.warnings.append(f"{budget.name}!/{name}: skipped ({type(e).__name__}: {e})")
 
