@@ -127,8 +127,9 @@ def prepare(table: pl.DataFrame, diagnosis: Diagnosis | None = None) -> tuple[pl
     ``ts_inferred``, and the name of the time base (``time`` or ``event order``).
 
     ``tc`` is :func:`correlator.clock.shown_times`, the time the report states: a row without a stamp takes
-    the stamp of the nearest stamped row of its file (``ts_inferred``); a file with no stamp at all sits at
-    the first moment of the job. With a ``diagnosis``, its initiating events (``diagnosis.initiating_events``)
+    the stamp of the nearest stamped row of its file (``ts_inferred``); in a file with no stamp at all, the
+    fault rows sit at the first initiating event's time (with a ``diagnosis`` that states one), the others
+    at the first moment of the job. With a ``diagnosis``, its initiating events (``diagnosis.initiating_events``)
     sit at exactly the time it states for them (the same value when it was diagnosed from this table)."""
     times, base = clock.shown_times(table)
     # The same rows as shown_times, in the same order (SKIP_KINDS: the blank lines it leaves out too).
@@ -155,7 +156,18 @@ def prepare(table: pl.DataFrame, diagnosis: Diagnosis | None = None) -> tuple[pl
         t = t.with_columns(
             pl.col("event_id").replace_strict(stated, default=pl.col("tc"), return_dtype=pl.Int64).alias("tc")
         )
-    t = t.with_columns(pl.col("tc").fill_null(t["tc"].min()))
+    # A file with no stamp at all: its errors happened by the failure at the latest they can be shown at,
+    # so they sit at the first initiating event's time (never before the event that caused them: cap-12's
+    # unstamped stderr tracebacks were drawn 3 s before it); its other lines at the first moment of the job.
+    start = t["tc"].min()
+    failed_at = min(stated.values()) if stated else None
+    unplaced_fault = pl.col("kind").is_in(list(FAULT_KINDS)) & pl.col("tc").is_null()
+    t = t.with_columns(
+        pl.when(unplaced_fault & pl.lit(failed_at is not None))
+        .then(pl.lit(failed_at if failed_at is not None else 0, dtype=pl.Int64))
+        .otherwise(pl.col("tc").fill_null(start))
+        .alias("tc")
+    )
     return t.sort("tc", "event_id"), "time"
 
 
