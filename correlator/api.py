@@ -161,6 +161,11 @@ def check_attempt(res: IngestResult, attempt: int | None) -> None:
         )
 
 
+def has_text(table: pl.DataFrame) -> bool:
+    """Whether any line of ``table`` holds more than white space (input diagnose never refuses)."""
+    return table.filter(pl.col("raw").str.contains(r"\S")).height > 0
+
+
 def check_recognised(table: pl.DataFrame, ranks: list[int], path: Path | str) -> None:
     """Raise :class:`InputError` when ``table`` (read from ``path``) holds nothing of a distributed job: no
     rank was resolved (``ranks``: the ranks of the ingest summary), no launcher or system line (``layer``
@@ -469,9 +474,11 @@ def _diagnose_path(
         except InputError:  # nothing recognised: a rank named next to a failure word, or the refusal
             from correlator import lastresort
 
-            guess = lastresort.read(table)
-            if guess is None:
-                raise
+            if not has_text(table):
+                raise InputError(
+                    f"{p}: no text to read (only empty files or blank lines); see `rankscope events`"
+                ) from None
+            guess = lastresort.read(table) or lastresort.unrecognised(table)
             attach_signatures(guess, table, [Path(x) for x in signatures])
             return PathDiagnosis(guess, table, skipped, notes + warnings, attempts, guess.ranks_seen)
     from correlator.streaming import reduce_for_diagnosis

@@ -597,6 +597,15 @@ def eval_cmd(
             if t["cases"]:
                 out.print(score_line(f"{sub} ({' + '.join(sources)})", t), highlight=False)
         out.print(score_line("all", tot), highlight=False)
+        out.print("", highlight=False)
+        out.print("confidence bands, real cases (how often the initiating rank was right):", highlight=False)
+        for b in rep.bands("real"):
+            acc = "-" if b["accuracy"] is None else f"{b['accuracy']:.2f}"
+            out.print(
+                f"  confidence {b['band']:>7}: {b['cases']:3d} verdicts, {b['initiating_right']:3d} right "
+                f"({acc}), {b['verdict_right']} with kind and collateral right too",
+                highlight=False,
+            )
     if tot["regressions"]:
         raise typer.Exit(1)
 

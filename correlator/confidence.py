@@ -106,6 +106,17 @@ class Reason(enum.Enum):
             "the one the former text match gave it (its sentence holds the word 'missing')."
         ),
     )
+    BLAMED_BY_THE_OTHERS = (
+        0.3,
+        (
+            "every other rank seen ({n}) says rank {peer}'s process or connection went away ({what}); nothing "
+            "else says why"
+        ),
+        (
+            "No rank reported a fault of its own, but every other rank's lines say one peer went away (NCCL's "
+            "'Connection closed by localRank N', a closed gloo connection): that peer is named from their claims."
+        ),
+    )
     NAMED_BY_WAITERS = (
         0.0,
         "named by {n} waiting rank(s) ({voters}); it logged no error",
@@ -216,6 +227,17 @@ class Reason(enum.Enum):
         "The job restarted and later attempts failed too; the top-level verdict is the first one's.",
     )
 
+    NOTHING_RECOGNISED = (
+        0.75,
+        (
+            "no line of these logs is one rankscope knows (no rank, no launcher, no distributed-training line)"
+            "{fault}"
+        ),
+        (
+            "Nothing in the input was recognised and no line names a rank next to a failure word: the verdict only "
+            "says whether any line reads as a failure."
+        ),
+    )
     LAST_RESORT = (
         0.65,
         "no rule recognises this log; the rank is read from the words of one failure line that names it",

@@ -182,8 +182,10 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         if ev is not None:
             ids.append((ev, f"initiating fault of rank {r}"))
     focus = G.graph.get("focus") or {}
+    # A rule that names the rank from the others' claims says what its evidence lines are (``evidence_role``).
+    role = focus.get("evidence_role") or "collective disagreement"
     for ev in (focus.get("evidence") or [])[:3]:
-        ids.append((ev, "collective disagreement" if G.graph["initiators"] else "fault (no rank named)"))
+        ids.append((ev, role if G.graph["initiators"] else "fault (no rank named)"))
     t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
     # A rank found by its silence: its last sign of life is the evidence.
     if G.graph["initiator_basis"] in (
@@ -491,7 +493,11 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         confidence_reasons=confidence.texts(G.graph["reasons"]),
         confidence_reason_codes=confidence.codes(G.graph["reasons"]),
         initiator_basis=G.graph["initiator_basis"],
-        focus={k: v for k, v in (G.graph.get("focus") or {}).items() if k not in ("evidence", "own")},
+        focus={
+            k: v
+            for k, v in (G.graph.get("focus") or {}).items()
+            if k not in ("evidence", "own", "evidence_role")
+        },
     )
     d.summary = _summary(G, table, d.collateral_ranks)
     return d

@@ -122,12 +122,51 @@ class EvalReport:
             "seconds_per_case": round(sum(c.seconds for c in cases) / n, 3) if n else 0.0,
         }
 
+    def bands(self, subset: str | None = "real") -> list[dict[str, object]]:
+        """How often a verdict was right, per confidence band (:data:`BANDS`), over ``subset`` (default: the
+        real cases; None: all). Each band: ``band`` (its label), ``low``/``high`` (``low`` <= confidence <
+        ``high``), ``cases``, ``initiating_right`` (the initiating set is accepted), ``verdict_right`` (set,
+        collateral and kind), and ``accuracy`` = initiating_right / cases (None for an empty band). A
+        confidence means what it says when each band's accuracy is at least its ``low``."""
+        cases = [c for c in self.cases if subset is None or c.source in SUBSETS[subset]]
+        out: list[dict[str, object]] = []
+        for label, low, high in BANDS:
+            inside = [c for c in cases if low <= _confidence_of(c) < high]
+            right = sum(c.initiating_ok for c in inside)
+            out.append(
+                {
+                    "band": label,
+                    "low": low,
+                    "high": high,
+                    "cases": len(inside),
+                    "initiating_right": right,
+                    "verdict_right": sum(c.verdict_ok for c in inside),
+                    "accuracy": round(right / len(inside), 3) if inside else None,
+                }
+            )
+        return out
+
     def to_json(self) -> dict[str, object]:
         return {
             "totals": self.totals(),
             "subsets": {s: self.totals(s) for s in SUBSETS},
+            "confidence_bands": {s: self.bands(s) for s in SUBSETS},
             "cases": [{**asdict(c), "verdict_ok": c.verdict_ok, "excused": c.excused} for c in self.cases],
         }
+
+
+#: Confidence bands of :meth:`EvalReport.bands`: (label, low, high), low inclusive, high exclusive.
+BANDS: tuple[tuple[str, float, float], ...] = (
+    ("< 0.5", 0.0, 0.5),
+    ("0.5-0.8", 0.5, 0.8),
+    (">= 0.8", 0.8, 1.01),
+)
+
+
+def _confidence_of(c: CaseResult) -> float:
+    """The verdict's confidence (0 for a case whose diagnosis failed: no verdict claims anything)."""
+    v = c.got.get("confidence")
+    return float(v) if isinstance(v, (int, float)) else 0.0
 
 
 def find_cases(root: Path) -> list[Path]:

@@ -201,11 +201,14 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
         reasons.append(Reason.MISSING_LOGS.note(missing=len(missing), world=world))
     if not launcher_present and failure_kind not in ("none",):
         reasons.append(Reason.NO_LAUNCHER.note())
-    weak = t.filter(pl.col("rank").is_in(initiators) & pl.col("rank_source").is_in(["pid_order", "message"]))
+    weak = t.filter(
+        pl.col("rank").is_in(initiators) & pl.col("rank_source").is_in(["pid_order", "pid_gap", "message"])
+    )
     if (
         weak.height
         and t.filter(
-            pl.col("rank").is_in(initiators) & ~pl.col("rank_source").is_in(["pid_order", "message"])
+            pl.col("rank").is_in(initiators)
+            & ~pl.col("rank_source").is_in(["pid_order", "pid_gap", "message"])
         ).height
         == 0
     ):

@@ -13,6 +13,7 @@ Rank identity is evidence, not a path (docs/design.md). Sources, strongest first
 - ``nccl_pid``: (host, pid) of NCCL lines mapped by NCCL init lines (``rank R nranks N``);
 - ``launcher``: ChildFailedError ``rank : G (local_rank: L)`` blocks and ``failed … local_rank: L (pid: P)``;
 - ``pid_order``: workers' pids in a launcher's SIGTERM lines ordered as torchrun spawns them (weak);
+- ``pid_gap``: a failed worker whose line lost its pid is the one hole in the run of SIGTERMed pids (weak);
 - ``pg_prefix``: ProcessGroupNCCL's ``[Rank r]`` in the default PG, for torch ≤ 2.1 lines without ``[rankN]:``;
 - ``message``: ``rank=N`` in the application's own progress lines, or a rank a fault message states about
   itself (``what():  [PG 0 Rank 3] …``, ``aborted on rank 3``) on a line with no prefix (weak);
@@ -538,6 +539,7 @@ def _launcher_ranks(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.Data
         .drop("__r")
     )
     df = _pid_order(df, offsets)
+    df = _pid_gap(df, offsets)
     # Any other line that states a pid a rank is known by (Open MPI's backtrace handler ``[host:pid] Signal: …``).
     known = (
         df.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null()).select("pid", "rank").unique()
@@ -596,6 +598,58 @@ def _pid_order(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame
     return df.with_columns(
         pl.when(todo & guess.is_not_null())
         .then(pl.lit("pid_order"))
+        .otherwise(pl.col("rank_source"))
+        .alias("rank_source"),
+        pl.when(todo).then(guess).otherwise(pl.col("rank")).alias("rank"),
+    )
+
+
+def _pid_gap(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
+    """Identity from the neighbours: the agent SIGTERMs every live worker by pid, and one worker failed on a
+    line that lost its pid and local rank (a paste cut mid-line: ``failed (exitcode: -9) local_rankroot/…``
+    after ``Sending process 53038 closing``, ``… 53039 …``, ``… 53041 …``, alpaca#183). torchrun spawns local
+    ranks in order, so when the signalled pids run consecutively but for exactly one hole, the hole is the
+    failed worker: its index in the run is its local rank, and the signalled pids take the others (rank
+    source ``pid_gap``, weak like ``pid_order``). Nothing is guessed with no hole or with several (a pid gap
+    alone can also be a data-loader fork), or when a worker of the group already has a local rank."""
+    agent = [Kind.WORKER_FAILED, Kind.WORKER_SIGNALLED]
+    rows = (
+        df.lazy()
+        .filter(pl.col("kind").is_in(agent) & (pl.col("layer") == "elastic"))
+        .select("node_key", "attempt", "kind", "pid", "local_rank", "rank", "path", "line")
+        .collect()
+    )
+    if rows.height < 3 or rows.filter(pl.col("kind") == Kind.WORKER_FAILED).height == 0:
+        return df
+    assign_pid: dict[int, int] = {}
+    assign_line: dict[str, int] = {}
+    for (node, _attempt), grp in rows.group_by(["node_key", "attempt"]):
+        if grp["rank"].drop_nulls().len() or grp["local_rank"].drop_nulls().len():
+            continue
+        lost = grp.filter((pl.col("kind") == Kind.WORKER_FAILED) & pl.col("pid").is_null())
+        sig = sorted(set(grp.filter(pl.col("kind") == Kind.WORKER_SIGNALLED)["pid"].drop_nulls().to_list()))
+        if lost.height != 1 or len(sig) < 2 or sig[-1] - sig[0] > 4 * len(sig):
+            continue
+        holes = sorted(set(range(sig[0], sig[-1] + 1)) - set(sig))
+        if len(holes) != 1:
+            continue
+        run = sorted([*sig, holes[0]])
+        base = offsets.get(node) or 0
+        assign_pid.update({p: base + i for i, p in enumerate(run) if p != holes[0]})
+        assign_line[f"{lost['path'][0]}:{lost['line'][0]}"] = base + run.index(holes[0])
+    if not assign_line:
+        return df
+    by_pid = pl.col("pid").replace_strict(assign_pid, default=None, return_dtype=pl.Int32)
+    where = pl.concat_str(pl.col("path"), pl.lit(":"), pl.col("line").cast(pl.String))
+    by_line = where.replace_strict(assign_line, default=None, return_dtype=pl.Int32)
+    todo = pl.col("kind").is_in(agent) & (pl.col("layer") == "elastic") & pl.col("rank").is_null()
+    guess = pl.coalesce(
+        pl.when(pl.col("kind") == Kind.WORKER_FAILED).then(by_line),
+        pl.when(pl.col("kind") == Kind.WORKER_SIGNALLED).then(by_pid),
+    )
+    return df.with_columns(
+        pl.when(todo & guess.is_not_null())
+        .then(pl.lit("pid_gap"))
         .otherwise(pl.col("rank_source"))
         .alias("rank_source"),
         pl.when(todo).then(guess).otherwise(pl.col("rank")).alias("rank"),

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from correlator import align
+from correlator import align, claims
 from correlator.confidence import Note, Reason
 from correlator.faults import FAILURE_KIND_OF
 from correlator.schema import Kind
@@ -93,8 +93,10 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
     if rows.height == 0:
         # Old watchdog lines name no SeqNum (torch <= 1.12: ``WorkNCCL(OpType=BROADCAST, Timeout(ms)=…)``): when each
         # rank timed out in one op only, those ops are compared as one collective (seq -1).
+        # Likewise torch 2.0's DETAIL mismatch (``CollectiveFingerPrint(OpType=ALLREDUCE, …)`` with no
+        # SequenceNumber): each rank's one mismatch line, and the op it says its peer runs.
         old = t.filter(
-            (pl.col("kind") == Kind.WATCHDOG_TIMEOUT)
+            pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.COLLECTIVE_MISMATCH])
             & pl.col("op").is_not_null()
             & pl.col("rank").is_not_null()
         )
@@ -250,24 +252,23 @@ def disowned_by_all(e: Evidence) -> Finding | None:
     0``; ``_verify_param_shape_across_processes``: ``Rank 1 has 2 params, while rank 0 has inconsistent 4
     params``). One rank that differs complains alone and is its own initiator (:func:`first_causes`); when
     rank 0 is the one that differs, *every other* rank complains about it. So when the ranks that state a
-    disagreement with peer P (``peer_rank``) are all the ranks seen but P, two or more, P is named."""
-    rows = e.fr.filter((pl.col("kind") == Kind.DDP_ERROR) & pl.col("peer_rank").is_not_null())
-    if rows.height < 2:
+    disagreement with peer P (``disagrees_with`` claims, :mod:`correlator.claims`) are all the ranks seen but
+    P, two or more, P is named."""
+    if e.absent:
         return None
-    others = set(e.seen) | set(e.absent)
-    for peer, grp in rows.group_by("peer_rank", maintain_order=True):
-        p = int(peer[0])  # type: ignore[arg-type]
-        complainers = set(grp["rank"].to_list()) - {p}
-        if len(complainers) >= 2 and complainers >= others - {p} and not e.absent:
-            return Finding(
-                [p],
-                "disowned by all the others",
-                "collective_mismatch",
-                cause_event={p: grp["event_id"][0]},
-                focus={"evidence": grp["event_id"].head(8).to_list()},
-                reasons=[Reason.DISOWNED_BY_ALL.note(n=len(complainers), peer=p)],
-            )
-    return None
+    said = claims.extract(e.fr.filter(pl.col("kind") == Kind.DDP_ERROR))
+    acc = claims.accused(said, e.seen, kinds=[claims.ClaimKind.DISAGREES_WITH])
+    if acc is None:
+        return None
+    p = acc.peer
+    return Finding(
+        [p],
+        "disowned by all the others",
+        "collective_mismatch",
+        cause_event={p: acc.event_ids[0]},
+        focus={"evidence": list(acc.event_ids[:8]), "evidence_role": f"disagrees with rank {p}"},
+        reasons=[Reason.DISOWNED_BY_ALL.note(n=len(acc.claimants), peer=p)],
+    )
 
 
 def first_causes(e: Evidence) -> Finding | None:
@@ -434,14 +435,11 @@ _PEER_LOSS = [
 
 def votes(e: Evidence) -> Counter[int]:
     """Ranks named by waiting ranks as the one they wait for ("ncclUniqueId from [0]", "errors … from rank 0",
-    "remote error detected from rank: 2"), counted once per voter; the voters' own ranks are never candidates."""
-    rows = e.effects.filter(
-        pl.col("kind").is_in(_WAITING_FOR)
-        & pl.col("peer_rank").is_not_null()
-        & (pl.col("peer_rank") != pl.col("rank"))
-    )
-    pairs = set(rows.select("rank", "peer_rank").iter_rows())
-    return Counter(p for _, p in pairs)
+    "remote error detected from rank: 2"): the ``waits_for`` claims of the effect rows
+    (:mod:`correlator.claims`), counted once per voter; the voters' own ranks are never candidates."""
+    said = claims.extract(e.effects.filter(pl.col("kind").is_in(_WAITING_FOR)))
+    pairs = {(c.rank, c.peer) for c in said if c.kind == claims.ClaimKind.WAITS_FOR}
+    return Counter(p for _, p in pairs if p is not None)
 
 
 def minority_progress(e: Evidence) -> Finding | None:
@@ -558,6 +556,28 @@ def named_by_waiters(e: Evidence) -> Finding | None:
     )
 
 
+def blamed_by_the_others(e: Evidence) -> Finding | None:
+    """No rank says what went wrong with itself, but every other rank says one peer went away: NCCL's proxy
+    thread on each surviving local process logs ``[Service thread] Connection closed by localRank 7`` when
+    process 7 dies (sgl-project/sglang#5013: 7 of 8 processes, no other line); a closed gloo connection
+    that names its peer. The ``blames`` claims of every rank seen but one, two or more, name that one
+    (:func:`correlator.claims.accused`); a rank with a cause of its own is never named this way."""
+    said = claims.extract(e.t)
+    own = set(e.causes["rank"].to_list())
+    acc = claims.accused(said, e.seen, kinds=[claims.ClaimKind.BLAMES], exclude=own)
+    if acc is None:
+        return None
+    what = sorted({c.what for c in said if c.peer == acc.peer and c.kind == claims.ClaimKind.BLAMES})
+    return Finding(
+        [acc.peer],
+        "blamed by the others",
+        "rank_crash",
+        {acc.peer: acc.event_ids[0]},
+        focus={"evidence": list(acc.event_ids[:8]), "evidence_role": f"says rank {acc.peer} went away"},
+        reasons=[Reason.BLAMED_BY_THE_OTHERS.note(n=len(acc.claimants), peer=acc.peer, what=", ".join(what))],
+    )
+
+
 def _prefer_rank0(e: Evidence, cand: list[int], focus: dict[str, Any]) -> tuple[list[int], str | None]:
     """Among several silent or absent candidates, rank 0 when the logs say why (the reason is returned):
     the collective everyone waits in has a root, the untagged (rank-0-only) output stops mid-work, or the
@@ -574,12 +594,46 @@ def _rank0_reason(e: Evidence, focus: dict[str, Any]) -> str | None:
         return f"rank 0 is the root of the {focus['op']} the others wait in"
     if e.t.filter((pl.col("kind") == Kind.PROGRESS_BAR) & pl.col("rank").is_null()).height:
         return "the untagged output (rank-0-only work, a progress bar) stops mid-work"
+    if _untagged_work_before_faults(e):
+        return "untagged application lines (rank-0-only logging, by convention) are the last work before the faults"
     if votes(e).get(0):
         return "the waiting ranks name rank 0"
     lost_store = e.effects.filter(pl.col("kind") == Kind.STORE_ERROR)["rank"].n_unique()
     if lost_store >= 2:
         return f"{lost_store} ranks lost the TCPStore, which rank 0 hosts"
     return None
+
+
+#: Application lines: what a training script prints of its own (not a launcher, NCCL or c10d line).
+_APP_WORK = [Kind.UNPARSED, Kind.LOG, Kind.PROGRESS_BAR, Kind.STEP_PROGRESS]
+
+
+def _untagged_work_before_faults(e: Evidence) -> bool:
+    """In a file whose other lines carry rank prefixes, an application line without one, just before the
+    first fault of that file: training scripts log on rank 0 only (``if rank == 0: log(…)``; torchtune,
+    Hugging Face and Lightning do so by default), so the last untagged line of work is rank 0's
+    (pytorch/torchtune#2093: ``Getting full model state dict took 114.73 secs``, then ranks 4-5 time out)."""
+    faults = e.fr.filter(pl.col("rank").is_not_null()).select("path", "event_id")
+    if not faults.height:
+        return False
+    first = faults.group_by("path").agg(pl.col("event_id").min().alias("first"))
+    cand = e.t.filter(
+        pl.col("rank").is_null() & pl.col("layer").is_in(["app", "unknown"]) & pl.col("kind").is_in(_APP_WORK)
+    ).join(first, on="path")
+    if not cand.height:
+        return False
+    before = cand.filter(pl.col("event_id") < pl.col("first"))
+    # the last line before the file's first fault must be such an untagged line (nothing tagged in between)
+    for path, last_id in before.group_by("path").agg(pl.col("event_id").max()).iter_rows():
+        between = e.t.filter(
+            (pl.col("path") == path)
+            & (pl.col("event_id") > last_id)
+            & pl.col("rank").is_not_null()
+            & (pl.col("event_id") < first.filter(pl.col("path") == path)["first"][0])
+        )
+        if not between.height:
+            return True
+    return False
 
 
 def silence(e: Evidence) -> Finding | None:
@@ -732,6 +786,7 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     stall_report,
     barrier_named,
     named_by_waiters,
+    blamed_by_the_others,
     minority_progress,
     silence,
     bare_abort,

@@ -12,7 +12,10 @@ The first such line (by time where lines carry stamps, else by file and line) na
 rank(s): the ranks it mentions, less the rank that printed it when it names others. The verdict says
 plainly that it is a reading of words, at low confidence (:attr:`correlator.confidence.Reason.LAST_RESORT`).
 
-Input with no failure word next to a rank is still refused (nothing here says who failed).
+Input with no failure word next to a rank is not refused either (:func:`unrecognised`): the first line with a
+failure word is quoted in an ``unknown`` verdict that names no rank; text with no failure word at all gives
+``none``. Both at confidence 0.2 or less (:attr:`correlator.confidence.Reason.NOTHING_RECOGNISED`). Only input
+with no text at all is refused (``correlator.api.check_recognised``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import polars as pl
 from correlator import confidence, limits
 from correlator.diagnose import Diagnosis, Evidence, InitiatingEvent, RankStatus
 
-__all__ = ["read"]
+__all__ = ["read", "unrecognised"]
 
 #: A failure word. Case-insensitive, whole words.
 FAILURE_RE = (
@@ -121,4 +124,61 @@ def _verdict(row: dict[str, object], ranks: list[int]) -> Diagnosis:
         confidence_reasons=confidence.texts([note]),
         confidence_reason_codes=confidence.codes([note]),
         initiator_basis="named in an unrecognised failure line",
+    )
+
+
+def unrecognised(table: pl.DataFrame) -> Diagnosis:
+    """The verdict for text nothing recognised and :func:`read` could not name a rank in: ``unknown`` (no
+    rank named) quoting the first line with a failure word, or ``none`` when no line has one. ``table`` as
+    for :func:`read`."""
+    hits = (
+        table.lazy()
+        .filter(pl.col("raw").str.contains(FAILURE_RE))
+        .sort(["ts", "path", "line"], nulls_last=True)
+        .select("event_id", "path", "line", "rank", "ts", "kind", "raw", "attempt")
+        .head(1)
+        .collect()
+    )
+    row = hits.row(0, named=True) if hits.height else None
+    text = str(row["raw"]).strip() if row else ""
+    where = f"{row['path']}:{row['line']}" if row else ""
+    note = confidence.Reason.NOTHING_RECOGNISED.note(
+        fault=f"; {where} reads as a failure but names no rank" if row else "; no line reads as a failure"
+    )
+    ts = row["ts"].isoformat() if row and hasattr(row["ts"], "isoformat") else None
+    ev = (
+        [
+            Evidence(
+                rank=row["rank"],
+                path=str(row["path"]),
+                line=int(row["line"]),
+                ts=ts,
+                kind=str(row["kind"]),
+                text=text[:300],
+                role="fault (no rank named)",
+                event_id=int(row["event_id"]),
+            )
+        ]
+        if row
+        else []
+    )
+    return Diagnosis(
+        world_size=None,
+        ranks_seen=[],
+        attempt=int(row["attempt"] or 0) if row else 0,
+        initiating_ranks=[],
+        collateral_ranks=[],
+        clean_ranks=[],
+        missing_ranks=[],
+        failure_kind="unknown" if row else "none",
+        confidence=round(confidence.lower(0.95, [note]), 2),
+        summary=(
+            f"a failure with no rank named ({where}): {text[:160]}; no line is one rankscope recognises"
+            if row
+            else "no failure found, and no line is one rankscope recognises (no rank, no launcher output)"
+        ),
+        evidence=ev,
+        confidence_reasons=confidence.texts([note]),
+        confidence_reason_codes=confidence.codes([note]),
+        initiator_basis="nothing recognised",
     )

@@ -91,7 +91,7 @@ class Kind(StrEnum):
     NCCL_INIT = "nccl_init"  #: ``comm 0x… rank R nranks N cudaDev D … - Init START|COMPLETE``
     NCCL_COLL = "nccl_coll"  #: ``AllReduce: opCount N … comm 0x… [nranks=N]`` (NCCL_DEBUG_SUBSYS=COLL)
     NCCL_ABORT = "nccl_abort"  #: ``comm 0x… rank R … - Abort COMPLETE`` / ``Destroy COMPLETE``
-    NCCL_PEER_CLOSED = "nccl_peer_closed"  #: ``[Service thread] Connection closed by localRank N`` (INFO)
+    NCCL_PEER_CLOSED = "nccl_peer_closed"  #: ``[Service thread] Connection closed by localRank N`` (INFO); ``peer_rank`` = N, LOCAL
     NCCL_NET_ERROR = (
         "nccl_net_error"  #: WARN naming a peer: NET/IB completion error, socket recv/close failures
     )
@@ -323,7 +323,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
         pa.string(),
         (
             "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, file_name, "
-            "nccl_pid, launcher, pid_order, message, transport_prefix, file, gpu_index (see correlator/identity.py)."
+            "nccl_pid, launcher, pid_order, pid_gap, message, transport_prefix, file, gpu_index (see correlator/identity.py)."
         ),
     ),
     ("local_rank", pa.int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),

@@ -50,9 +50,13 @@ RULES: list[Rule] = [
         "worker_failed",
         "elastic",
         "failed (exitcode:",
-        r"failed \(exitcode: (?P<exit_code>-?\d+)\)(?: local_rank: (?P<local_rank_stated>\d+)(?: \(pid: (?P<pid>\d+)\))?)?",
+        r"failed \(exitcode: (?P<exit_code>-?\d+)\)(?:(?: for binary located at \S+ with)? local_rank: "
+        r"(?P<local_rank_stated>\d+)(?: \((?:pid|process ID): (?P<pid>\d+)\))?)?",
         "error",
-        SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
+        SRC.format(
+            "multiprocessing/api.py, torch 1.9 – 2.13; a vendor-patched agent's ``failed (exitcode: -9) for binary "
+            "located at <python> with local_rank: 0 (process ID: 71)`` (MemoryVLA#20)"
+        ),
         "E1129 23:08:36.815000 13396 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
         "local_rank: 2 (pid: 13401) of binary: /opt/venv/bin/python3",
     ),
@@ -60,10 +64,13 @@ RULES: list[Rule] = [
         "sending_signal",
         "worker_signalled",
         "elastic",
-        "closing signal",
-        r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG\w+)",
+        "Sending process ",
+        r"Sending process (?P<pid>\d+) (?:the )?closing(?: signal (?P<signal>SIG\w+))?",
         "warning",
-        SRC.format("multiprocessing/api.py, torch 1.9 – 2.13"),
+        SRC.format(
+            "multiprocessing/api.py, torch 1.9 – 2.13; ``Sending process 73 the closing signal SIGTERM`` of a "
+            "vendor-patched agent (MemoryVLA#20); ``Sending process 53038 closing`` cut in a paste (alpaca#183)"
+        ),
         "W1129 23:08:36.614000 13396 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 13399 "
         "closing signal SIGTERM",
     ),

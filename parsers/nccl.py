@@ -99,9 +99,12 @@ RULES: list[Rule] = [
         "nccl_peer_closed",
         "nccl",
         "Connection closed by localRank",
-        r"Connection closed by localRank (?P<local_peer>\d+)",
+        r"Connection closed by localRank (?P<peer_rank>\d+)",
         "info",
-        SRC.format("2.12+ src/proxy.cc [Service thread]; real line from a FunASR 16-rank job"),
+        SRC.format(
+            "2.12+ src/proxy.cc [Service thread]; real line from a FunASR 16-rank job. ``peer_rank`` is the peer's "
+            "LOCAL rank (correlator.claims maps it to the global numbering)"
+        ),
         "node-a:15325:16199 [2] NCCL INFO [Service thread] Connection closed by localRank 2",
     ),
     Rule(

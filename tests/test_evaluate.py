@@ -116,3 +116,29 @@ def test_stale_known_miss_labels_are_named() -> None:
         "known_edge_miss set but every expected edge is found"
     )
     assert _result(init_ok=False, edges=(1, 2), known_miss="x").stale_label is None
+
+
+def test_confidence_bands_count_right_verdicts_per_band() -> None:
+    from correlator.evaluate import CaseResult, EvalReport
+
+    def case(conf: float | None, ok: bool, source: str = "public") -> CaseResult:
+        got: dict[str, object] = {} if conf is None else {"confidence": conf}
+        return CaseResult("c", ok, ok, True, True, {}, got, 0.0, source=source)
+
+    rep = EvalReport(
+        [
+            case(0.3, True),
+            case(0.49, False),
+            case(None, False),  # a refused case claims nothing: band < 0.5
+            case(0.5, True),  # 0.5 opens the middle band
+            case(0.79, False),
+            case(0.8, True),
+            case(0.95, True),
+            case(0.95, False, source="reconstructed"),  # not in the real subset
+        ]
+    )
+    got = {b["band"]: (b["cases"], b["initiating_right"], b["accuracy"]) for b in rep.bands("real")}
+    assert got == {"< 0.5": (3, 1, 0.333), "0.5-0.8": (2, 1, 0.5), ">= 0.8": (2, 2, 1.0)}
+    assert [b["cases"] for b in rep.bands(None)] == [3, 2, 3]
+    assert rep.to_json()["confidence_bands"]["reconstructed"][2]["accuracy"] == 0.0  # type: ignore[index]
+    assert EvalReport([]).bands("real")[0]["accuracy"] is None

@@ -181,9 +181,21 @@ def test_cli_diagnoses_a_rankless_fault_instead_of_refusing(tmp_path: Path, monk
     code, out, _ = run_cli(["diagnose", tmp_path, "--format", "json"], monkeypatch, capsys)
     assert code == 0
     assert json.loads(out)["failure_kind"] == "cuda_error"
+    # Text nothing recognises is not refused (issue #30): a verdict that says so; only blank input is refused.
     (tmp_path / "console.log").write_text("hello world\n")
+    code, out, err = run_cli(["diagnose", tmp_path, "--format", "json"], monkeypatch, capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["failure_kind"], d["initiating_ranks"]) == ("none", [])
+    assert d["confidence_reason_codes"] == ["NOTHING_RECOGNISED"] and d["confidence"] <= 0.2
+    (tmp_path / "console.log").write_text("starting\nfatal: the dataloader died unexpectedly\n")
+    code, out, err = run_cli(["diagnose", tmp_path, "--format", "json"], monkeypatch, capsys)
+    d = json.loads(out)
+    assert (code, d["failure_kind"], d["initiating_ranks"]) == (0, "unknown", [])
+    assert [(e["path"], e["line"]) for e in d["evidence"]] == [("console.log", 2)]
+    (tmp_path / "console.log").write_text("\n   \n")
     code, _, err = run_cli(["diagnose", tmp_path], monkeypatch, capsys)
-    assert code == 2 and "no distributed-training log lines" in err
+    assert code == 2 and "no text to read" in err
 
 
 def test_cli_diagnoses_a_bare_horovod_stall_report(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -542,3 +554,74 @@ def test_a_bare_sigabrt_exit_after_watchdog_timeouts_is_not_the_initiator(tmp_pa
     bare.mkdir()
     d = correlator.diagnose(_load(bare, "\n".join([*term, _TT_ABRT])))
     assert (d.initiating_ranks, d.failure_kind) == ([3], "rank_crash")
+
+
+def test_failed_worker_that_lost_its_pid_is_the_hole_in_the_sigterm_pids(tmp_path: Path) -> None:
+    # tatsu-lab/stanford_alpaca#183, as pasted: the failed line lost its local rank and pid, the SIGTERM lines
+    # their signal names. Workers 53038, 53039, 53041 were signalled: 53040, local rank 2, is the one that died.
+    pfx = "WARNING:torch.distributed.elastic.multiprocessing.api:"
+    lines = [f"{pfx}Sending process {p} closing" for p in (53038, 53039, 53041)]
+    lines.append(
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rankroot/anaconda3/envs/x/bin/python"
+    )
+    t = _load(tmp_path, "\n".join(lines))
+    agent = t.filter(pl.col("kind").is_in(["worker_signalled", "worker_failed"]))
+    assert agent.select("kind", "rank", "rank_source").rows() == [
+        ("worker_signalled", 0, "pid_gap"),
+        ("worker_signalled", 1, "pid_gap"),
+        ("worker_signalled", 3, "pid_gap"),
+        ("worker_failed", 2, "pid_gap"),
+    ]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.collateral_ranks, d.failure_kind) == ([2], [0, 1, 3], "oom_kill")
+    assert d.confidence < 0.95  # the identity is inferred
+
+
+def test_no_rank_is_guessed_from_pids_without_exactly_one_hole(tmp_path: Path) -> None:
+    pfx = "WARNING:torch.distributed.elastic.multiprocessing.api:"
+    failed = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rankroot/x/bin/python"
+    for pids in ((100, 101, 102), (100, 102, 104)):  # no hole (the failed one is at an end?), two holes
+        sub = tmp_path / str(pids[-1])
+        sub.mkdir()
+        t = _load(sub, "\n".join([*(f"{pfx}Sending process {p} closing" for p in pids), failed]))
+        assert t.filter(pl.col("kind") == "worker_failed")["rank"].to_list() == [None], pids
+
+
+def test_vendor_patched_agent_wording(tmp_path: Path) -> None:
+    # MemoryVLA#20: an agent patched to say "the closing signal" and "for binary located at … (process ID: N)".
+    pfx = "[2026-03-30 19:24:35,966] torch.distributed.elastic.multiprocessing.api: "
+    t = _load(
+        tmp_path,
+        "\n".join(
+            [
+                pfx + "[WARNING] Sending process 73 the closing signal SIGTERM",
+                pfx
+                + "[ERROR] failed (exitcode: -9) for binary located at /opt/conda/bin/python3.10 with local_rank: 0 "
+                "(process ID: 71)",
+            ]
+        ),
+    )
+    rows = t.filter(pl.col("layer") == "elastic").select("kind", "pid", "signal", "exit_code", "rank")
+    assert rows.rows() == [("worker_signalled", 73, "SIGTERM", None, 1), ("worker_failed", 71, None, -9, 0)]
+
+
+def test_untagged_work_before_the_timeouts_points_at_rank0(tmp_path: Path) -> None:
+    # pytorch/torchtune#2093: rank 0 alone gathers the state dict (its untagged log line is the last work
+    # before the faults); ranks 4-5 time out in the next all_reduce, the others are SIGTERMed silent.
+    wd = (
+        "[rank{r}]:[E1129 11:56:57.204055508 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=28956, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600022 milliseconds before timing out."
+    )
+    quiet = "[rank{r}]:[I1129 09:00:00.000000000 ProcessGroupNCCL.cpp:900] [PG ID 0 PG GUID 0 Rank {r}] ProcessGroupNCCL initialization options: size: 4"
+    head = "\n".join(quiet.format(r=r) for r in range(4))
+    work = "INFO:torchtune.utils._logging:Getting full model state dict took 114.73 secs"
+    fault = "\n".join(wd.format(r=r) for r in (2, 3))
+    d = correlator.diagnose(_load(tmp_path, "\n".join([head, work, fault])))
+    assert d.initiating_ranks == [0]
+    assert "RANK0_PREFERRED" in d.confidence_reason_codes
+    # without the untagged line, ranks 0 and 1 are both silent and neither is preferred
+    other = tmp_path / "without"
+    other.mkdir()
+    d = correlator.diagnose(_load(other, "\n".join([head, fault])))
+    assert d.initiating_ranks == [0, 1]

@@ -49,14 +49,21 @@ def test_failure_word_next_to_a_rank(line, ranks, kind, tmp_path, monkeypatch, c
     assert (d["initiating_ranks"], d["failure_kind"]) == (ranks, kind)
 
 
-def test_no_rank_or_no_failure_word_is_still_refused(tmp_path, monkeypatch, capsys):
-    for text in (
-        "hello world\nworker 3 started\n",
-        "fatal error, giving up\n",
-        "Process 2109115 was killed\n",
+def test_no_rank_or_no_failure_word_names_no_one_and_only_blank_input_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    for text, kind in (
+        ("hello world\nworker 3 started\n", "none"),  # a rank, but no failure word
+        ("fatal error, giving up\n", "unknown"),  # a failure word, but no rank
+        ("Process 2109115 was killed\n", "unknown"),  # a pid is not a rank
     ):
-        code, _, err = _diagnose(tmp_path, text, monkeypatch, capsys)
-        assert code == 2 and "no distributed-training log lines" in err, (text, err)
+        code, d, err = _diagnose(tmp_path, text, monkeypatch, capsys)
+        assert code == 0, (text, err)
+        assert "no line is one rankscope recognises" in d["summary"], (text, d)
+        assert (d["failure_kind"], d["initiating_ranks"]) == (kind, []), (text, d)  # nobody is named
+        assert d["confidence_reason_codes"] == ["NOTHING_RECOGNISED"]
+    code, _, err = _diagnose(tmp_path, "\n\n", monkeypatch, capsys)
+    assert code == 2 and "no text to read" in err
 
 
 def test_mentions_skip_pids_and_repeats():
