@@ -338,6 +338,7 @@ def diagnose_path(
     require_lines: bool = True,
     progress: Progress | None = None,
     on_warnings: Callable[[list[str]], None] | None = None,
+    full_table: bool = False,
 ) -> PathDiagnosis:
     """The verdict on ``path``, the same as ``rankscope diagnose path`` prints.
 
@@ -350,6 +351,8 @@ def diagnose_path(
     the skipped paths. ``tz``: IANA zone of stamps that carry none (default UTC). ``signatures``: extra
     signature TOML files. ``require_lines``: raise when no distributed-training line was recognised.
     ``progress``: see :data:`Progress`. ``on_warnings`` gets the ingest warnings as soon as they are known.
+    ``full_table``: keep every line in ``table`` (a folder of logs read in memory: by default the NCCL COLL
+    lines diagnosis does not read are cut before parsing); the verdict is the same either way.
 
     Returns a :class:`PathDiagnosis`. Raises :class:`InputError` (a missing path or ``fr``, an unknown
     ``tz``, a parquet that is not a timeline, an ``attempt`` that is not in the logs: the message names the
@@ -373,6 +376,7 @@ def diagnose_path(
             require_lines=require_lines,
             progress=progress,
             on_warnings=on_warnings,
+            full_table=full_table,
         )
 
 
@@ -389,6 +393,7 @@ def _diagnose_path(
     require_lines: bool,
     progress: Progress | None,
     on_warnings: Callable[[list[str]], None] | None,
+    full_table: bool = False,
 ) -> PathDiagnosis:
     if notes and on_warnings is not None:
         on_warnings(list(notes))
@@ -456,7 +461,9 @@ def _diagnose_path(
 
         # Only the rows diagnosis needs: most NCCL COLL lines are cut before parsing (issue #13 item 4;
         # tests/test_reduced_diagnosis.py checks the verdict against the full table's).
-        res = load_path(p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=KEEP_LAST)
+        res = load_path(
+            p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=None if full_table else KEEP_LAST
+        )
         warnings = list(res.warnings)
         if on_warnings is not None:
             on_warnings(warnings)

@@ -20,6 +20,7 @@ import polars as pl
 from correlator import clock, confidence
 from correlator.graph import build_graph, failing_attempts
 from correlator.schema import Kind
+from correlator.verdict import Basis, EdgeKind, FailureKind, Status
 
 SCHEMA_VERSION = 1
 
@@ -188,11 +189,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         ids.append((ev, role if G.graph["initiators"] else "fault (no rank named)"))
     t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
     # A rank found by its silence: its last sign of life is the evidence.
-    if G.graph["initiator_basis"] in (
-        "silent while the others failed",
-        "behind on the collective sequence",
-        "named by monitoredBarrier",
-    ) or G.graph["initiator_basis"].startswith("peer host"):
+    if G.graph["basis"].is_silence:
         quiet_kinds = [Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.BLANK]
         for r in G.graph["initiators"][:3]:
             last = t.filter((pl.col("rank") == r) & ~pl.col("kind").is_in(quiet_kinds)).sort(
@@ -356,29 +353,17 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
                 what = _words(_first_line(r["message"]), 120)
             else:
                 what = r["kind"].replace("_", " ")
-    basis = G.graph["initiator_basis"]
-    verb = {
-        "odd one out": "ran a different collective than the others",
-        "odd one out by call site": "called a different collective than the others (read from the tracebacks)",
-        "disowned by all the others": "differs from all the other ranks (each of them says so)",
-        "silent while the others failed": "went silent (no error) while the others failed",
-        "behind on the collective sequence": "fell behind on the collective sequence",
-        "named by monitoredBarrier": "never reached the monitored barrier",
-        "left no log": "left no log",
-    }.get(basis, "failed first")
-    if kind == "early_exit":
+    basis: Basis = G.graph["basis"]
+    verb = _VERBS.get(basis, "failed first")
+    if kind == FailureKind.EARLY_EXIT:
         verb = "exited early while the others still waited"
-    if basis.startswith("peer host"):
-        verb = "became unreachable (their host stopped logging; the others lost their connections to it)"
-    head = f"{names} {verb}" + (
-        f": {what}" if what and basis in ("first fault", "common mode", "exit status") else ""
-    )
+    head = f"{names} {verb}" + (f": {what}" if what and basis.names_its_own_fault else "")
     focus = G.graph.get("focus") or {}
-    if basis == "Flight Recorder" and focus.get("claim"):
+    if basis is Basis.FLIGHT_RECORDER and focus.get("claim"):
         head = f"Flight Recorder: {focus['claim']}" + (
             f" ({names}: {what})" if what and not what.startswith("fr ") else ""
         )
-    waits = [a for a, b, d in G.edges(data=True) if d["edge"] == "waits_for"]
+    waits = [a for a, b, d in G.edges(data=True) if d["edge"] == EdgeKind.WAITS_FOR]
     tail = ""
     if collateral:
         seqs = {
@@ -407,6 +392,19 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
     return f"{head}{tail}."
 
 
+#: What the summary says the initiators did, by how they were found (default: "failed first").
+_VERBS: dict[Basis, str] = {
+    Basis.ODD_ONE_OUT: "ran a different collective than the others",
+    Basis.ODD_CALL_SITE: "called a different collective than the others (read from the tracebacks)",
+    Basis.DISOWNED: "differs from all the other ranks (each of them says so)",
+    Basis.SILENT: "went silent (no error) while the others failed",
+    Basis.BEHIND: "fell behind on the collective sequence",
+    Basis.BARRIER_NAMED: "never reached the monitored barrier",
+    Basis.NO_LOG: "left no log",
+    Basis.PEER_HOST: "became unreachable (their host stopped logging; the others lost their connections to it)",
+}
+
+
 def _ranges(nums: list[int]) -> str:
     from correlator.ranks import ranges
 
@@ -430,7 +428,7 @@ def _confidence(G: nx.DiGraph) -> float:
     English; then capped when several silent or absent ranks are equally suspect, and fixed for ``none``."""
     base = confidence.lower(0.95, G.graph["reasons"])
     inits, seen = G.graph["initiators"], G.graph["ranks_seen"]
-    if G.graph["initiator_basis"] in ("silent while the others failed", "left no log") and len(inits) > 1:
+    if G.graph["basis"] in (Basis.SILENT, Basis.NO_LOG) and len(inits) > 1:
         # Several ranks are equally suspect: the more of them, the less the verdict says.
         base = min(base, 0.3 if len(inits) * 4 >= max(len(seen), 1) else 0.5)
     if G.graph["failure_kind"] == "none":
@@ -447,13 +445,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         table.filter(pl.col("event_id").is_in(firsts)).select("event_id", "ts_quality").iter_rows()
     )
     per_rank: list[RankStatus] = []
-    groups: dict[str, list[int]] = {
-        "initiating": [],
-        "collateral": [],
-        "unexplained": [],
-        "clean": [],
-        "missing": [],
-    }
+    groups: dict[str, list[int]] = {s: [] for s in Status}
     for r in sorted(G.nodes):
         n = G.nodes[r]
         status = n["status"]  # a faulty rank is never clean (graph.build_graph)
@@ -472,7 +464,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
             )
         )
     seen = set(G.graph["ranks_seen"])  # a set: 10^5 clean ranks must not cost 10^10 list comparisons
-    clean = [r for r in groups["clean"] if r in seen]
+    clean = [r for r in groups[Status.CLEAN] if r in seen]
     initiators = set(G.graph["initiators"])
     evidence = _evidence(table, G)
     d = Diagnosis(
@@ -480,9 +472,9 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         ranks_seen=G.graph["ranks_seen"],
         attempt=G.graph["attempt"],
         initiating_ranks=sorted(G.graph["initiators"]),
-        collateral_ranks=sorted(groups["collateral"]),
+        collateral_ranks=sorted(groups[Status.COLLATERAL]),
         clean_ranks=clean,
-        unexplained_ranks=sorted(groups["unexplained"]),
+        unexplained_ranks=sorted(groups[Status.UNEXPLAINED]),
         missing_ranks=[r for r in G.graph["missing"] if r not in initiators],
         failure_kind=G.graph["failure_kind"],
         confidence=_confidence(G),
@@ -496,7 +488,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         focus={
             k: v
             for k, v in (G.graph.get("focus") or {}).items()
-            if k not in ("evidence", "own", "evidence_role")
+            if k not in ("evidence", "own", "evidence_role", "host")
         },
     )
     d.summary = _summary(G, table, d.collateral_ranks)

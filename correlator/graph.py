@@ -26,11 +26,12 @@ from correlator import initiators as initiators_mod
 from correlator.confidence import Reason
 from correlator.faults import PEER_KINDS, fault_rows
 from correlator.schema import Kind
+from correlator.verdict import Basis, EdgeKind, FailureKind, Role, Status
 
 
 def failing_attempts(table: pl.DataFrame) -> list[int]:
     """Attempts (torchelastic restarts) that hold any fault, in order."""
-    f = fault_rows(table).filter(pl.col("role") != "weak")
+    f = fault_rows(table).filter(pl.col("role") != Role.WEAK)
     return sorted(int(a) for a in f["attempt"].drop_nulls().unique().to_list())
 
 
@@ -89,13 +90,16 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     missing_set = set(missing)  # a set: a world of 10^5 ranks must not cost 10^10 list comparisons
     for r in sorted(set(seen) | missing_set):
         G.add_node(
-            r, host=hosts.get(r), local_rank=locals_.get(r), status="missing" if r in missing_set else "clean"
+            r,
+            host=hosts.get(r),
+            local_rank=locals_.get(r),
+            status=Status.MISSING if r in missing_set else Status.CLEAN,
         )
 
     f = fault_rows(t)
     f = (
         f.with_columns(clock.corrected(f, clocks).alias("tc"))
-        .filter(pl.col("role") != "weak")
+        .filter(pl.col("role") != Role.WEAK)
         .sort("tc", "event_id", nulls_last=True)
     )
     fr = f.filter(pl.col("rank").is_not_null())
@@ -106,7 +110,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     )
     for row in first.iter_rows(named=True):
         if row["rank"] not in G:  # named only by a launcher (an srun task list): it left no line of its own
-            G.add_node(row["rank"], host=None, local_rank=None, status="clean")
+            G.add_node(row["rank"], host=None, local_rank=None, status=Status.CLEAN)
         G.nodes[row["rank"]].update(
             first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"]
         )
@@ -132,7 +136,7 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     if not focus.get("seq") and initiators:
         # The collective the others were stuck in: the (pg, seq) most ranks' timeouts name.
         waited = fr.filter(
-            (pl.col("role") == "effect") & pl.col("seq").is_not_null() & ~pl.col("rank").is_in(initiators)
+            (pl.col("role") == Role.EFFECT) & pl.col("seq").is_not_null() & ~pl.col("rank").is_in(initiators)
         )
         if waited.height:
             # Ties (as many ranks in two PGs at one seq) go to the first (pg, seq): fr is in time, then event, order.
@@ -147,22 +151,24 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             focus = {**focus, "pg": top["pg"], "seq": top["seq"], "op": top["op"]}
     for r in initiators:
         if r not in G:
-            G.add_node(r, host=None, local_rank=None, status="missing")
-        G.nodes[r]["status"] = "initiating"
+            G.add_node(r, host=None, local_rank=None, status=Status.MISSING)
+        G.nodes[r]["status"] = Status.INITIATING
         G.nodes[r]["cause_event"] = cause_event.get(r)
 
     _add_edges(G, fr, initiators, failure_kind, signalled, cause_event)
     # Ranks a rule names as waiting for the initiators (a stall report's ready ranks) without a fault row;
     # in a collective mismatch they waited inside the other collective (Horovod's stall report of ops that
     # differ), so the edge is the mismatch.
-    waiting_edge = "mismatch" if failure_kind == "collective_mismatch" else "waits_for"
+    waiting_edge = (
+        EdgeKind.MISMATCH if failure_kind == FailureKind.COLLECTIVE_MISMATCH else EdgeKind.WAITS_FOR
+    )
     for r in focus.get("waiting") or []:
         if r in initiators:
             continue
         if r not in G:
-            G.add_node(r, host=None, local_rank=None, status="clean")
-        if G.nodes[r]["status"] in ("clean", "missing"):
-            G.nodes[r]["status"] = "collateral"
+            G.add_node(r, host=None, local_rank=None, status=Status.CLEAN)
+        if G.nodes[r]["status"] in (Status.CLEAN, Status.MISSING):
+            G.nodes[r]["status"] = Status.COLLATERAL
             G.nodes[r]["waited"] = True  # the rule that names it says it is waiting
             G.nodes[r]["explained_by"] = {
                 "rank": initiators[0],
@@ -187,15 +193,15 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     if initiators and teardown.height:
         ev_id = teardown["event_id"][0]
         for r in seen:
-            if G.nodes[r]["status"] == "clean":
-                G.nodes[r]["status"] = "collateral"
+            if G.nodes[r]["status"] == Status.CLEAN:
+                G.nodes[r]["status"] = Status.COLLATERAL
                 G.nodes[r]["explained_by"] = {
                     "rank": initiators[0],
-                    "edge": "killed_by",
+                    "edge": EdgeKind.KILLED_BY,
                     "pg": None,
                     "seq": None,
                 }
-                G.add_edge(r, initiators[0], edge="killed_by", pg=None, seq=None, evidence=[ev_id])
+                G.add_edge(r, initiators[0], edge=EdgeKind.KILLED_BY, pg=None, seq=None, evidence=[ev_id])
 
     if missing and initiators and not set(initiators) & set(missing):
         reasons.append(Reason.MISSING_LOGS.note(missing=len(missing), world=world))
@@ -214,20 +220,21 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
     ):
         reasons.append(Reason.IDENTITY_INFERRED.note())
     uncertain = [c for c in clocks.values() if c.uncertainty_s > 5]
-    if uncertain and len(initiators) > 0 and basis == "first fault":
+    if uncertain and len(initiators) > 0 and basis is Basis.FIRST_FAULT:
         reasons.append(Reason.CLOCKS_UNALIGNED.note())
 
     # A rank with a fault of its own is never clean: collateral of the initiators (even when no rule gave it
     # an edge), or, when no initiator is named, unexplained.
     for r in G.nodes:
-        if G.nodes[r]["status"] == "clean" and G.nodes[r].get("first_fault_kind"):
-            G.nodes[r]["status"] = "collateral" if initiators else "unexplained"
+        if G.nodes[r]["status"] == Status.CLEAN and G.nodes[r].get("first_fault_kind"):
+            G.nodes[r]["status"] = Status.COLLATERAL if initiators else Status.UNEXPLAINED
     G.graph.update(
         world_size=world,
         ranks_seen=seen,
         missing=missing,
         initiators=initiators,
-        initiator_basis=basis,
+        basis=basis,
+        initiator_basis=basis.text(focus.get("host")),
         failure_kind=failure_kind,
         reasons=reasons,
         focus=focus,
@@ -267,7 +274,7 @@ def _add_edges(
     target_default = initiators[0]
     inits = set(initiators)
     # ranks whose own trouble is a crash (a cause), for the monitoredBarrier coordinator test below
-    crashed = set(fr.filter(pl.col("role") == "cause")["rank"].drop_nulls().to_list())
+    crashed = set(fr.filter(pl.col("role") == Role.CAUSE)["rank"].drop_nulls().to_list())
     order = [int(x) for x in fr["rank"].unique(maintain_order=True).drop_nulls().to_list()]
     per_rank: dict[int, list[dict[str, object]]] = {}
     cols = ["rank", "kind", "peer_rank", "pg", "seq", "timeout_ms", "event_id"]
@@ -302,29 +309,29 @@ def _add_edges(
         timed_out = bool(kinds & _TIMEOUT_KINDS) or store_timeout
         assumed = False  # the edge is waits_for only because nothing else explains the rank
         if failure_kind == "collective_mismatch":
-            edge = "mismatch"
+            edge = EdgeKind.MISMATCH
         elif failure_kind == "early_exit":
-            edge = "exited_before"
+            edge = EdgeKind.EXITED_BEFORE
         elif (
             timed_out or Kind.FR_WAITING in kinds
         ):  # FR: its dump is pending at a seq the initiator did not reach
-            edge = "waits_for"
+            edge = EdgeKind.WAITS_FOR
         elif kinds & set(PEER_KINDS) == {Kind.MONITORED_BARRIER_PEER} and not coordinators & crashed:
             # "successfully reached monitoredBarrier, but received errors ... from rank 0": rank 0 (the
             # barrier's coordinator, the row's peer_rank) answered with its own timeout, so this rank waited
             # (through rank 0) for the rank that never arrived; only a coordinator that crashed (a fault of
             # role cause) makes it a broken connection
-            edge = "waits_for"
+            edge = EdgeKind.WAITS_FOR
         elif kinds & set(PEER_KINDS):
-            edge = "peer_error"
+            edge = EdgeKind.PEER_ERROR
         elif r in signalled or Kind.WORKER_SIGNALLED in kinds:
-            edge = "killed_by"
+            edge = EdgeKind.KILLED_BY
         else:
-            edge, assumed = "waits_for", True
-        G.nodes[r]["status"] = "collateral"
+            edge, assumed = EdgeKind.WAITS_FOR, True
+        G.nodes[r]["status"] = Status.COLLATERAL
         # what the summary may state: the rank's own lines say it timed out / that it waited
         G.nodes[r]["timed_out"] = timed_out
-        G.nodes[r]["waited"] = edge == "waits_for" and not assumed
+        G.nodes[r]["waited"] = edge == EdgeKind.WAITS_FOR and not assumed
         G.nodes[r]["explained_by"] = {
             "rank": target,
             "edge": edge,

@@ -21,6 +21,7 @@ from correlator import align, claims
 from correlator.confidence import Note, Reason
 from correlator.faults import FAILURE_KIND_OF
 from correlator.schema import Kind
+from correlator.verdict import Basis, FailureKind
 from parsers import python
 
 _SIG_KINDS = [Kind.COLLECTIVE_FINGERPRINT, Kind.WATCHDOG_TIMEOUT, Kind.COLLECTIVE_MISMATCH]
@@ -73,7 +74,7 @@ class Finding:
     the collective in focus and the reasons that lower confidence."""
 
     initiators: list[int]
-    basis: str
+    basis: Basis
     failure_kind: str
     cause_event: dict[int, int] = field(default_factory=dict)
     focus: dict[str, Any] = field(default_factory=dict)
@@ -167,7 +168,7 @@ def odd_one_out(e: Evidence) -> Finding | None:
     inits = sorted(minority)
     found = Finding(
         inits,
-        "odd one out",
+        Basis.ODD_ONE_OUT,
         "collective_mismatch",
         focus=div,
         cause_event={r: div["own"].get(r, div["evidence"][0]) for r in inits},
@@ -187,7 +188,7 @@ def config_odd_one_out(e: Evidence) -> Finding | None:
         return None
     return Finding(
         [odd],
-        "odd one out",
+        Basis.ODD_ONE_OUT,
         "collective_mismatch",
         {odd: ev_ids[0]},
         {"evidence": ev_ids},
@@ -228,7 +229,7 @@ def call_site_odd_one_out(e: Evidence) -> Finding | None:
     odd = sorted(r for r, cs in site.items() if cs != top)
     return Finding(
         odd,
-        "odd one out by call site",
+        Basis.ODD_CALL_SITE,
         "collective_mismatch",
         cause_event={r: eid[r] for r in odd},
         focus={
@@ -263,7 +264,7 @@ def disowned_by_all(e: Evidence) -> Finding | None:
     p = acc.peer
     return Finding(
         [p],
-        "disowned by all the others",
+        Basis.DISOWNED,
         "collective_mismatch",
         cause_event={p: acc.event_ids[0]},
         focus={"evidence": list(acc.event_ids[:8]), "evidence_role": f"disagrees with rank {p}"},
@@ -302,11 +303,11 @@ def first_causes(e: Evidence) -> Finding | None:
         )
         cause_event[r] = own.sort("__p", "tc", nulls_last=True, maintain_order=True)["event_id"][0]
     kinds = [_cause_kind(causes.filter(pl.col("rank") == r)) for r in inits]
-    found = Finding(inits, "first fault", Counter(kinds).most_common(1)[0][0], cause_event)
+    found = Finding(inits, Basis.FIRST_FAULT, Counter(kinds).most_common(1)[0][0], cause_event)
     if len(inits) > 1:
         excs = {causes.filter(pl.col("rank") == r)["exc_type"].drop_nulls().first() for r in inits}
         if len(inits) >= max(2, len(e.seen) // 2) and len(excs) <= 1:
-            found.basis = "common mode"
+            found.basis = Basis.COMMON_MODE
             found.reasons.append(Reason.COMMON_MODE.note(n=len(inits)))
         else:
             found.reasons.append(Reason.INDEPENDENT_FAILURES.note(n=len(inits)))
@@ -346,7 +347,7 @@ def bare_exit(e: Evidence, aborts: bool = False) -> Finding | None:
     r = exits["rank"][0]
     return Finding(
         [r],
-        "exit status",
+        Basis.EXIT_STATUS,
         "rank_crash",
         {r: exits["event_id"][0]},
         reasons=[Reason.EXIT_STATUS_ONLY.note()],
@@ -370,9 +371,10 @@ def network(e: Evidence) -> Finding | None:
         inits = [r for r in on_host if r not in own] or on_host
         return Finding(
             inits,
-            f"peer host {dead_host} unreachable",
+            Basis.PEER_HOST,
             "network_error",
             {r: net["event_id"][0] for r in inits},
+            focus={"host": dead_host},
             reasons=[Reason.PEER_HOST_SILENT.note(host=dead_host)],
         )
     if not net.height:
@@ -386,7 +388,7 @@ def network(e: Evidence) -> Finding | None:
     )
     found = Finding(
         sorted(tied["rank"].to_list()),
-        "first network error",
+        Basis.FIRST_NETWORK_ERROR,
         "network_error",
         dict(tied.select("rank", "event_id").iter_rows()),
     )
@@ -410,7 +412,7 @@ def barrier_named(e: Evidence) -> Finding | None:
     # A named rank that is stuck says nothing; one that went on and failed elsewhere ran another collective.
     found = Finding(
         sorted(quiet or named),
-        "named by monitoredBarrier",
+        Basis.BARRIER_NAMED,
         "straggler_hang" if quiet else "collective_mismatch",
     )
     if not quiet:
@@ -471,7 +473,7 @@ def minority_progress(e: Evidence) -> Finding | None:
     }
     return Finding(
         sorted(minority),
-        "odd one out",
+        Basis.ODD_ONE_OUT,
         "collective_mismatch",
         cause,
         focus={"pg": pg, "seq": seq, "op": op},
@@ -521,7 +523,7 @@ def stall_report(e: Evidence) -> Finding | None:
     op = rows["op"].drop_nulls().first()
     found = Finding(
         sorted(missing),
-        "named by the stall report",
+        Basis.STALL_REPORT,
         kind,
         {r: first for r in missing},
         focus={"op": op, "waiting": sorted(waiting - missing), "evidence": [first]},
@@ -549,7 +551,7 @@ def named_by_waiters(e: Evidence) -> Finding | None:
     )
     return Finding(
         [top],
-        "named by the ranks waiting for it",
+        Basis.NAMED_BY_WAITERS,
         "straggler_hang",
         {top: int(ev["event_id"][0])},
         reasons=[Reason.NAMED_BY_WAITERS.note(n=len(voters), voters=", ".join(map(str, voters)))],
@@ -570,7 +572,7 @@ def blamed_by_the_others(e: Evidence) -> Finding | None:
     what = sorted({c.what for c in said if c.peer == acc.peer and c.kind == claims.ClaimKind.BLAMES})
     return Finding(
         [acc.peer],
-        "blamed by the others",
+        Basis.BLAMED,
         "rank_crash",
         {acc.peer: acc.event_ids[0]},
         focus={"evidence": list(acc.event_ids[:8]), "evidence_role": f"says rank {acc.peer} went away"},
@@ -675,7 +677,7 @@ def silence(e: Evidence) -> Finding | None:
                 cand = [r for r in silent if entered.get(r, -1) == low]
         found = Finding(
             sorted(cand),
-            "silent while the others failed",
+            Basis.SILENT,
             "straggler_hang",
             focus=focus,
             reasons=[Reason.FOUND_BY_SILENCE.note()],
@@ -702,7 +704,7 @@ def silence(e: Evidence) -> Finding | None:
     elif behind_ranks:
         found = Finding(
             behind_ranks,
-            "behind on the collective sequence",
+            Basis.BEHIND,
             "straggler_hang",
             focus=focus,
             reasons=[Reason.LAGGING_SEQ.note()],
@@ -710,7 +712,7 @@ def silence(e: Evidence) -> Finding | None:
     elif e.missing:
         found = Finding(
             e.missing,
-            "left no log",
+            Basis.NO_LOG,
             "straggler_hang",
             focus=focus,
             reasons=[Reason.INITIATOR_LEFT_NO_LOG.note()],
@@ -725,7 +727,7 @@ def silence(e: Evidence) -> Finding | None:
             return None
         found = Finding(
             e.absent,
-            "absent from the excerpt",
+            Basis.ABSENT,
             "straggler_hang",
             focus=focus,
             reasons=[Reason.ABSENT_FROM_EXCERPT.note()],
@@ -770,7 +772,7 @@ def flight_recorder(e: Evidence) -> Finding | None:
                 "(a rank that raised and one that is slow or hung leave the same dump)"
             )
     focus = {"pg": v.pg, "seq": v.seq, "op": v.op, "claim": claim, "fr": v.kind, "evidence": v.evidence}
-    return Finding(sorted(v.initiators), "Flight Recorder", kind, cause_event, focus, list(v.reasons))
+    return Finding(sorted(v.initiators), Basis.FLIGHT_RECORDER, kind, cause_event, focus, list(v.reasons))
 
 
 #: The rules in order of precedence; the first that names someone decides.
@@ -801,9 +803,9 @@ def find(e: Evidence) -> Finding:
         if found is not None and found.initiators:
             return found
     if e.f.filter(pl.col("kind").is_in([Kind.LAUNCHER_ERROR, Kind.STORE_ERROR, Kind.JOB_CANCELLED])).height:
-        return Finding([], "launcher", "launcher_error")
+        return Finding([], Basis.LAUNCHER, FailureKind.LAUNCHER_ERROR)
     if e.fr.height:
-        found = Finding([], "", "unknown", reasons=[Reason.NONE_EXPLAINS.note()])
+        found = Finding([], Basis.NOBODY, FailureKind.UNKNOWN, reasons=[Reason.NONE_EXPLAINS.note()])
         waited = e.effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort(
             "tc", "event_id"
         )
@@ -813,7 +815,7 @@ def find(e: Evidence) -> Finding:
         if e.absent or e.missing:
             found.focus["candidates"] = e.absent or e.missing
         return found
-    return unattributed(e) or Finding([], "", "none")
+    return unattributed(e) or Finding([], Basis.NOBODY, FailureKind.NONE)
 
 
 def unattributed(e: Evidence) -> Finding | None:
@@ -831,7 +833,7 @@ def unattributed(e: Evidence) -> Finding | None:
     kind = _cause_kind(causes.head(1)) if causes.height else "unknown"
     return Finding(
         [],
-        "fault without a rank",
+        Basis.NO_RANK,
         kind,
         focus={"evidence": first["event_id"].head(3).to_list()},
         reasons=[Reason.NO_RANK_NAMED.note()],

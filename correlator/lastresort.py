@@ -26,6 +26,7 @@ import polars as pl
 
 from correlator import confidence, limits
 from correlator.diagnose import Diagnosis, Evidence, InitiatingEvent, RankStatus
+from correlator.verdict import Basis
 
 __all__ = ["read", "unrecognised"]
 
@@ -123,7 +124,7 @@ def _verdict(row: dict[str, object], ranks: list[int]) -> Diagnosis:
         per_rank=[RankStatus(r, None, None, "initiating") for r in ranks],
         confidence_reasons=confidence.texts([note]),
         confidence_reason_codes=confidence.codes([note]),
-        initiator_basis="named in an unrecognised failure line",
+        initiator_basis=Basis.LAST_RESORT,
     )
 
 
@@ -180,5 +181,5 @@ def unrecognised(table: pl.DataFrame) -> Diagnosis:
         evidence=ev,
         confidence_reasons=confidence.texts([note]),
         confidence_reason_codes=confidence.codes([note]),
-        initiator_basis="nothing recognised",
+        initiator_basis=Basis.NOTHING_RECOGNISED,
     )

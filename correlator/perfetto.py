@@ -28,6 +28,7 @@ import polars as pl
 from correlator import clock
 from correlator.diagnose import Diagnosis
 from correlator.schema import EFFECT_KINDS, FAULT_KINDS, Kind
+from correlator.verdict import Basis
 
 #: Kinds that say where a rank is in its collective sequence (entries, not faults).
 PROGRESS_KINDS = frozenset({Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL, Kind.STEP_PROGRESS})
@@ -109,7 +110,7 @@ def initiating_event_ids(table: pl.DataFrame, diagnosis: Diagnosis) -> list[int]
             alive = own.filter(~pl.col("kind").is_in(list(FAULT_KINDS)) & (pl.col("layer") != "elastic"))
         if causes.height:
             rows = causes
-        elif alive.height and diagnosis.initiator_basis and diagnosis.initiator_basis != "first fault":
+        elif alive.height and diagnosis.initiator_basis and diagnosis.initiator_basis != Basis.FIRST_FAULT:
             # Found by its silence: its last sign of life is the event to look at.
             ids.append(int(alive.sort("ts", "event_id", nulls_last=True)["event_id"][-1]))
             continue

@@ -28,6 +28,7 @@ from correlator.align import pg_key, progress
 from correlator.archive import input_path
 from correlator.perfetto import UNKNOWN_HOST, category, initiating_event_ids, prepare
 from correlator.schema import Kind
+from correlator.verdict import Basis
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -87,6 +88,8 @@ STATUS_COLORS = {
     "clean": "#2ca02c",
     "missing": "#9e9e9e",
 }
+#: Bases whose initiator's own fault line says what happened (no need to say how it was found).
+_OWN_FAULT_BASES = {b.value for b in Basis if b.names_its_own_fault}
 EDGE_COLORS = {
     "waits_for": "#ff7f0e",
     "peer_error": "#9467bd",
@@ -454,7 +457,7 @@ def timeline_figure(table: pl.DataFrame, diagnosis: Diagnosis, *, max_label_rows
                 "%Y-%m-%d %H:%M:%S UTC"
             )
         basis = diagnosis.initiator_basis
-        if basis and basis not in ("first fault", "common mode", "exit status"):
+        if basis and basis not in _OWN_FAULT_BASES:
             what = f"{basis}\n{what}"
         label = f"rank {row['rank']}: {what}{stamp}\n{row['path']}:{row['line']}"
         if starred.height > 2:

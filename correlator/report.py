@@ -272,7 +272,9 @@ def _flat(G: nx.DiGraph) -> nx.DiGraph:
     def conv(v: Any) -> Any:
         if v is None:
             return ""
-        if isinstance(v, (str, int, float, bool)):
+        if isinstance(v, str):
+            return str(v)  # a StrEnum member (a rank's status, an edge kind) as its plain text
+        if isinstance(v, (int, float, bool)):
             return v
         return json.dumps(v, default=json_default)
 
@@ -290,6 +292,9 @@ def write_graph(G: nx.DiGraph, out: Path) -> str:
     Raises ValueError for other extensions.
     """
     ext = out.suffix.lower()
+    if "basis" in G.graph:  # the rule's member: the export carries its text, ``initiator_basis``
+        G = G.copy()
+        del G.graph["basis"]
     if ext == ".graphml":
         nx.write_graphml(_flat(G), out)
     elif ext == ".json":

@@ -18,6 +18,8 @@ from enum import StrEnum
 import polars as pl
 import pyarrow as pa
 
+from correlator import verdict
+
 
 class Layer(StrEnum):
     """Which producer wrote the line."""
@@ -53,19 +55,8 @@ class TsQuality(StrEnum):
 
 #: The verdict's closed vocabulary of failure kinds (``Diagnosis.failure_kind``; signatures and corpus
 #: labels use the same names).
-FAILURE_KINDS = (
-    "rank_crash",
-    "straggler_hang",
-    "collective_mismatch",
-    "network_error",
-    "oom_kill",
-    "cuda_oom",
-    "cuda_error",
-    "early_exit",
-    "launcher_error",
-    "none",
-    "unknown",
-)
+#: The failure kinds (``correlator.verdict.FailureKind``, the one definition).
+FAILURE_KINDS = verdict.FAILURE_KINDS
 
 
 class Kind(StrEnum):

@@ -442,6 +442,7 @@ def test_confidence_penalties_add_up_and_floor() -> None:
     import networkx as nx
 
     from correlator.confidence import Note, Reason
+    from correlator.verdict import Basis
 
     def conf(
         reasons: list[Reason],
@@ -454,6 +455,7 @@ def test_confidence_penalties_add_up_and_floor() -> None:
             reasons=[Note(r, {}) for r in reasons],
             initiators=list(inits),
             ranks_seen=list(seen),
+            basis=Basis(basis),
             initiator_basis=basis,
             failure_kind=kind,
         )

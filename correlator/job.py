@@ -1,0 +1,167 @@
+"""One job, one verdict: :func:`open_job` is the facade every command goes through.
+
+A :class:`Job` reads its input once (a folder of logs, one file, an archive, ``-`` for standard input, a
+``rankscope timeline`` parquet file or a hive-partitioned dataset; the mode is :attr:`Job.mode`) and
+makes one verdict (:meth:`Job.diagnose`). Everything else is read off that verdict and its table: the
+causal graph of the same attempt (:meth:`Job.graph`), the Perfetto trace (:meth:`Job.trace`), the figures.
+Renderers never diagnose or build a graph of their own, so ``rankscope diagnose``, ``graph``, ``plot``,
+``timeline --format perfetto`` and ``eval`` cannot disagree.
+
+    job = correlator.open_job("torchrun_logs/")
+    d = job.diagnose()            # correlator.diagnose.Diagnosis
+    job.write_graph("g.graphml")  # the graph of d's attempt
+    trace = job.trace()           # Perfetto / Chrome trace JSON (dict)
+
+``open_job(p).diagnose().to_json()`` (with :meth:`Job.to_json` adding the ``skipped`` list) is byte for
+byte what ``rankscope diagnose p -f json`` prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import networkx as nx
+    import polars as pl
+
+    from correlator.api import PathDiagnosis, Progress
+    from correlator.diagnose import Diagnosis
+
+__all__ = ["Job", "open_job"]
+
+#: How a job's input is read: per-rank logs in memory, logs node by node (bounded memory), one parquet file of
+#: a ``rankscope timeline``, or a folder of such parquet parts.
+Mode = Literal["logs", "streaming", "parquet", "dataset"]
+
+
+@dataclass
+class Job:
+    """A job's input and the options it is read with (those of :func:`correlator.api.diagnose_path`); the
+    verdict, the table and the graph are computed on first use and kept."""
+
+    path: str | os.PathLike[str]
+    fr: str | os.PathLike[str] | None = None
+    streaming: bool | None = None
+    attempt: int | None = None
+    redact: bool = False
+    tz: str | None = None
+    signatures: Iterable[str | os.PathLike[str]] = ()
+    require_lines: bool = True
+    progress: Progress | None = None
+    on_warnings: Callable[[list[str]], None] | None = None
+    #: keep every line in :meth:`table` (renderers: the timeline draws every collective); the verdict is the same
+    full_table: bool = False
+    _result: PathDiagnosis | None = field(default=None, repr=False)
+    _graph: nx.DiGraph | None = field(default=None, repr=False)
+
+    @property
+    def mode(self) -> Mode:
+        """``parquet`` (a timeline file), ``dataset`` (a folder of parquet files), ``streaming`` (logs
+        read node by node: asked for, or more than 2 GiB) or ``logs``."""
+        from correlator.api import is_parquet_input, want_streaming
+
+        p = Path(self.path)
+        if str(self.path) != "-" and is_parquet_input(p):
+            return "parquet" if p.is_file() else "dataset"
+        if str(self.path) != "-" and self.fr is None and p.exists() and want_streaming(p, self.streaming):
+            return "streaming"
+        return "logs"
+
+    def result(self) -> PathDiagnosis:
+        """The verdict with its table, skipped files and warnings (read once)."""
+        if self._result is None:
+            from correlator.api import diagnose_path
+
+            self._result = diagnose_path(
+                self.path,
+                fr=self.fr,
+                streaming=self.streaming,
+                attempt=self.attempt,
+                redact=self.redact,
+                tz=self.tz,
+                signatures=list(self.signatures),
+                require_lines=self.require_lines,
+                progress=self.progress,
+                on_warnings=self.on_warnings,
+                full_table=self.full_table,
+            )
+        return self._result
+
+    def diagnose(self) -> Diagnosis:
+        """The job's one verdict (:class:`correlator.diagnose.Diagnosis`, signatures attached)."""
+        return self.result().diagnosis
+
+    def table(self) -> pl.DataFrame:
+        """The event table the verdict was made from (see :class:`correlator.api.PathDiagnosis`)."""
+        return self.result().table
+
+    def to_json(self) -> str:
+        """What ``rankscope diagnose -f json`` prints: the verdict and the ``skipped`` list."""
+        return self.result().to_json()
+
+    def graph(self) -> nx.DiGraph:
+        """The causal graph of the verdict's attempt: nodes are ranks (``status``, first fault, host), edges
+        ``collateral -> initiator`` (``edge``: :class:`correlator.verdict.EdgeKind`, ``evidence`` event ids).
+
+        Built by the same rules from the same rows as the verdict (:func:`correlator.graph.build_graph` on
+        the table reduced for diagnosis). A verdict no rule made (a log nothing recognised,
+        :mod:`correlator.lastresort`) is drawn from its own records: its ranks and their status."""
+        if self._graph is None:
+            from correlator.verdict import Basis
+
+            d = self.diagnose()
+            if d.initiator_basis in (Basis.LAST_RESORT, Basis.NOTHING_RECOGNISED):
+                self._graph = _records_graph(d)
+            else:
+                from correlator.graph import build_graph
+                from correlator.streaming import reduce_for_diagnosis
+
+                self._graph = build_graph(reduce_for_diagnosis(self.table()), d.attempt)
+        return self._graph
+
+    def write_graph(self, out: str | os.PathLike[str]) -> str:
+        """:meth:`graph` to ``out`` by its extension (.graphml, .json node-link, .dot/.gv); returns the
+        format. Raises ValueError for another extension."""
+        from correlator.report import write_graph
+
+        return write_graph(self.graph(), Path(out))
+
+    def trace(self) -> dict[str, Any]:
+        """The Perfetto / Chrome trace-event JSON of the table with this verdict's initiating events."""
+        from correlator.perfetto import to_trace
+
+        return to_trace(self.table(), self.diagnose())
+
+
+def _records_graph(d: Diagnosis) -> nx.DiGraph:
+    """A graph of a verdict's own records: one node per rank with its status, one edge per explanation."""
+    import networkx as nx
+
+    G = nx.DiGraph(
+        initiators=list(d.initiating_ranks),
+        initiator_basis=d.initiator_basis,
+        failure_kind=d.failure_kind,
+        attempt=d.attempt,
+        ranks_seen=list(d.ranks_seen),
+    )
+    for r in d.per_rank:
+        G.add_node(r.rank, host=r.host, local_rank=r.local_rank, status=r.status)
+    for e in d.initiating_events:
+        G.nodes[e.rank]["first_fault_event"] = e.event_id
+    for r in d.per_rank:
+        if r.explained_by is not None:
+            G.add_edge(r.rank, r.explained_by.rank, edge=r.explained_by.edge, pg=None, seq=None, evidence=[])
+    return G
+
+
+def open_job(path: str | os.PathLike[str], **options: Any) -> Job:
+    """A :class:`Job` over ``path`` with the options of :func:`correlator.api.diagnose_path` (``fr``,
+    ``streaming``, ``attempt``, ``redact``, ``tz``, ``signatures``, ``require_lines``, ``progress``,
+    ``on_warnings``, ``full_table``). Nothing is read until a method asks; errors are those of ``diagnose_path``
+    (:class:`correlator.errors.InputError`, :class:`correlator.discover.DiscoveryError`). Raises
+    TypeError for an unknown option."""
+    return Job(path, **options)
