@@ -11,21 +11,89 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
 import typer
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
-from correlator import api, commands
-from correlator.api import InputError
+from correlator import commands
 from correlator.console import err, out
 from correlator.console import safe as _safe
-from correlator.discover import DiscoveryError
-from correlator.ingest import IngestResult
+from correlator.errors import DiscoveryError, InputError
 from correlator.output import atomic_write
 
+# The engine (polars, pyarrow, networkx: ~1.5 s of imports) is imported inside the commands that run it, so
+# that `rankscope --version` and `--help` start at once (issue #32 item 3; tests/test_cli.py checks that
+# importing this module loads none of them).
+if TYPE_CHECKING:
+    import polars as pl
+    from typer import _click as click
+
+    from correlator.ingest import IngestResult
+
+#: Commands that feature modules add with ``register(app)``: name -> (module, the summary line that
+#: `rankscope --help` lists). A feature module is imported only when one of its commands runs (plot loads
+#: matplotlib, watch the whole engine); tests/test_cli.py checks these lines against the commands' own.
+FEATURE_COMMANDS: dict[str, tuple[str, str]] = {
+    "plot": (
+        "correlator.plot",
+        "Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG).",
+    ),
+    "redact": (
+        "correlator.redact",
+        (
+            "Write a copy of the logs with host names, IPs, user names, e-mails and secrets replaced by "
+            "stable\npseudonyms (host-1, ip-3, user-1, <secret-1>); diagnosing the copy names the same ranks."
+        ),
+    ),
+    "signatures": (
+        "correlator.signatures",
+        "List the known-failure signatures (built-in library plus --signatures files).",
+    ),
+    "explain": (
+        "correlator.signatures",
+        "Print one known-failure signature in full: meaning, root cause, fix, checklist, references.",
+    ),
+    "watch": (
+        "correlator.watch",
+        "Follow a running job: alert on the first initiating fault and on stragglers while it still runs.",
+    ),
+}
+
+
+class _Commands(TyperGroup):
+    """rankscope's command group: a feature command is listed by :data:`FEATURE_COMMANDS` (a placeholder
+    that carries its help line) and replaced by the real command, its module imported, when it is run or
+    asked for its own ``--help``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        import importlib.util
+
+        for name, (module, summary) in FEATURE_COMMANDS.items():
+            if name not in self.commands and importlib.util.find_spec(module) is not None:
+                self.commands[name] = TyperCommand(name=name, help=summary)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in FEATURE_COMMANDS and args[0] in self.commands:
+            self.commands.update(feature_commands(FEATURE_COMMANDS[args[0]][0]))
+        return super().resolve_command(ctx, args)
+
+
+def feature_commands(module: str) -> dict[str, click.Command]:
+    """The commands that feature ``module`` adds with its ``register(app)``, as click commands."""
+    import importlib
+
+    sub = typer.Typer()
+    importlib.import_module(module).register(sub)
+    return dict(typer.main.get_group(sub).commands)
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="rankscope",
     help="Find which rank of a failed distributed training job failed first, why, and which errors on the "
     "other ranks are only collateral. Point it at the directory of per-rank logs "
@@ -34,7 +102,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-#: Bad arguments or input: printed as one line, exit code 2 (the API's :class:`correlator.api.InputError`).
+#: Bad arguments or input: printed as one line, exit code 2 (the API's :class:`correlator.errors.InputError`).
 UsageError = InputError
 
 
@@ -112,7 +180,7 @@ _load = commands.load
 
 
 def _summary(res: IngestResult | dict[str, object]) -> None:
-    s = res.summary() if isinstance(res, IngestResult) else res
+    s = res if isinstance(res, dict) else res.summary()
     kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[attr-defined]
     why: dict[str, int] = s.get("skipped_by_reason") or {}  # type: ignore[assignment]
     skipped = f"{s['lines_skipped']} skipped" + (
@@ -199,6 +267,7 @@ def diagnose(
     ] = False,
 ) -> None:
     """Name the initiating rank(s), the failure kind, the collateral ranks and the evidence lines."""
+    from correlator import api
     from correlator.report import render_markdown, render_text
 
     with _progress(quiet) as bar:
@@ -224,29 +293,12 @@ def diagnose(
         raise typer.Exit(FAILURE_FOUND)
 
 
-_skipped_for_output = api.skipped_for_output
-_with_skipped = api.with_skipped
-
-
 _atomic_write = atomic_write
-
-
-_EXPECTED_COLUMNS_MIN = ("path", "line", "kind", "rank", "ts", "raw", "event_id", "attempt")
-_check_parquet = api.check_parquet
-
-
-_check_attempt = api.check_attempt
-_attach_signatures = api.attach_signatures
-_check_small_file = api.check_small_file
 
 
 class PartitionBy(str, Enum):
     host = "host"
     rank = "rank"
-
-
-_parquet_input = api.is_parquet_input
-_want_streaming = api.want_streaming
 
 
 def _streamed(
@@ -300,6 +352,9 @@ def timeline(
     redact: RedactOpt = False,
 ) -> None:
     """Write the normalized event table (one row per log line or multi-line record, every rank)."""
+    import polars as pl
+
+    from correlator.api import want_streaming
     from correlator.discover import sharing_walks
 
     with sharing_walks():  # the streaming decision and the ingest walk the folder once
@@ -314,7 +369,7 @@ def timeline(
             streaming = (
                 format == TableFormat.parquet
                 and not redact
-                and _want_streaming(directory, None, TABLE_STREAMING_THRESHOLD_BYTES)
+                and want_streaming(directory, None, TABLE_STREAMING_THRESHOLD_BYTES)
                 and context_bounded(directory)
             )
         if (by or streaming) and format != TableFormat.parquet:
@@ -428,6 +483,8 @@ def events(
     fr: FrOpt = None,
 ) -> None:
     """Print events as a table (or JSON/CSV), filtered by rank and kind."""
+    import polars as pl
+
     from correlator.schema import FAULT_KINDS, KIND_ALIASES, Kind, resolve_kinds
 
     kinds: set[str] = set()
@@ -516,6 +573,7 @@ def graph(
     redact: RedactOpt = False,
 ) -> None:
     """Export the causal graph: ranks as nodes, edges 'A is explained by B' (waits_for, peer_error, …)."""
+    from correlator import api
     from correlator.graph import build_graph
     from correlator.report import write_graph
 
@@ -523,7 +581,7 @@ def graph(
         raise UsageError(f"{output}: unknown graph format; use .graphml, .json or .dot")
     res = _load(directory, tz, quiet, redact)
     api.check_recognised(res.table, list(res.summary()["ranks"]), directory)  # type: ignore[call-overload]
-    _check_attempt(res, attempt)
+    api.check_attempt(res, attempt)
     G = build_graph(res.table, attempt)
     try:
         fmts: list[str] = []
@@ -608,28 +666,6 @@ def eval_cmd(
             )
     if tot["regressions"]:
         raise typer.Exit(1)
-
-
-#: Feature modules that add their own commands with ``register(app)``.
-_COMMAND_MODULES = ("correlator.plot", "correlator.redact", "correlator.signatures", "correlator.watch")
-
-
-def _register_plugins() -> None:
-    import importlib
-
-    for name in _COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:
-                continue
-            raise
-        register = getattr(mod, "register", None)
-        if register:
-            register(app)
-
-
-_register_plugins()
 
 
 def _global_flags() -> None:

@@ -8,18 +8,24 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from correlator.api import load_path
-from correlator.archive import input_path
 from correlator.console import err
 from correlator.errors import InputError, safe
 
+# The engine (polars, pyarrow, networkx) and rich's progress bar are imported inside the functions that use
+# them: `rankscope --help` and `--version` load this module and must start at once (issue #32 item 3).
 if TYPE_CHECKING:
     from correlator import api
     from correlator.ingest import IngestResult
+
+
+def input_path(ctx: Any, value: Path) -> Path:
+    """Typer callback of the DIR argument of every command that reads logs: see
+    :func:`correlator.archive.input_path` (imported when a command runs: it loads discovery and polars)."""
+    from correlator.archive import input_path as opened_input
+
+    return opened_input(ctx, value)
 
 
 def check_output(directory: Path, output: Path | None) -> None:
@@ -59,6 +65,8 @@ def progress(quiet: bool) -> Iterator[api.Progress | None]:
     if quiet or not err.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -97,6 +105,8 @@ def print_warnings(warnings: list[str], quiet: bool) -> None:
 def load(
     directory: Path, tz: str | None, quiet: bool, redact: bool = False, fr: Path | None = None
 ) -> IngestResult:
+    from correlator.api import load_path
+
     if directory.exists():
         check_output(directory, current_output())
     with progress(quiet) as bar:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from correlator import limits
+from correlator.errors import DiscoveryError
 from correlator.read import file_kind
 from parsers import flight_recorder
 
@@ -205,10 +206,6 @@ def classify(
                 break
     stream = "launcher" if any(w in lowered for w in ("launch", "torchrun", "agent")) else "combined"
     return Source(path, rel, "stream", stream, host=host, size=size, node_key=rel)
-
-
-class DiscoveryError(Exception):
-    """The path given cannot be ingested at all (missing, not readable, nothing in it)."""
 
 
 class SkipNote(str):

@@ -14,6 +14,11 @@ class InputError(Exception):
     one line meant for the user; the CLI prints it and exits 2."""
 
 
+class DiscoveryError(Exception):
+    """The path given cannot be ingested at all (missing, not readable, nothing in it). Raised by
+    :mod:`correlator.discover`; defined here so that the CLI can catch it without loading discovery."""
+
+
 _CTRL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -26,4 +31,4 @@ def safe(text: object) -> str:
     return escape(s)
 
 
-__all__ = ["InputError", "safe"]
+__all__ = ["DiscoveryError", "InputError", "safe"]

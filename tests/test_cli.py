@@ -10,6 +10,7 @@ from pathlib import Path
 
 import networkx as nx
 import polars as pl
+import pytest
 from typer.testing import CliRunner
 
 from correlator.cli import app
@@ -143,6 +144,55 @@ def test_help_explains_every_command() -> None:
     assert r.exit_code == 0
     for cmd in ("diagnose", "timeline", "events", "graph", "eval"):
         assert cmd in r.output
+
+
+def test_importing_the_cli_loads_no_engine() -> None:
+    # `rankscope --version` and `--help` import correlator.cli: polars, pyarrow, networkx, matplotlib and
+    # dateparser cost ~1.5 s of start-up and load only when a command needs them (issue #32 item 3)
+    heavy = ("polars", "pyarrow", "numpy", "networkx", "matplotlib", "dateparser", "correlator.ingest")
+    code = f"import sys, correlator.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_version_prints_the_version_without_loading_the_engine() -> None:
+    from importlib.metadata import version
+
+    code = (
+        "import sys\nfrom correlator.cli import main\nsys.argv = ['rankscope', '--version']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nprint('polars' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert r.stdout.splitlines() == [f"rankscope {version('rankscope')}", "False"], (r.stdout, r.stderr)
+    r = _cli("--version")
+    assert (r.returncode, r.stdout) == (0, f"rankscope {version('rankscope')}\n"), r.stderr
+
+
+def test_help_lists_the_feature_commands_as_they_describe_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `rankscope --help` lists plot, redact, signatures, explain and watch from cli.FEATURE_COMMANDS without
+    # importing their modules: the listing is the same as with the real commands loaded
+    import typer.testing
+
+    from correlator.cli import FEATURE_COMMANDS, feature_commands
+
+    lazy = runner.invoke(app, ["--help"], terminal_width=200)
+    assert lazy.exit_code == 0
+    group = typer.main.get_command(app)
+    for module in {m for m, _ in FEATURE_COMMANDS.values()}:
+        group.commands.update(feature_commands(module))  # type: ignore[attr-defined]
+    assert set(FEATURE_COMMANDS) <= set(group.commands)  # type: ignore[attr-defined]
+    monkeypatch.setattr(typer.testing, "_get_command", lambda _app: group)
+    loaded = runner.invoke(app, ["--help"], terminal_width=200)
+    assert loaded.output == lazy.output
+    for name in FEATURE_COMMANDS:
+        assert f" {name} " in lazy.output
+
+
+def test_a_feature_command_runs_and_shows_its_own_help() -> None:
+    r = runner.invoke(app, ["explain", "--help"])
+    assert r.exit_code == 0 and "ID" in r.output, r.output
+    r = runner.invoke(app, ["signatures", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.output), r.output
 
 
 def test_eval_exits_1_on_a_regression(tmp_path: Path) -> None:
