@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import correlator
+from correlator import Diagnosis
 from correlator.confidence import Reason
-from correlator.diagnose import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "cases"
