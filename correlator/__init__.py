@@ -9,6 +9,8 @@ Python API::
     G = correlator.build_graph(table)               # networkx.DiGraph
     result = correlator.diagnose_path("path/to/logs")   # correlator.api.PathDiagnosis: what the CLI prints
     print(result.to_json())                         # == `rankscope diagnose path/to/logs -f json`
+    job = correlator.open_job("path/to/logs")       # the facade every command uses: one verdict per job
+    job.diagnose(); job.graph(); job.trace()        # the verdict, its causal graph, its Perfetto trace
 
 The names above are loaded on first use: ``import correlator`` (and so every ``rankscope`` command, whose
 ``correlator.cli`` sits in this package) does not load polars, pyarrow or networkx until something needs
@@ -30,11 +32,14 @@ if TYPE_CHECKING:
     from correlator.diagnose import Diagnosis, diagnose  # noqa: TC004
     from correlator.graph import build_graph  # noqa: TC004
     from correlator.ingest import IngestResult, ingest, load  # noqa: TC004
+    from correlator.job import Job, open_job  # noqa: TC004
 
 #: Public name -> (the module that defines it, the name there; None: the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "Diagnosis": ("correlator.diagnose", "Diagnosis"),
     "IngestResult": ("correlator.ingest", "IngestResult"),
+    "Job": ("correlator.job", "Job"),
+    "open_job": ("correlator.job", "open_job"),
     "InputError": ("correlator.api", "InputError"),
     "PathDiagnosis": ("correlator.api", "PathDiagnosis"),
     "build_graph": ("correlator.graph", "build_graph"),
@@ -96,11 +101,13 @@ __all__ = [
     "Diagnosis",
     "IngestResult",
     "InputError",
+    "Job",
     "PathDiagnosis",
     "build_graph",
     "diagnose",
     "diagnose_path",
     "ingest",
     "load",
+    "open_job",
     "streaming",
 ]

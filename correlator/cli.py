@@ -267,24 +267,21 @@ def diagnose(
     ] = False,
 ) -> None:
     """Name the initiating rank(s), the failure kind, the collateral ranks and the evidence lines."""
-    from correlator import api
     from correlator.report import render_markdown, render_text
 
-    with _progress(quiet) as bar:
-        result = api.diagnose_path(
-            directory,
-            fr=fr,
-            streaming=streaming,
-            attempt=attempt,
-            redact=redact,
-            tz=tz,
-            signatures=signatures or [],
-            progress=bar,
-            on_warnings=lambda ws: _print_warnings(ws, quiet),
-        )
-    d = result.diagnosis
+    job = commands.open_job(
+        directory,
+        quiet,
+        fr=fr,
+        streaming=streaming,
+        attempt=attempt,
+        redact=redact,
+        tz=tz,
+        signatures=signatures or [],
+    )
+    d = job.diagnose()
     if format == DiagFormat.json:
-        print(result.to_json())
+        print(job.to_json())
     elif format == DiagFormat.markdown:
         print(render_markdown(d), end="")
     else:
@@ -401,6 +398,9 @@ def timeline(
                     highlight=False,
                 )
             return
+        if format == TableFormat.perfetto:  # the trace of the verdict `rankscope diagnose` prints
+            _write_trace(directory, output, tz, quiet, redact)
+            return
         res = _load(directory, tz, quiet, redact)
         if by:
             import socket
@@ -433,15 +433,23 @@ def timeline(
             err.print(f"wrote {t.height} events to {escape(str(output))}", highlight=False)
 
 
-def _write_table(t: pl.DataFrame, output: Path, format: TableFormat) -> None:
-    """``t`` to ``output`` in ``format``, through :func:`_atomic_write`."""
-    if format == TableFormat.perfetto:
-        from correlator.diagnose import diagnose as run_diagnose
-        from correlator.perfetto import write_trace
+def _write_trace(directory: Path, output: Path, tz: str | None, quiet: bool, redact: bool) -> None:
+    """The Perfetto trace of every line of ``directory`` with the job's one verdict, to ``output``."""
+    from correlator.perfetto import write_trace
 
-        d = run_diagnose(t)
+    job = commands.open_job(directory, quiet, tz=tz, redact=redact, full_table=True)
+    t, d = job.table(), job.diagnose()
+    try:
         _atomic_write(output, lambda tmp: write_trace(t, d, Path(tmp)))
-    elif format == TableFormat.parquet:
+    except OSError as e:
+        raise UsageError(f"{output}: cannot write ({e.strerror or e})") from None
+    if not quiet:
+        err.print(f"wrote {t.height} events to {escape(str(output))}", highlight=False)
+
+
+def _write_table(t: pl.DataFrame, output: Path, format: TableFormat) -> None:
+    """``t`` to ``output`` in ``format`` (parquet, jsonl, csv), through :func:`_atomic_write`."""
+    if format == TableFormat.parquet:
         _atomic_write(output, t.write_parquet)
     elif format == TableFormat.jsonl:
         _atomic_write(output, t.write_ndjson)
@@ -573,19 +581,14 @@ def graph(
     redact: RedactOpt = False,
 ) -> None:
     """Export the causal graph: ranks as nodes, edges 'A is explained by B' (waits_for, peer_error, …)."""
-    from correlator import api
-    from correlator.graph import build_graph
-    from correlator.report import write_graph
-
     if output.suffix.lower() not in (".graphml", ".json", ".dot", ".gv"):
         raise UsageError(f"{output}: unknown graph format; use .graphml, .json or .dot")
-    res = _load(directory, tz, quiet, redact)
-    api.check_recognised(res.table, list(res.summary()["ranks"]), directory)  # type: ignore[call-overload]
-    api.check_attempt(res, attempt)
-    G = build_graph(res.table, attempt)
+    # The graph of the verdict `rankscope diagnose` prints (correlator.job): one verdict per job.
+    job = commands.open_job(directory, quiet, attempt=attempt, tz=tz, redact=redact)
+    G = job.graph()
     try:
         fmts: list[str] = []
-        _atomic_write(output, lambda tmp: fmts.append(write_graph(G, Path(tmp))))
+        _atomic_write(output, lambda tmp: fmts.append(job.write_graph(Path(tmp))))
         fmt = fmts[0]
     except OSError as e:
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")

@@ -18,6 +18,7 @@ from correlator.errors import InputError, safe
 if TYPE_CHECKING:
     from correlator import api
     from correlator.ingest import IngestResult
+    from correlator.job import Job
 
 
 def input_path(ctx: Any, value: Path) -> Path:
@@ -115,4 +116,17 @@ def load(
     return res
 
 
-__all__ = ["check_output", "current_output", "input_path", "load", "print_warnings", "progress"]
+def open_job(directory: Path, quiet: bool, **options: Any) -> Job:
+    """The command's :class:`correlator.job.Job` over ``directory``, read now under a progress bar (unless
+    ``quiet``), its ingest warnings printed; ``options`` those of :func:`correlator.job.open_job`."""
+    from correlator.job import open_job as _open_job
+
+    if directory.exists():
+        check_output(directory, current_output())
+    with progress(quiet) as bar:
+        job = _open_job(directory, progress=bar, on_warnings=lambda ws: print_warnings(ws, quiet), **options)
+        job.result()
+    return job
+
+
+__all__ = ["check_output", "current_output", "input_path", "load", "open_job", "print_warnings", "progress"]

@@ -13,7 +13,7 @@ A case is a folder with ``logs/`` and ``expected.json``:
 - optional ``known_edge_miss``: why the tool is known to get an ``explained_by`` edge wrong while the verdict
   is right (kept apart from ``known_miss`` so that a later verdict regression of the case is still caught).
 
-Each case is diagnosed by :func:`correlator.api.diagnose_path`, the path ``rankscope diagnose`` takes (a
+Each case is diagnosed by :func:`correlator.job.open_job`, the path ``rankscope diagnose`` takes (a
 refusal of the input is a failed case). A case passes when the initiating set is one of the accepted sets,
 the collateral set matches (when scored), the failure kind matches and every expected edge is found. Totals: initiating-rank accuracy,
 collateral precision/recall/F1 (over scored collateral labels), kind accuracy, edge accuracy, time per
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import cast
 
-from correlator.api import diagnose_path
+from correlator.job import open_job
 from correlator.schema import FAILURE_KINDS
 
 
@@ -259,7 +259,7 @@ def run_case(case: Path) -> CaseResult:
     try:
         # The path ``rankscope diagnose`` takes (reduced table, refusal of unrecognised input, signatures),
         # so the score is the answer a user gets.
-        d = diagnose_path(logs).diagnosis.to_json()
+        d = open_job(logs).diagnose().to_json()
         err: str | None = None
     except (KeyboardInterrupt, SystemExit):
         raise

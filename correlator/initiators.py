@@ -124,9 +124,16 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
     by_key: dict[tuple[str, int], dict[int, set[str]]] = {}
     ev: dict[tuple[str, int], list[int]] = {}
     sizeless = {(pg, seq) for pg, seq, _, sig, _ in claims if sig.endswith("|")}
+    # A fingerprint states a shape (``TensorShape=[8]``), a watchdog line an element count (``NumelIn=8``): where
+    # one key has both, shapes are compared as element counts.
+    mixed = {(pg, seq) for pg, seq, _, sig, _ in claims if not sig.endswith("|") and "[" not in sig} & {
+        (pg, seq) for pg, seq, _, sig, _ in claims if "[" in sig
+    }
     for pg, seq, rank, sig, eid in claims:
         if (pg, seq) in sizeless:  # some claim has no shape: compare the op types only
             sig = sig.split("|")[0]
+        elif (pg, seq) in mixed:
+            sig = _as_numel(sig)
         by_key.setdefault((pg, seq), {}).setdefault(rank, set()).add(sig)
         ev.setdefault((pg, seq), []).append(eid)
     for key in sorted(by_key, key=lambda k: (k[1], k[0])):
@@ -158,6 +165,18 @@ def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
             },
         )
     return set(), set(), {}
+
+
+def _as_numel(sig: str) -> str:
+    """``op|[2, 4]`` -> ``op|8`` (a shape's element count); other signatures unchanged."""
+    op, _, size = sig.partition("|")
+    dims = size.strip("[]").replace(" ", "").split(",") if size.startswith("[") else None
+    if dims is None or not all(d.isdigit() for d in dims if d):
+        return sig
+    n = 1
+    for d in dims:
+        n *= int(d) if d else 1
+    return f"{op}|{n}"
 
 
 def odd_one_out(e: Evidence) -> Finding | None:

@@ -967,23 +967,18 @@ def register(app: Any) -> None:
         ] = False,
     ) -> None:
         """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
-        from correlator.api import check_attempt as _check_attempt
-        from correlator.api import check_recognised
-        from correlator.commands import load as _load
+        from correlator.commands import open_job
         from correlator.console import err
-        from correlator.diagnose import diagnose
         from correlator.errors import InputError as UsageError
 
         if output.suffix.lower() not in FORMATS:
             # UsageError: main() prints it as one line and exits 2 (a typer.Exit(2) raised here would leave
             # main() with exit status 0, since it runs the app with standalone_mode=False).
             raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
-        res = _load(directory, tz, quiet, redact)
-        check_recognised(res.table, list(res.summary()["ranks"]), directory)  # type: ignore[call-overload]
-        _check_attempt(res, attempt)
-        d = diagnose(res.table, attempt=attempt)
+        # The figures of the verdict `rankscope diagnose` prints (correlator.job), over every line.
+        job = open_job(directory, quiet, attempt=attempt, tz=tz, redact=redact, full_table=True)
         try:
-            write_report(res.table, d, output, figure=figure.value)
+            write_report(job.table(), job.diagnose(), output, figure=figure.value, G=job.graph())
         except OSError as e:
             raise UsageError(f"{output}: cannot write ({e.strerror or e})")
         if not quiet:

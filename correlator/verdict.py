@@ -47,6 +47,8 @@ class Basis(StrEnum):
     ODD_ONE_OUT = "odd one out"
     ODD_CALL_SITE = "odd one out by call site"
     DISOWNED = "disowned by all the others"
+    STACKS = "stack dumps"
+    STOPPED = "stopped from outside"
     FIRST_FAULT = "first fault"
     COMMON_MODE = "common mode"
     EXIT_STATUS = "exit status"

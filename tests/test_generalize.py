@@ -216,21 +216,33 @@ def test_cli_diagnoses_a_bare_horovod_stall_report(tmp_path: Path, monkeypatch, 
     assert json.loads(out)["initiating_ranks"] == [3, 6]
 
 
-def test_graph_and_plot_refuse_what_diagnose_refuses(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    """A folder with no line of a distributed job: ``graph`` and ``plot`` exit 2 with diagnose's message and
-    write nothing (they used to write an empty graph or figure and exit 0); a rankless fault is still drawn."""
+def test_graph_and_plot_draw_what_diagnose_reads(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``graph`` and ``plot`` go through the job's one verdict (correlator.job): a log nothing recognises is
+    drawn from the verdict diagnose prints (PaddlePaddle's abort line names rank 3: the graph's initiator is
+    3), and only input with no text is refused by all three alike (exit 2, nothing written)."""
+    import json
+
     from tests.conftest import run_cli
 
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "console.log").write_text("hello world\nnothing to see\n")
-    for cmd, out in (("graph", tmp_path / "g.graphml"), ("plot", tmp_path / "p.png")):
-        code, _, err = run_cli([cmd, logs, "-o", out, "-q"], monkeypatch, capsys)
-        assert code == 2 and "no distributed-training log lines" in err, (cmd, code, err)
-        assert not out.exists()
-    (logs / "console.log").write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
-    code, _, err = run_cli(["graph", logs, "-o", tmp_path / "g.graphml", "-q"], monkeypatch, capsys)
-    assert code == 0 and (tmp_path / "g.graphml").exists(), err
+    (logs / "console.log").write_text(
+        "ABORT!!! Out of all 4 trainers, the trainer process with rank=[3] was aborted. Please check its log.\n"
+    )
+    code, out, err = run_cli(["diagnose", logs, "-f", "json", "-q"], monkeypatch, capsys)
+    assert code == 0 and json.loads(out)["initiating_ranks"] == [3], err
+    code, _, err = run_cli(["graph", logs, "-o", tmp_path / "g.json", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    g = json.loads((tmp_path / "g.json").read_text())
+    assert g["graph"]["initiators"] == [3]
+    assert [n["status"] for n in g["nodes"] if n["id"] == 3] == ["initiating"]
+    code, _, err = run_cli(["plot", logs, "-o", tmp_path / "p.png", "-q"], monkeypatch, capsys)
+    assert code == 0 and (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG"), err
+    (logs / "console.log").write_text("\n  \n")
+    for cmd, dest in (("graph", tmp_path / "g2.graphml"), ("plot", tmp_path / "p2.png")):
+        code, _, err = run_cli([cmd, logs, "-o", dest, "-q"], monkeypatch, capsys)
+        assert code == 2 and "no text to read" in err, (cmd, code, err)
+        assert not dest.exists()
 
 
 OLD_WD = (

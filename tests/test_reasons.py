@@ -122,13 +122,6 @@ def test_no_even_split_when_two_agree(tmp_path: Path) -> None:
     assert "EVEN_SPLIT" not in d.confidence_reason_codes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "initiators.divergence compares a DETAIL fingerprint's TensorShape ('[8]') with a watchdog line's NumelIn "
-        "('8') as strings: one ALLREDUCE of 8 elements reads as two signatures"
-    ),
-)
 def test_shape_and_numel_of_the_same_collective_are_not_a_split(tmp_path: Path) -> None:
     # Rank 1's fingerprint of ALLREDUCE seq 5 with TensorShape=[8] (8 elements); rank 0 timed out in ALLREDUCE
     # seq 5 with NumelIn=8. The same collective: neither an even split nor a mismatch.
@@ -139,6 +132,12 @@ def test_shape_and_numel_of_the_same_collective_are_not_a_split(tmp_path: Path) 
     d = _diagnose(tmp_path, "\n".join([fingerprint, WATCHDOG.format(r=0, s=5, q=5, op="ALLREDUCE", n=8)]))
     assert "EVEN_SPLIT" not in d.confidence_reason_codes
     assert d.failure_kind != "collective_mismatch"
+    # a real size difference in the same mix is still one: [2, 4] is 8 elements, NumelIn=6 is not
+    other = tmp_path / "other"
+    other.mkdir()
+    fp24 = fingerprint.replace("TensorShape=[8]", "TensorShape=[2, 4]")
+    d = _diagnose(other, "\n".join([fp24, WATCHDOG.format(r=0, s=5, q=5, op="ALLREDUCE", n=6)]))
+    assert d.failure_kind == "collective_mismatch"
 
 
 #: One application config line per rank (Python logging's default asctime; parsers/app.py ASCTIME), one file per rank.
