@@ -11,6 +11,7 @@
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
 - :mod:`parsers.lightning` — PyTorch Lightning's ``[rank: N]`` prefix, child-process observer and init lines;
+- :mod:`parsers.stack` — stack dumps of live processes (``py-spy dump``, ``faulthandler``), one row per dump;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
 - :mod:`parsers.timestamps` — timestamp parts to UTC ``ts``;
 - :mod:`parsers.rules` — the vectorized engine they all use.
@@ -40,6 +41,7 @@ from parsers import (
     nccl,
     python,
     spawn,
+    stack,
     system,
     transport,
 )
@@ -206,6 +208,8 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     """Run every module's message rules (first match wins) and fill kinds of what is left."""
     df = ensure_columns(df)
     df = df.with_columns(pl.col("body").alias("message"))
+    df = apply_rules(df, stack.RULES, text="record", where=df["layer"].fill_null("") == "")
+    df = stack.dump_rows(df, STREAM_KEYS)  # one row per stack dump: rows merge, so before ``layer`` below
     layer = df["layer"].fill_null("")
     df = apply_rules(df, elastic.RECORD_RULES, text="record")
     df = apply_rules(df, system.RULES)
