@@ -50,7 +50,7 @@ class Reason(enum.Enum):
     )
     STACKS = (
         0.15,
-        "read from the ranks' stack dumps (where each rank stood, not why): {text}",
+        "read from the ranks' stack dumps: where each rank stood, not why it stayed there",
         "The initiator is the odd one out of every rank's stack dump (py-spy, faulthandler): where it stood.",
     )
     STACKS_NO_STALL = (

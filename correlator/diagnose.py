@@ -183,7 +183,10 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             ids.append((ev, f"initiating fault of rank {r}"))
     focus = G.graph.get("focus") or {}
     for ev in (focus.get("evidence") or [])[:3]:
-        ids.append((ev, "collective disagreement" if G.graph["initiators"] else "fault (no rank named)"))
+        role = "collective disagreement" if G.graph["initiators"] else "fault (no rank named)"
+        if G.graph["initiator_basis"] == "stack dumps":
+            role = "a rank waiting in a collective"
+        ids.append((ev, role))
     t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
     # A rank found by its silence: its last sign of life is the evidence.
     if G.graph["initiator_basis"] in (
@@ -248,6 +251,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
                 Kind.FR_COLLECTIVE,
                 Kind.FR_STATUS,
                 Kind.FR_WAITING,
+                Kind.STACK_DUMP,
             )
             or r["stream"] == "error_json"
         )

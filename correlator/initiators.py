@@ -283,7 +283,7 @@ def stack_dumps(e: Evidence) -> Finding | None:
     v = stacks.where_ranks_stand(e.t.filter(pl.col("kind") == Kind.STACK_DUMP), sorted({*e.seen, *e.missing}))
     if v is None:
         return None
-    reasons = [Reason.STACKS.note(text=v.text)]
+    reasons = [Reason.STACKS.note()]
     if is_stalled is None:
         reasons.append(Reason.STACKS_NO_STALL.note())
     if v.missing:

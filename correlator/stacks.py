@@ -136,7 +136,7 @@ def stalled(t: pl.DataFrame) -> tuple[bool | None, str]:
     if quiet >= need:
         return (
             True,
-            f"every rank stopped advancing{at} {quiet:.0f} s before the logs end (steps took {usual:.2f} s)",
+            f"every rank stopped advancing{at}, {quiet:.0f} s before the logs end (steps took {usual:.2f} s)",
         )
     return False, f"the ranks advanced until {quiet:.1f} s before the logs end"
 
