@@ -172,6 +172,11 @@ class Kind(StrEnum):
     #: the innermost torch.distributed call of its main thread (``ALLREDUCE``, ``BARRIER``; null when none),
     #: ``message`` = where it stands (``in all_reduce at train.py:102: all_reduce (distributed_c10d.py:3252) ← …``)
     STACK_DUMP = "stack_dump"
+    # -- NCCL RAS (parsers.ras; a client's report, no rank of its own): ranks_named = the communicator ranks
+    #: the block names, peer_addr = the processes (``<node> pid <pid>``), pg = the communicator hash
+    RAS_DEAD = "ras_dead"  #: ``DEAD`` block / monitor ``PEER_DEAD``: processes the RAS network considers dead
+    RAS_MISSING = "ras_missing"  #: ``#g-c (hash) INCOMPLETE``: ranks missing from a communicator's data
+    RAS_MISMATCH = "ras_mismatch"  #: ``#g-c (hash) MISMATCH``: ranks that disagree (status, operation counts; seq = lowest)
     # -- system
     PROCESS_KILLED = "process_killed"  #: ``Killed``, OOM killer, ``srun: … task N: Killed|Out Of Memory``
     PROCESS_EXIT = "process_exit"  #: scheduler-reported exit (``srun: error: … Exited with exit code N``)
@@ -361,7 +366,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     (
         "layer",
         pa.string(),
-        "nccl | c10d | elastic | python | app | system | fr | stack | unknown (see Layer).",
+        "nccl | c10d | elastic | python | app | system | fr | ras | stack | unknown (see Layer).",
     ),
     ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
     ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
