@@ -48,6 +48,21 @@ class Reason(enum.Enum):
         "read from the tracebacks' calls into torch.distributed (no DETAIL): {odd}; the others {op} at {site}",
         "Without DETAIL: the ranks' tracebacks entered different collectives; the minority call site is odd.",
     )
+    STACKS = (
+        0.15,
+        "read from the ranks' stack dumps: where each rank stood, not why it stayed there",
+        "The initiator is the odd one out of every rank's stack dump (py-spy, faulthandler): where it stood.",
+    )
+    STACKS_NO_STALL = (
+        0.15,
+        "the logs do not show that the job had stopped advancing when the stacks were dumped",
+        "Stack dumps name a rank, but no progress line says the job was stalled (it may be a snapshot of a running job).",
+    )
+    STACKS_INCOMPLETE = (
+        0.15,
+        "ranks {ranks} left no stack dump",
+        "Stack dumps name a rank, but some ranks of the job have no dump (one of them may be the culprit).",
+    )
     DISOWNED_BY_ALL = (
         0.1,
         "all {n} other ranks say their model differs from rank {peer}'s; rank {peer} is the one that differs",
@@ -170,6 +185,16 @@ class Reason(enum.Enum):
             "are only suspects"
         ),
         "A mismatch error was logged but no rule found the odd rank: the silent ranks are named instead.",
+    )
+    STOPPED_WHILE_HUNG = (
+        0.6,
+        "the job was stopped from outside after every rank had stopped advancing; no log line names the rank",
+        "A job stopped from outside (SIGTERM/SIGINT to the launcher) after a silent hang: ``unknown``, no rank.",
+    )
+    STOPPED_FROM_OUTSIDE = (
+        0.3,
+        "the job was stopped from outside (SIGTERM/SIGINT to the launcher) while it ran; it may have been about to fail",
+        "No rank failed and the ranks advanced until the launcher was stopped from outside: ``none``.",
     )
     NONE_EXPLAINS = (
         0.5,

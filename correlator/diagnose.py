@@ -186,6 +186,8 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
     # A rule that names the rank from the others' claims says what its evidence lines are (``evidence_role``).
     role = focus.get("evidence_role") or "collective disagreement"
     for ev in (focus.get("evidence") or [])[:3]:
+        if G.graph["basis"] is Basis.STACKS:
+            role = "a rank waiting in a collective"
         ids.append((ev, role if G.graph["initiators"] else "fault (no rank named)"))
     t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
     # A rank found by its silence: its last sign of life is the evidence.
@@ -247,6 +249,7 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
                 Kind.FR_COLLECTIVE,
                 Kind.FR_STATUS,
                 Kind.FR_WAITING,
+                Kind.STACK_DUMP,
             )
             or r["stream"] == "error_json"
         )
@@ -293,6 +296,9 @@ def _initiating_events(
 def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
     kind = G.graph["failure_kind"]
     inits = G.graph["initiators"]
+    claim = (G.graph.get("focus") or {}).get("claim")
+    if not inits and claim:  # a finding that names no rank but says why (a job stopped from outside)
+        return str(claim)
     if kind == "none":
         n = len(G.graph["ranks_seen"])
         return f"No failure found: {n} rank{'' if n == 1 else 's'}, none reported a fault."
@@ -359,6 +365,8 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
         verb = "exited early while the others still waited"
     head = f"{names} {verb}" + (f": {what}" if what and basis.names_its_own_fault else "")
     focus = G.graph.get("focus") or {}
+    if basis is Basis.STACKS and focus.get("claim"):
+        head = f"{names} {'hung' if kind == 'straggler_hang' else 'entered another collective'}: {focus['claim']}"
     if basis is Basis.FLIGHT_RECORDER and focus.get("claim"):
         head = f"Flight Recorder: {focus['claim']}" + (
             f" ({names}: {what})" if what and not what.startswith("fr ") else ""
@@ -387,6 +395,12 @@ def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
             tail = f"; {n} rank{'s' if n > 1 else ''} timed out waiting for {them}{where}"
         elif waits and len(waits) == n and all(G.nodes[r].get("waited") for r in waits):
             tail = f"; {n} rank{'s' if n > 1 else ''} waited for {them}{where}"
+        elif (
+            (mism := [a for a, _, d in G.edges(data=True) if d["edge"] == "mismatch"])
+            and len(mism) == n
+            and all(G.nodes[r].get("waited") for r in mism)
+        ):
+            tail = f"; {n} rank{'s' if n > 1 else ''} waited for {them} in {focus.get('majority') or 'another collective'}"
         else:
             tail = f"; {n} other rank{'s' if n > 1 else ''} failed as a consequence{where}"
     return f"{head}{tail}."
@@ -432,7 +446,7 @@ def _confidence(G: nx.DiGraph) -> float:
         # Several ranks are equally suspect: the more of them, the less the verdict says.
         base = min(base, 0.3 if len(inits) * 4 >= max(len(seen), 1) else 0.5)
     if G.graph["failure_kind"] == "none":
-        base = 0.9 if G.graph["ranks_seen"] else 0.3
+        base = confidence.lower(0.9 if G.graph["ranks_seen"] else 0.3, G.graph["reasons"])
     return round(max(0.05, min(1.0, base)), 2)
 
 

@@ -167,7 +167,11 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
             continue
         if r not in G:
             G.add_node(r, host=None, local_rank=None, status=Status.CLEAN)
-        if G.nodes[r]["status"] in (Status.CLEAN, Status.MISSING):
+        # torn down by the launcher (its only fault), but a rule saw it waiting for the initiator (a stack dump)
+        killed = G.nodes[r].get("first_fault_kind") == Kind.WORKER_SIGNALLED
+        if killed:
+            G.remove_edges_from([(r, b) for b in list(G.successors(r))])
+        if G.nodes[r]["status"] in (Status.CLEAN, Status.MISSING) or killed:
             G.nodes[r]["status"] = Status.COLLATERAL
             G.nodes[r]["waited"] = True  # the rule that names it says it is waiting
             G.nodes[r]["explained_by"] = {
@@ -225,7 +229,11 @@ def build_graph(table: pl.DataFrame, attempt: int | None = None) -> nx.DiGraph:
 
     # A rank with a fault of its own is never clean: collateral of the initiators (even when no rule gave it
     # an edge), or, when no initiator is named, unexplained.
+    # A job stopped from outside: the workers the launcher then SIGTERMed did not fail (issue #33).
+    stopped = basis is Basis.STOPPED
     for r in G.nodes:
+        if stopped and G.nodes[r].get("first_fault_kind") == Kind.WORKER_SIGNALLED:
+            continue
         if G.nodes[r]["status"] == Status.CLEAN and G.nodes[r].get("first_fault_kind"):
             G.nodes[r]["status"] = Status.COLLATERAL if initiators else Status.UNEXPLAINED
     G.graph.update(

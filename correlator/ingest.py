@@ -26,7 +26,7 @@ import polars as pl
 
 import parsers
 from correlator import fr as flight_recorder
-from correlator import identity, limits
+from correlator import identity, limits, stacks
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
 from correlator.read import ReadResult, SmallFile, read_lines, read_small_lines
 from correlator.schema import PARSE_KEEP, POLARS_SCHEMA, Kind, conform
@@ -492,6 +492,7 @@ def ingest(
         df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
     else:
         df = _resolve_with_fast_rows(gen, fast, merged)
+    df = stacks.assign_ranks(df)  # a stack dump named by its pid only gets its rank from the logs
     report(IDENTITY, units[0], units[0])
     warnings.extend(identity.unused_file_name_ranks(df, sources))
     if on_phase:

@@ -291,6 +291,50 @@ def disowned_by_all(e: Evidence) -> Finding | None:
     )
 
 
+def stack_dumps(e: Evidence) -> Finding | None:
+    """Stack dumps of every rank (``py-spy dump``, ``faulthandler``): the ranks inside a collective wait for
+    the ranks that are not in it, or that stand in another one (:func:`correlator.stacks.where_ranks_stand`).
+    Only for a job the logs show stalled, or that they cannot tell about: in a running job's snapshot ranks
+    stand in different places too."""
+    from correlator import stacks
+
+    is_stalled, why = stacks.stalled(e.t)
+    if is_stalled is False:
+        return None
+    v = stacks.where_ranks_stand(e.t.filter(pl.col("kind") == Kind.STACK_DUMP), sorted({*e.seen, *e.missing}))
+    if v is None:
+        return None
+    reasons = [Reason.STACKS.note()]
+    if is_stalled is None:
+        reasons.append(Reason.STACKS_NO_STALL.note())
+    if v.missing:
+        reasons.append(Reason.STACKS_INCOMPLETE.note(ranks=", ".join(map(str, v.missing))))
+    claim = f"the stack dumps show where each rank stands: {v.text}" + (f" ({why})" if why else "")
+    return Finding(
+        v.initiators,
+        Basis.STACKS,
+        v.failure_kind,
+        cause_event=v.cause_event,
+        focus={"majority": v.majority, "evidence": v.evidence, "claim": claim, "waiting": v.waiting},
+        reasons=reasons,
+    )
+
+
+def stopped_from_outside(e: Evidence) -> Finding | None:
+    """The launcher was stopped from outside (SIGTERM / SIGINT to torchrun) and no rank reported a fault of its
+    own (:func:`correlator.stacks.external_stop`): not a failure of the launcher, and the workers it then
+    SIGTERMed did not fail either. ``none`` when the ranks advanced until the stop, ``unknown`` after a silent
+    hang. Names no rank: :func:`find` returns it as it is."""
+    from correlator import stacks
+
+    stop = stacks.external_stop(e.f, e.fr, e.t)
+    if stop is None:
+        return None
+    kind, claim = stop
+    why = Reason.STOPPED_WHILE_HUNG if kind == "unknown" else Reason.STOPPED_FROM_OUTSIDE
+    return Finding([], Basis.STOPPED, kind, focus={"claim": claim}, reasons=[why.note()])
+
+
 def first_causes(e: Evidence) -> Finding | None:
     """Exceptions, CUDA errors, SIGKILL: every rank whose own cause came before anyone reacted."""
     causes = e.causes
@@ -801,6 +845,8 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     config_odd_one_out,
     call_site_odd_one_out,
     disowned_by_all,
+    stack_dumps,
+    stopped_from_outside,
     first_causes,
     bare_exit,
     network,
@@ -815,11 +861,12 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
 
 
 def find(e: Evidence) -> Finding:
-    """Run :data:`RULES` in order. Without an initiator: ``launcher_error`` when only the launcher
+    """Run :data:`RULES` in order (a job stopped from outside is returned without an initiator,
+    :func:`stopped_from_outside`). Without an initiator: ``launcher_error`` when only the launcher
     failed, ``unknown`` when ranks report faults that explain nothing, else ``none``."""
     for rule in RULES:
         found = rule(e)
-        if found is not None and found.initiators:
+        if found is not None and (found.initiators or found.basis is Basis.STOPPED):
             return found
     if e.f.filter(pl.col("kind").is_in([Kind.LAUNCHER_ERROR, Kind.STORE_ERROR, Kind.JOB_CANCELLED])).height:
         return Finding([], Basis.LAUNCHER, FailureKind.LAUNCHER_ERROR)

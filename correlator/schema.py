@@ -31,6 +31,9 @@ class Layer(StrEnum):
     APP = "app"  #: the training script's own logging (progress, steps)
     SYSTEM = "system"  #: kernel, scheduler and launcher-transport lines (Killed, Xid, srun, slurmstepd)
     FR = "fr"  #: PyTorch Flight Recorder dumps (pickle or JSON, one per rank): entries and pg_status, not lines
+    STACK = (
+        "stack"  #: stack dumps of live processes: ``py-spy dump``, Python ``faulthandler`` (parsers.stack)
+    )
     UNKNOWN = "unknown"  #: no rule recognized the line
 
 
@@ -154,6 +157,17 @@ class Kind(StrEnum):
     FR_WAITING = (
         "fr_waiting"  #: the same, for a rank left inside a collective (seq = that collective): an effect
     )
+    # -- stack dumps of live processes (parsers.stack, correlator.stacks)
+    #: one process's stack dump (``py-spy dump``: ``Process P: …`` + its thread blocks; ``faulthandler``: its
+    #: ``Current thread … (most recent call first):`` blocks), one row covering all its lines; ``pid``, ``op`` =
+    #: the innermost torch.distributed call of its main thread (``ALLREDUCE``, ``BARRIER``; null when none),
+    #: ``message`` = where it stands (``in all_reduce at train.py:102: all_reduce (distributed_c10d.py:3252) ← …``)
+    STACK_DUMP = "stack_dump"
+    # -- NCCL RAS (parsers.ras; a client's report, no rank of its own): ranks_named = the communicator ranks
+    #: the block names, peer_addr = the processes (``<node> pid <pid>``), pg = the communicator hash
+    RAS_DEAD = "ras_dead"  #: ``DEAD`` block / monitor ``PEER_DEAD``: processes the RAS network considers dead
+    RAS_MISSING = "ras_missing"  #: ``#g-c (hash) INCOMPLETE``: ranks missing from a communicator's data
+    RAS_MISMATCH = "ras_mismatch"  #: ``#g-c (hash) MISMATCH``: ranks that disagree (status, operation counts; seq = lowest)
     # -- system
     PROCESS_KILLED = "process_killed"  #: ``Killed``, OOM killer, ``srun: … task N: Killed|Out Of Memory``
     PROCESS_EXIT = "process_exit"  #: scheduler-reported exit (``srun: error: … Exited with exit code N``)
@@ -314,7 +328,8 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
         pa.string(),
         (
             "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, file_name, "
-            "nccl_pid, launcher, pid_order, pid_gap, message, transport_prefix, file, gpu_index (see correlator/identity.py)."
+            "nccl_pid, launcher, pid_order, pid_gap, message, transport_prefix, file, gpu_index (see "
+            "correlator/identity.py); pid: a stack dump placed by its pid (correlator/stacks.py)."
         ),
     ),
     ("local_rank", pa.int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),
@@ -339,7 +354,11 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
         ),
     ),
     ("ts_quality", pa.string(), "exact | no_tz | no_year | inherited | missing (see TsQuality)."),
-    ("layer", pa.string(), "nccl | c10d | elastic | python | app | system | fr | unknown (see Layer)."),
+    (
+        "layer",
+        pa.string(),
+        "nccl | c10d | elastic | python | app | system | fr | ras | stack | unknown (see Layer).",
+    ),
     ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
     ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
     (
@@ -368,7 +387,14 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
         pa.int64(),
         "Last completed work SeqNum from watchdog status lines or a dump's pg_status.",
     ),
-    ("op", pa.string(), "Collective op type, upper case as c10d prints it (ALLREDUCE, BROADCAST, …)."),
+    (
+        "op",
+        pa.string(),
+        (
+            "Collective op type, upper case as c10d prints it (ALLREDUCE, BROADCAST, …); for a stack dump "
+            "the collective its main thread is in."
+        ),
+    ),
     ("numel", pa.int64(), "Number of elements in the collective's input (NumelIn / NCCL count)."),
     (
         "shape",

@@ -989,6 +989,11 @@ def full_verdict(
     return r.diagnosis, r.table, r.skipped
 
 
+class OnStall(str, Enum):
+    observe = "observe"
+    dump_stacks = "dump-stacks"
+
+
 class WatchFormat(str, Enum):
     """``--format`` of ``rankscope watch``."""
 
@@ -1060,6 +1065,18 @@ def register(app: Any) -> None:
             str | None,
             typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC."),
         ] = None,
+        on_stall: Annotated[
+            OnStall,
+            typer.Option(
+                "--on-stall",
+                help="observe: alert only. dump-stacks: on a stalled/straggler alert, run `py-spy dump` for "
+                "each worker of the job on this machine and write the dumps beside the logs "
+                "(DIR/rankscope-stacks-<time>/rank<N>.txt); the next pass diagnoses them.",
+            ),
+        ] = OnStall.observe,
+        py_spy: Annotated[
+            str, typer.Option("--py-spy", help="The py-spy program for --on-stall dump-stacks.")
+        ] = "py-spy",
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines on stderr.")] = False,
         max_passes: Annotated[
             int, typer.Option("--max-passes", hidden=True, help="Stop after N passes (tests).")
@@ -1104,6 +1121,7 @@ def register(app: Any) -> None:
         runner = _Exec(exec_cmd, exec_s, warn) if exec_cmd else None
 
         stops = _Signals()
+        next_dump = 0.0
         status = ""
         warned = 0
         with stops:
@@ -1115,6 +1133,10 @@ def register(app: Any) -> None:
                         print(a.to_json() if format == WatchFormat.json else a.to_text(), flush=True)
                         if runner:
                             runner.submit(a.to_json())
+                    stall_alerts = [a for a in alerts if a.alert in ("stalled", "straggler")]
+                    if on_stall == OnStall.dump_stacks and stall_alerts and time.monotonic() >= next_dump:
+                        next_dump = time.monotonic() + stall_s  # at most one round of dumps per --stall
+                        _dump_stacks(directory, py_spy, stall_alerts[0].reason, warn, quiet)
                     if prometheus is not None:
                         try:
                             w.write_prometheus(prometheus)
@@ -1165,6 +1187,19 @@ def register(app: Any) -> None:
                     raise
         if stops.code:
             raise typer.Exit(stops.code)
+
+
+def _dump_stacks(directory: Path, py_spy: str, why: str, warn: Callable[[str], None], quiet: bool) -> None:
+    """``--on-stall dump-stacks``: dump every worker of the job found on this machine (correlator.stackdump)."""
+    from correlator import stackdump
+
+    folder, done, problems = stackdump.dump_stacks(
+        directory, stackdump.worker_pids(directory), py_spy, why=f" ({why})" if why else ""
+    )
+    for p in problems:
+        warn(p)
+    if folder is not None and not quiet:
+        print(f"watch: wrote stack dumps of ranks {done} to {folder}", file=sys.stderr, flush=True)
 
 
 def _say(text: str, stream: Any) -> None:

@@ -11,6 +11,8 @@
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
 - :mod:`parsers.app` — the training script's own logging and progress lines;
 - :mod:`parsers.lightning` — PyTorch Lightning's ``[rank: N]`` prefix, child-process observer and init lines;
+- :mod:`parsers.ras` — NCCL RAS reports (``ncclras``) and monitor events (reconstructed from NCCL's source);
+- :mod:`parsers.stack` — stack dumps of live processes (``py-spy dump``, ``faulthandler``), one row per dump;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
 - :mod:`parsers.timestamps` — timestamp parts to UTC ``ts``;
 - :mod:`parsers.rules` — the vectorized engine they all use.
@@ -39,7 +41,9 @@ from parsers import (
     mpi,
     nccl,
     python,
+    ras,
     spawn,
+    stack,
     system,
     transport,
 )
@@ -206,7 +210,11 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     """Run every module's message rules (first match wins) and fill kinds of what is left."""
     df = ensure_columns(df)
     df = df.with_columns(pl.col("body").alias("message"))
+    df = apply_rules(df, stack.RULES, text="record", where=df["layer"].fill_null("") == "")
+    df = stack.dump_rows(df, STREAM_KEYS)  # one row per stack dump: rows merge, so before ``layer`` below
     layer = df["layer"].fill_null("")
+    df = apply_rules(df, ras.RULES[:3], text="record", where=layer == "")
+    df = apply_rules(df, ras.RULES[3:], where=layer.is_in(["", "app"]))
     df = apply_rules(df, elastic.RECORD_RULES, text="record")
     df = apply_rules(df, system.RULES)
     df = apply_rules(df, nccl.RULES, where=layer == "nccl")
@@ -233,6 +241,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, [python.CUT_TRACEBACK], where=cut).pipe(python.cut_message)
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
+    df = ras.block_fields(df)
     df = lightning.rank_fields(df)
     df = app.progress_fields(df)
     df = nccl.normalize_ops(df)
