@@ -669,6 +669,7 @@ ACCEPTED = [
     "tests/test_launchers.py",
     "tests/test_mutation_kills_rules.py",
     "tests/test_cli.py",
+    "tests/test_stacks.py",
 ]
 
 

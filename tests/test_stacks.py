@@ -253,3 +253,45 @@ def test_captured_hangs(case: str, kind: str, initiating: list[int], conf: float
     if initiating:
         assert "stack dumps" in d.summary and "train.py" in d.summary
         assert d.to_json()["collateral_ranks"] == [r for r in range(4) if r not in initiating]
+
+
+# -- the confidence reasons of the stack-dump rules, on the captured stk cases (answers in their SOURCE.md)
+
+
+def _verdict_of(path: Path) -> tuple[list[int], str, list[str]]:
+    import correlator
+
+    d = correlator.open_job(path).diagnose()
+    return d.initiating_ranks, d.failure_kind, d.confidence_reason_codes
+
+
+def test_stack_reasons_on_the_captured_hangs(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import CASES
+
+    stk01 = CASES / "stk-01-dataloader-read-hang" / "logs"
+    assert _verdict_of(stk01) == ([1], "straggler_hang", ["STACKS"])
+    # the same hang, logs only: stopped from outside after a silent hang, nobody named
+    assert _verdict_of(CASES / "stk-01-dataloader-read-hang-logs-only" / "logs") == (
+        [],
+        "unknown",
+        ["STOPPED_WHILE_HUNG"],
+    )
+    # a healthy run stopped by SIGTERM: not a failure of the job
+    assert _verdict_of(CASES / "stk-04-healthy-stopped-by-sigterm" / "logs") == (
+        [],
+        "none",
+        ["STOPPED_FROM_OUTSIDE"],
+    )
+    # the dumps alone: the logs cannot say the job had stopped advancing
+    only = tmp_path / "only"
+    shutil.copytree(stk01 / "stacks", only / "stacks")
+    inits, kind, codes = _verdict_of(only)
+    assert (inits, kind) == ([1], "straggler_hang") and "STACKS_NO_STALL" in codes
+    # stk-03 (rank 3 in a subgroup barrier, the others in all_reduce) with rank 1's dump missing: still rank 3,
+    # and the verdict says a dump is missing (stk-01 would not do: its ranks' stderr holds faulthandler dumps too)
+    part = tmp_path / "part"
+    shutil.copytree(CASES / "stk-03-subgroup-barrier-deadlock" / "logs", part)
+    (part / "stacks" / "rank1.txt").unlink()
+    assert _verdict_of(part) == ([3], "collective_mismatch", ["STACKS", "STACKS_INCOMPLETE"])
