@@ -9,11 +9,17 @@ alike; the table gives medians. Every command is a child process, timed by wall 
 - ``cat`` of every file (the I/O floor) and ``LC_ALL=C grep -rhoE 'opCount [0-9a-f]+'`` (one field, no
   structure: the speed floor of a text tool);
 - ``pyloop``: a per-line Python ``re`` loop extracting the NCCL COLL fields and the progress step;
+- ``peer``: ``../shared/peers/expert_polars.py DIR OUT.parquet`` (beside the repository; skipped with a
+  note when absent), what an engineer who knows polars writes in an afternoon: the "what would a user pick
+  instead" yardstick for ``timeline`` (issue #32 item 5);
 - the product: ``rankscope timeline DIR -o t.parquet``, ``rankscope diagnose DIR``, ``rankscope diagnose
   t.parquet`` (diagnosis from the written table) and streaming ingest (``correlator.streaming.stream_ingest``
   to parquet).
 
-Printed per command: median wall s, median CPU s (user + system of the child), lines/s, MB/s, median peak RSS, RSS / input bytes, wall / grep wall.
+Printed per command: median wall s, median CPU s (user + system of the child), lines/s, MB/s, median peak RSS,
+RSS / input bytes, wall / grep wall, and wall and CPU / the peer's (each ratio of medians).
+``--cores N`` runs every command under ``taskset -c 0-(N-1)`` (the machine's core count and the 1-minute load
+at the start, at each run and at the end are recorded in the JSON and printed).
 ``--diag-scale 1024,4096,16384`` adds diagnosis on synthetic reduced tables (the rows streaming keeps for
 diagnosis) of that many ranks, each in its own child process: time and peak RSS vs ranks.
 
@@ -55,7 +61,11 @@ _COLL_RE = re.compile(
     r"count (?P<count>\d+) datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<n>\d+)\]"
 )
 _STEP_RE = re.compile(r"\brank=(?P<rank>\d+) step=(?P<step>\d+)")
-ALL = ["cat", "grep", "pyloop", "timeline", "diagnose_dir", "diagnose_parquet", "streaming"]
+ALL = ["cat", "grep", "pyloop", "peer", "timeline", "diagnose_dir", "diagnose_parquet", "streaming"]
+#: The peer script (``../shared/peers/`` beside the repository).
+PEER = REPO.parent / "shared" / "peers" / "expert_polars.py"
+#: ``--cores N``: the prefix every command runs under (empty: all cores).
+PIN: list[str] = []
 
 
 def pyloop(root: str) -> int:
@@ -153,7 +163,7 @@ def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str 
     gnu_time = os.path.exists("/usr/bin/time")
     fd, rss_file = tempfile.mkstemp(prefix="rss")
     os.close(fd)
-    full = ["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file, *cmd] if gnu_time else cmd
+    full = ["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file, *PIN, *cmd] if gnu_time else [*PIN, *cmd]
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     with open(stdout_path or os.devnull, "w") as out:
@@ -203,25 +213,30 @@ def commands(root: str, work: str) -> dict[str, list[str]]:
         if REF is not None
         else {}
     )
-    return ref | {
-        "cat": ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "sh", root],
-        "grep": ["env", "LC_ALL=C", "grep", "-rhoE", "opCount [0-9a-f]+", root],
-        "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
-        "timeline": [py, "-m", "correlator", "timeline", root, "-o", tl, "-q"],
-        "diagnose_dir": [
-            py,
-            "-m",
-            "correlator",
-            "diagnose",
-            root,
-            "--format",
-            "json",
-            "-q",
-            "--no-streaming",
-        ],
-        "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
-        "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
-    }
+    peer = {"peer": [py, str(PEER), root, os.path.join(work, "peer.parquet")]} if PEER.is_file() else {}
+    return (
+        ref
+        | peer
+        | {
+            "cat": ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "sh", root],
+            "grep": ["env", "LC_ALL=C", "grep", "-rhoE", "opCount [0-9a-f]+", root],
+            "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
+            "timeline": [py, "-m", "correlator", "timeline", root, "-o", tl, "-q"],
+            "diagnose_dir": [
+                py,
+                "-m",
+                "correlator",
+                "diagnose",
+                root,
+                "--format",
+                "json",
+                "-q",
+                "--no-streaming",
+            ],
+            "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
+            "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
+        }
+    )
 
 
 def measure(root: str, info: dict[str, object], which: list[str], work: str, rounds: int) -> dict[str, dict]:
@@ -229,6 +244,7 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
     nlines = int(info["lines"])  # type: ignore[arg-type]
     cmds = commands(root, work)
     warm_bytecode(sorted({c[0] for c in cmds.values() if c[0].endswith("python") or c[0] == sys.executable}))
+    which = [w for w in which if w in cmds]  # (the peer only where its script is)
     runs: dict[str, list[dict[str, float]]] = {w: [] for w in which}
     for rnd in range(rounds):
         for name in which:
@@ -260,8 +276,11 @@ def measure(root: str, info: dict[str, object], which: list[str], work: str, rou
             "loads": [r["loadavg_1m"] for r in rs],
         }
     g = res.get("grep", {}).get("wall_s")
+    peer = res.get("peer", {})
     for r in res.values():
         r["x_grep"] = r["wall_s"] / g if g else None
+        r["x_peer"] = r["wall_s"] / peer["wall_s"] if peer.get("wall_s") else None
+        r["x_peer_cpu"] = r["cpu_s"] / peer["cpu_s"] if peer.get("cpu_s") else None
     for name in ("diagnose_dir", "diagnose_dir_ref", "diagnose_parquet"):
         if name in res:
             try:
@@ -281,16 +300,23 @@ def print_table(ranks: int, info: dict[str, object], res: dict[str, dict]) -> No
     )
     print(
         f"  {'command':<17} {'wall s':>8} {'cpu s':>7} {'K lines/s':>10} {'MB/s':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
-        f"{'x grep':>7}"
+        f"{'x grep':>7} {'x peer':>7} {'x peer cpu':>10}"
     )
+
+    def ratio(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
     for name, r in res.items():
-        xg = f"{r['x_grep']:.2f}" if r.get("x_grep") is not None else "-"
         extra = f"  {r['verdict']}" if "verdict" in r else ""
         print(
             f"  {name:<17} {r['wall_s']:8.2f} {r['cpu_s']:7.2f} {r['lines_per_s'] / 1e3:10.1f} {r['mb_per_s']:7.1f} "
-            f"{r['rss_mib']:13.0f} {r['rss_per_input']:9.2f} {xg:>7}{extra}",
+            f"{r['rss_mib']:13.0f} {r['rss_per_input']:9.2f} {ratio(r.get('x_grep')):>7} "
+            f"{ratio(r.get('x_peer')):>7} {ratio(r.get('x_peer_cpu')):>10}{extra}",
             flush=True,
         )
+    loads = [x for r in res.values() for x in r["loads"]]
+    if loads:
+        print(f"  1-minute load during the runs: {min(loads):.1f}-{max(loads):.1f}", flush=True)
 
 
 def machine() -> dict[str, object]:
@@ -312,6 +338,8 @@ def machine() -> dict[str, object]:
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "cores_used": _cores_used(),
+        "pinned": " ".join(PIN) or None,
         "bytecode": "cached (PYTHONDONTWRITEBYTECODE unset for the children, one untimed start first)",
         "mem_mib": mem,
         "python": platform.python_version(),
@@ -319,6 +347,14 @@ def machine() -> dict[str, object]:
         "os": platform.platform(),
         "loadavg_at_start": os.getloadavg(),
     }
+
+
+def _cores_used() -> int:
+    """The processors the commands may run on: the ``--cores`` pin, else this process's affinity."""
+    if PIN:
+        first, last = PIN[-1].split("-")
+        return int(last) - int(first) + 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,8 +385,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ref", default=None, help="another checkout with a .venv: adds diagnose_dir_ref and timeline_ref"
     )
+    ap.add_argument(
+        "--cores", type=int, default=0, help="run every command under taskset -c 0-(N-1) (0: no pin)"
+    )
     a = ap.parse_args(argv)
     global REF
+    if a.cores:
+        if not shutil.which("taskset"):
+            ap.error("--cores needs taskset (util-linux)")
+        if a.cores > (os.cpu_count() or 1):
+            ap.error(f"--cores {a.cores}: this machine has {os.cpu_count()}")
+        PIN[:] = ["taskset", "-c", f"0-{a.cores - 1}"]
     if a.ref:
         REF = Path(a.ref).resolve()
         ALL.extend(["diagnose_dir_ref", "timeline_ref"])
@@ -409,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not a.keep and not a.work:
             shutil.rmtree(work, ignore_errors=True)
+    report["loadavg_at_end"] = os.getloadavg()
+    print(
+        f"cores used {_cores_used()} of {os.cpu_count()}; load at end {report['loadavg_at_end']}", flush=True
+    )
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2))
     return 0

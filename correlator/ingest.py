@@ -384,14 +384,19 @@ def ingest(
     order = {id(s): k for k, s in enumerate(sorted(sources, key=lambda s: s.rel))}
     cut = _CollCut(keep_coll) if keep_coll is not None else None
     lim = limits.current()  # read once, not per file
+    # Each file's modification time (for the year of stamps without one): from the fstat of its read, else
+    # one stat (a dump, an error.json, a file not read)
+    mtimes: list[float | None] = []
     try:
         for src in sources:
             i = order[id(src)]
             if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
+                mtimes.append(_mtime(src.path))
                 continue
             frame, res = _source_frame(
                 src, progress, _within(on_progress, bytes_done, src.size, total_bytes), lim
             )
+            mtimes.append(res.mtime if res.mtime is not None else _mtime(src.path))
             bytes_done += src.size
             report(READING, bytes_done, total_bytes)
             if frame is not None:
@@ -437,8 +442,8 @@ def ingest(
     del frames, plain
     if cut is None:
         df = df.drop("__src")
-    mtimes = [m for m in (_mtime(s.path) for s in sources) if m is not None]
-    year = dt.datetime.fromtimestamp(max(mtimes), dt.UTC).year if mtimes else dt.datetime.now(dt.UTC).year
+    known = [m for m in mtimes if m is not None]
+    year = dt.datetime.fromtimestamp(max(known), dt.UTC).year if known else dt.datetime.now(dt.UTC).year
     n_lines = df.height
     counted = {SCANNING: 0, PARSING: 0}
 
