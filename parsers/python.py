@@ -239,17 +239,28 @@ _FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[
 _LIB_FRAME_RE = re.compile(r"(?:/site-packages/|/dist-packages/|/lib/python3[.\d]*/|^<frozen |/torch/)")
 
 
+#: The collective API of a framework, as a traceback frame's file: torch's ``distributed_c10d.py`` (torch 1.x -
+#: 2.15); PaddlePaddle's ``paddle/distributed/communication/<op>.py`` (2.5 - 3.3: ``all_reduce.py`` defines
+#: ``all_reduce``, ``broadcast.py`` ``broadcast``; ``communication/stream/`` holds their inner layer).
+_COLLECTIVE_API_RE = re.compile(
+    r"(?:distributed_c10d\.py$|/paddle/distributed/communication/(?!stream/)\w+\.py$)"
+)
+
+
 def call_site(raw: str) -> tuple[str, str] | None:
-    """Where a traceback entered ``torch.distributed``: ``("train.py:226", "broadcast")`` — the job's own
-    innermost frame before the innermost ``distributed_c10d.py`` frame, and that frame's function (the
-    collective called). None when the traceback has no ``distributed_c10d.py`` frame (torch 1.x – 2.15 keep
-    the collectives in ``torch/distributed/distributed_c10d.py``) or no frame of the job's own code before it.
-    ``raw``: the traceback record as the table holds it (``[rankN]:`` prefixes are ignored)."""
+    """Where a traceback entered a framework's collectives: ``("train.py:226", "broadcast")`` — the job's own
+    innermost frame before the collective API frame, and that frame's function (the collective called). The
+    API frame is torch's innermost ``distributed_c10d.py`` frame, or PaddlePaddle's outermost
+    ``paddle/distributed/communication/<op>.py`` frame (:data:`_COLLECTIVE_API_RE`; a real Paddle 3.3.1
+    traceback: ``paddle_train.py:77`` -> ``communication/broadcast.py … in broadcast`` -> ``stream/…``). None
+    when the traceback has no such frame or no frame of the job's own code before it. ``raw``: the
+    traceback record as the table holds it (``[rankN]:`` prefixes are ignored)."""
     frames = [(m["file"], m["line"], m["fn"]) for m in _FRAME_RE.finditer(raw)]
-    c10d = [i for i, f in enumerate(frames) if f[0].endswith("distributed_c10d.py")]
-    if not c10d:
+    api = [i for i, f in enumerate(frames) if _COLLECTIVE_API_RE.search(f[0])]
+    if not api:
         return None
-    i = c10d[-1]
+    torch = [i for i in api if frames[i][0].endswith("distributed_c10d.py")]
+    i = torch[-1] if torch else api[0]
     own = [f for f in frames[:i] if not _LIB_FRAME_RE.search(f[0])]
     if not own:
         return None
@@ -264,4 +275,7 @@ COLLECTIVE_FRAME_RE = (
     r'distributed_c10d\.py", line \d+, in (?:_?(?:all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|'
     r"monitored_barrier|gather|scatter|send|recv|isend|irecv|all_to_all|reduce|batch_isend_irecv)\w*|"
     r"_tensor_to_object|_object_to_tensor|wait)\b"
+    # PaddlePaddle 2.5 - 3.3: paddle/distributed/communication/<op>.py and its stream/ layer (cap-paddle-05)
+    r'|/paddle/distributed/communication/(?:stream/)?\w+\.py", line \d+, in _?(?:all_?reduce|all_?gather|'
+    r"reduce_scatter|broadcast|barrier|gather|scatter|send|recv|isend|irecv|all_?to_?all|reduce)\w*\b"
 )

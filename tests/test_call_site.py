@@ -73,3 +73,21 @@ def test_even_split_or_a_rank_outside_every_collective_names_no_one_by_call_site
     (b / "rank1.log").write_text("[rank1]: step 2 done\n")
     d = diagnose_path(b).diagnosis
     assert "CALL_SITE_ONLY" not in d.confidence_reason_codes
+
+
+PADDLE_FRAMES = (
+    'Traceback (most recent call last):\n  File "/opt/app/paddle_train.py", line 92, in <module>\n    main()\n'
+    '  File "/opt/app/paddle_train.py", line {line}, in main\n    dist.{op}(stat)\n'
+    '  File "/opt/venv/lib/python3.11/site-packages/paddle/distributed/communication/{op}.py", line 74, in {op}\n'
+    "    return stream.{op}(\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/paddle/distributed/communication/stream/{op}.py", line 147, '
+    "in _{op}_in_dygraph\n"
+    "RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 2 pair_rank = 0\n"
+)
+
+
+def test_call_site_of_a_paddle_traceback():
+    # PaddlePaddle 3.3.1 (cap-paddle-05, workerlog.2 / workerlog.0): the API frame is communication/<op>.py,
+    # not its inner stream/ layer.
+    assert call_site(PADDLE_FRAMES.format(line=77, op="broadcast")) == ("paddle_train.py:77", "broadcast")
+    assert call_site(PADDLE_FRAMES.format(line=79, op="all_reduce")) == ("paddle_train.py:79", "all_reduce")
