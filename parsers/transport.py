@@ -33,9 +33,11 @@ KUBECTL_POD = Prefix(
 )
 MPI_TAG = Prefix(
     "mpi_tag",
-    r"^(?P<mpi_ctime>\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(?P<mpi_job>[^,\]]+),(?P<xport_rank>\d+)\]"
+    r"^(?P<mpi_ctime>\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(?:(?P<mpi_job>[^,\]]+),)?(?P<xport_rank>\d+)\]"
     r"<(?P<mpi_stream>stdout|stderr|stddiag)>:(?P<rest>.*)$",
-    source="Open MPI --tag-output (ORTE 4.x, PRRTE 5.x iof_base_output.c)",
+    source="Open MPI --tag-output (ORTE 4.x, PRRTE 5.x iof_base_output.c); horovodrun's gloo launcher "
+    "'{time}[{index}]<{stdout|stderr}>:{line}' (horovod/runner/common/util/safe_shell_exec.py prefix_connection, "
+    "0.20 - 0.28; the index is the rank; horovod/horovod#2907: '[0]<stderr>:Killed')",
     example="[1,3]<stderr>:Traceback (most recent call last):",
 )
 SRUN_LABEL = Prefix(

@@ -637,3 +637,22 @@ def test_untagged_work_before_the_timeouts_points_at_rank0(tmp_path: Path) -> No
     other.mkdir()
     d = correlator.diagnose(_load(other, "\n".join([head, fault])))
     assert d.initiating_ranks == [0, 1]
+
+
+def test_horovodrun_gloo_index_prefix_is_the_rank(tmp_path: Path) -> None:
+    # horovod/horovod#2907: horovodrun's gloo launcher prefixes '[index]<stream>:' (no job id, unlike Open MPI's
+    # '[1,3]<stderr>:'); rank 0 is killed, ranks 1-3 abort on gloo::IoException.
+    text = "\n".join(
+        [
+            "[0]<stderr>:RuntimeError: check_rank and exit epoch=1 batch=0 start_rank=0 rank=0",
+            "[0]<stderr>:Killed",
+            "[2]<stderr>:terminate called after throwing an instance of 'gloo::IoException'",
+            "[2]<stderr>:  what():  [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
+            "peer [127.0.0.1]:54168",
+        ]
+    )
+    t = _load(tmp_path, text)
+    assert t.filter(pl.col("raw").str.contains("check_rank"))["rank"].to_list() == [0]
+    assert t.filter(pl.col("raw").str.contains("Connection closed"))["rank"].to_list() == [2]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.collateral_ranks) == ([0], [2])
