@@ -647,8 +647,10 @@ def test_horovodrun_gloo_index_prefix_is_the_rank(tmp_path: Path) -> None:
             "[0]<stderr>:RuntimeError: check_rank and exit epoch=1 batch=0 start_rank=0 rank=0",
             "[0]<stderr>:Killed",
             "[2]<stderr>:terminate called after throwing an instance of 'gloo::IoException'",
-            "[2]<stderr>:  what():  [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
-            "peer [127.0.0.1]:54168",
+            (
+                "[2]<stderr>:  what():  [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
+                "peer [127.0.0.1]:54168"
+            ),
         ]
     )
     t = _load(tmp_path, text)
