@@ -278,4 +278,7 @@ COLLECTIVE_FRAME_RE = (
     # PaddlePaddle 2.5 - 3.3: paddle/distributed/communication/<op>.py and its stream/ layer (cap-paddle-05)
     r'|/paddle/distributed/communication/(?:stream/)?\w+\.py", line \d+, in _?(?:all_?reduce|all_?gather|'
     r"reduce_scatter|broadcast|barrier|gather|scatter|send|recv|isend|irecv|all_?to_?all|reduce)\w*\b"
+    # Horovod 0.16 - 0.28: horovod/{torch,tensorflow,mxnet}/mpi_ops.py (horovod#2907, OpenNMT-tf#985)
+    r'|/horovod/\w+/(?:mpi_ops|__init__)\.py", line \d+, in _?(?:allreduce|allgather|broadcast|alltoall|'
+    r"reducescatter|grouped_allreduce|synchronize|join|barrier)\w*\b"
 )

@@ -53,3 +53,28 @@ def test_an_exception_in_own_code_before_the_collective_is_still_a_cause(tmp_pat
     (tmp_path / "combined.log").write_text("".join(_watchdog(r) for r in (0, 1, 2, 3, 4, 5, 7)) + own)
     d = diagnose_path(tmp_path).diagnosis
     assert d.initiating_ranks == [6]
+
+
+def test_collective_frames_of_paddle_and_horovod_are_waits():
+    import re
+
+    from parsers.python import COLLECTIVE_FRAME_RE
+
+    real = [  # cap-paddle-05 (Paddle 3.3.1), OpenNMT-tf#985 (Horovod 0.25)
+        (
+            '  File "/opt/venv/lib/python3.11/site-packages/paddle/distributed/communication/all_reduce.py", line 89, '
+            "in all_reduce"
+        ),
+        (
+            '  File "/opt/venv/lib/python3.11/site-packages/paddle/distributed/communication/stream/broadcast.py", '
+            "line 43, in _broadcast_in_dygraph"
+        ),
+        '    File "/usr/local/lib/python3.8/dist-packages/horovod/tensorflow/mpi_ops.py", line 127, in _allreduce',
+        '    File "/usr/local/lib/python3.8/dist-packages/horovod/tensorflow/__init__.py", line 125, in allreduce',
+    ]
+    assert all(re.search(COLLECTIVE_FRAME_RE, line) for line in real)
+    setup = [  # setting up a group is not a wait
+        '  File "/opt/venv/lib/python3.11/site-packages/paddle/distributed/communication/group.py", line 3, in new_group',
+        '  File "/usr/local/lib/python3.8/dist-packages/horovod/torch/__init__.py", line 9, in init',
+    ]
+    assert not any(re.search(COLLECTIVE_FRAME_RE, line) for line in setup)
