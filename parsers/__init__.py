@@ -6,6 +6,7 @@
 - :mod:`parsers.elastic` — torchrun / torchelastic agent lines, ChildFailedError summaries, error.json;
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
 - :mod:`parsers.horovod` — Horovod's stall reports (ready / missing ranks);
+- :mod:`parsers.paddle` — PaddlePaddle's launchers (failed trainers, the console's copies of worker logs) and workers;
 - :mod:`parsers.mpi` — Open MPI's own reports (the first rank to fail, signals);
 - :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
@@ -38,6 +39,7 @@ from parsers import (
     lightning,
     mpi,
     nccl,
+    paddle,
     python,
     spawn,
     system,
@@ -121,6 +123,7 @@ def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
         elastic.OLD_PYLOG,
         elastic.TORCH_LOGGING_21,
         horovod.PREFIX,
+        *paddle.PREFIXES,
         lightning.RANK_PREFIX,
         *app.PREFIXES,
     ):
@@ -208,10 +211,14 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(pl.col("body").alias("message"))
     layer = df["layer"].fill_null("")
     df = apply_rules(df, elastic.RECORD_RULES, text="record")
+    df = apply_rules(df, paddle.RECORD_RULES, text="record")
     df = apply_rules(df, system.RULES)
+    df = apply_rules(df, paddle.RULES)
+    df = apply_rules(df, [paddle.BANNER], where=paddle.banner_rows(df))
     df = apply_rules(df, nccl.RULES, where=layer == "nccl")
     df = apply_rules(df, python.RULES)
     df = apply_rules(df, spawn.RULES)
+    df = apply_rules(df, [horovod.MISSING_ITEM], where=horovod.stall_items(df))
     df = apply_rules(df, horovod.RULES)
     df = apply_rules(df, mpi.RULES)
     df = apply_rules(df, c10d.RULES)
@@ -253,6 +260,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         )
         .pipe(c10d.stated_ranks)
         .pipe(horovod.stall_rows)
+        .pipe(paddle.abort_rows)
         .pipe(mpi.signal_fields)
     )
 
@@ -279,7 +287,7 @@ def _prefix_layers(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(
         pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank")
     )
-    return spawn.spawn_child_rank(df)
+    return paddle.console_streams(spawn.spawn_child_rank(df))
 
 
 def _record_candidates(df: pl.DataFrame) -> pl.Series:
