@@ -7,6 +7,7 @@
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
 - :mod:`parsers.horovod` — Horovod's stall reports (ready / missing ranks);
 - :mod:`parsers.paddle` — PaddlePaddle's launchers (failed trainers, the console's copies of worker logs) and workers;
+- :mod:`parsers.ray` — Ray's ``(Actor pid=P)`` worker prefix (ranks from Ray Train's pid map) and Ray Train's reports;
 - :mod:`parsers.mpi` — Open MPI's own reports (the first rank to fail, signals);
 - :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
@@ -41,6 +42,7 @@ from parsers import (
     nccl,
     paddle,
     python,
+    ray,
     spawn,
     system,
     transport,
@@ -214,6 +216,9 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, paddle.RECORD_RULES, text="record")
     df = apply_rules(df, system.RULES)
     df = apply_rules(df, paddle.RULES)
+    df = apply_rules(df, ray.RULES)
+    df = apply_rules(df, [ray.SNIPPET_DEAD], where=ray.dead_snippets(df))
+    df = apply_rules(df, [ray.SNIPPET_RAISED])
     df = apply_rules(df, [paddle.BANNER], where=paddle.banner_rows(df))
     df = apply_rules(df, nccl.RULES, where=layer == "nccl")
     df = apply_rules(df, python.RULES)
@@ -261,6 +266,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .pipe(c10d.stated_ranks)
         .pipe(horovod.stall_rows)
         .pipe(paddle.abort_rows)
+        .pipe(ray.snippet_rows)
         .pipe(mpi.signal_fields)
     )
 
@@ -280,6 +286,7 @@ def _prefix_layers(df: pl.DataFrame) -> pl.DataFrame:
         if c not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=t).alias(c))
     df = df.with_columns(pl.col("pfx_tee").fill_null(False))
+    df = ray.strip_worker_prefix(df)
     df = _mark_wraps(df)
     df = strip_producers(df)
     # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks

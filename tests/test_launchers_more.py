@@ -217,3 +217,73 @@ def test_horovod_list_line_needs_its_header(tmp_path: Path) -> None:
     # '1: [x]' outside a stall report says nothing about rank 1
     text = "\n".join(["epoch 3 done", "1: [allreduce.fc.weight]", "loss 0.3"])
     assert "stall_missing" not in _load(tmp_path, {"train.log": text})["kind"].to_list()
+
+
+# --------------------------------------------------------------------------- Ray Train (driver console)
+
+E = "\x1b"
+# cap-ray-02-trainer-sigkill console.log (Ray 2.60.0, Train V2): the controller's pid map, a worker's own line
+RAY_MAP = "\n".join(
+    [
+        f"{E}[36m(TrainController pid=2593){E}[0m Started training worker group of size 4: ",
+        f"{E}[36m(TrainController pid=2593){E}[0m - (ip=192.0.2.2, pid=3329) world_rank=0, local_rank=0, node_rank=0",
+        f"{E}[36m(TrainController pid=2593){E}[0m - (ip=192.0.2.2, pid=3439) world_rank=1, local_rank=1, node_rank=0",
+        f"{E}[36m(TrainController pid=2593){E}[0m - (ip=192.0.2.2, pid=3481) world_rank=2, local_rank=2, node_rank=0",
+    ]
+)
+RAY_GLOO = (
+    f"{E}[36m(RayTrainWorker pid=3439){E}[0m RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+    "pair.cc:537] Read error [127.0.0.1]:45785: Connection reset by peer."
+)
+
+
+def test_ray_worker_prefix_gets_the_rank_from_the_controller_map(tmp_path: Path) -> None:
+    t = _load(tmp_path, {"console.log": RAY_MAP + "\n" + RAY_GLOO})
+    r = _one(t, "gloo_connection_closed")
+    assert (r["rank"], r["rank_source"], r["pid"]) == (1, "transport_prefix", None)
+    assert r["message"].startswith("RuntimeError: [")  # the prefix is stripped
+    assert t.filter(pl.col("kind") == "rendezvous").height == 3
+
+
+def test_ray_worker_rank_from_its_process_group_line(tmp_path: Path) -> None:
+    # without the controller's map: the worker's own ray/train/torch/config.py line
+    text = "\n".join(
+        [
+            f"{E}[36m(RayTrainWorker pid=3329){E}[0m Setting up process group for: env:// [rank=0, world_size=4]",
+            RAY_GLOO.replace("pid=3439", "pid=3329"),
+        ]
+    )
+    assert _one(_load(tmp_path, {"console.log": text}), "gloo_connection_closed")["rank"] == 0
+
+
+DEAD = "\n".join(
+    [
+        f"{E}[36m(TrainController pid=2593){E}[0m [Rank 1,3 Error Snippet]:",
+        f"{E}[36m(TrainController pid=2593){E}[0m ",
+        f"{E}[36m(TrainController pid=2593){E}[0m [Rank 2 Error Snippet]:",
+        f"{E}[36m(TrainController pid=2593){E}[0m A worker health check failed.",
+    ]
+)
+
+
+def test_ray_snippet_of_a_dead_worker_is_its_failure(tmp_path: Path) -> None:
+    # poll.py: '[Rank 2 Error Snippet]:' + the health-check text: the process died, it wrote nothing itself
+    t = _load(tmp_path, {"console.log": RAY_MAP + "\n" + DEAD})
+    r = _one(t, "worker_failed")
+    assert (r["rank"], r["pid"]) == (2, None)  # never the controller's pid 2593
+    d = correlator.diagnose(_load(tmp_path / "x", {"console.log": RAY_MAP + "\n" + RAY_GLOO + "\n" + DEAD}))
+    assert d.initiating_ranks == [2]
+
+
+def test_ray_snippet_of_a_raised_error_is_a_copy(tmp_path: Path) -> None:
+    # '[Rank 1,3 Error Snippet]:' + a traceback: what ranks 1 and 3 raised, already in their own lines
+    text = "\n".join(
+        [
+            "[Rank 1,3 Error Snippet]:",
+            "Traceback (most recent call last):",
+            '  File "/opt/app/ray_train.py", line 62',
+        ]
+    )
+    t = _load(tmp_path, {"console.log": text})
+    assert "worker_failed" not in t["kind"].to_list()
+    assert t.filter(pl.col("message") == "[Rank 1,3 Error Snippet]:")["kind"].to_list() == ["log"]
