@@ -138,11 +138,49 @@ def worker_ranks(df: pl.DataFrame) -> pl.DataFrame:
     ).drop("__ray_r", "__ray_p", strict=False)
 
 
+_COPIED = ["kind", "severity", "layer", "exc_type", "timeout_ms", "peer_addr"]
+
+
 def snippet_rows(df: pl.DataFrame) -> pl.DataFrame:
-    """One ``worker_failed`` row per rank of ``[Rank 0,2 Error Snippet]:`` (``rank_stated``)."""
+    """One row per rank of ``[Rank 0,2 Error Snippet]:`` (``rank_stated``; ``c10_rank`` as a prefix would).
+
+    A dead-worker snippet is that rank's ``worker_failed``. A raised-error snippet states what those ranks raised:
+    it takes the kind (and severity, layer, exception type, timeout, peer address) of the traceback record right
+    after it (a blank line between allowed); a header with no traceback after it (the controller's copy, whose
+    traceback Ray's dedup folded) stays a ``log`` row. That copy is the only trace of a rank whose own lines Ray's log
+    dedup folded into another worker's (cap-ray-02 rank 3, cap-ray-03 rank 2)."""
     if "ray_ranks" not in df.columns:
         return df
-    hit = pl.col("ray_ranks").is_not_null() & (pl.col("kind") == "worker_failed")
-    if not df.select(hit.any()).item():
+    head = pl.col("ray_ranks").is_not_null() & pl.col("kind").is_in(["worker_failed", "log"])
+    if not df.select(head.any()).item():
         return df.drop("ray_ranks")
-    return explode_list(df, hit, "ray_ranks", "rank_stated").drop("ray_ranks")
+    df = df.with_row_index("__i")
+    # the traceback record right after the header (a blank line may come between): the copy Ray prints
+    tb = (
+        pl.col("severity").is_in(["error", "fatal"])
+        & pl.col("record").fill_null("").str.starts_with("Traceback (most recent call last):")
+        & pl.col("ray_ranks").is_null()
+    )
+    blank = pl.col("kind") == "blank"
+    nxt = pl.when(tb.shift(-1).over("path")).then(pl.col("__i").shift(-1).over("path"))
+    nxt2 = pl.when(blank.shift(-1).over("path") & tb.shift(-2).over("path")).then(
+        pl.col("__i").shift(-2).over("path")
+    )
+    df = df.with_columns(
+        pl.when(head & (pl.col("kind") == "log")).then(pl.coalesce(nxt, nxt2)).alias("__src")
+    )
+    src = df.select(["__i", *_COPIED]).rename({c: f"__s_{c}" for c in _COPIED})
+    df = df.join(src, left_on="__src", right_on="__i", how="left", maintain_order="left")
+    copy = pl.col("__src").is_not_null()
+    df = df.with_columns(
+        [pl.when(copy).then(pl.col(f"__s_{c}")).otherwise(pl.col(c)).alias(c) for c in _COPIED]
+    ).drop("__i", "__src", *[f"__s_{c}" for c in _COPIED])
+    hit = pl.col("ray_ranks").is_not_null() & (pl.col("kind") != "log")
+    out = explode_list(df, hit, "ray_ranks", "rank_stated", [])
+    return out.with_columns(
+        pl.when(hit.fill_null(False) & pl.col("ray_ranks").is_not_null())
+        .then(pl.col("rank_stated"))
+        .otherwise(pl.col("c10_rank"))
+        .cast(pl.Int32)
+        .alias("c10_rank")
+    ).drop("ray_ranks")

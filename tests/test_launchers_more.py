@@ -275,15 +275,40 @@ def test_ray_snippet_of_a_dead_worker_is_its_failure(tmp_path: Path) -> None:
     assert d.initiating_ranks == [2]
 
 
-def test_ray_snippet_of_a_raised_error_is_a_copy(tmp_path: Path) -> None:
-    # '[Rank 1,3 Error Snippet]:' + a traceback: what ranks 1 and 3 raised, already in their own lines
+def test_ray_snippet_of_a_raised_error_gives_each_rank_the_error(tmp_path: Path) -> None:
+    # cap-ray-02 driver traceback: '[Rank 1,3 Error Snippet]:' + the traceback ranks 1 and 3 raised; Ray's log dedup
+    # folded rank 3's own copy, so this is the only line that says rank 3 failed
     text = "\n".join(
         [
             "[Rank 1,3 Error Snippet]:",
             "Traceback (most recent call last):",
-            '  File "/opt/app/ray_train.py", line 62',
+            '  File "/opt/app/ray_train.py", line 62, in train_loop',
+            "    dist.all_reduce(p.grad)",
+            (
+                "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                "[127.0.0.1]:45785: Connection reset by peer."
+            ),
         ]
     )
     t = _load(tmp_path, {"console.log": text})
+    head = t.filter(pl.col("message") == "[Rank 1,3 Error Snippet]:").sort("rank")
+    assert head.select("rank", "kind").rows() == [
+        (1, "gloo_connection_closed"),
+        (3, "gloo_connection_closed"),
+    ]
     assert "worker_failed" not in t["kind"].to_list()
-    assert t.filter(pl.col("message") == "[Rank 1,3 Error Snippet]:")["kind"].to_list() == ["log"]
+
+
+def test_ray_snippet_without_its_traceback_stays_a_report(tmp_path: Path) -> None:
+    # the controller's copy, whose traceback the dedup folded: the next line is the wrapper's own exception
+    text = "\n".join(
+        [
+            f"{E}[36m(TrainController pid=11994){E}[0m [Rank 1,2 Error Snippet]:",
+            (
+                f"{E}[36m(TrainController pid=11994){E}[0m ray.train.WorkerGroupError: Training failed due to worker "
+                "errors:"
+            ),
+        ]
+    )
+    t = _load(tmp_path, {"console.log": text})
+    assert t.filter(pl.col("message") == "[Rank 1,2 Error Snippet]:")["kind"].to_list() == ["log"]
