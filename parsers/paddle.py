@@ -73,7 +73,7 @@ RULES: list[Rule] = [
         "worker_failed",
         "elastic",
         "ABORT!!! Out of all",
-        r"ABORT!!! Out of all (?P<world_size>\d+) trainers, the trainer process with rank=\[(?P<paddle_ranks>\d+(?:, "
+        r"ABORT!!! Out of all (?P<world_size>\d+) trainers, the trainer process with rank=\[(?P<paddle_ranks>\d+(?:,\s*"
         r"\d+)*)\] was aborted",
         "error",
         SRC.format("legacy launcher, 1.8 – 3.3", "fleet/launch_utils.py watch_local_trainers"),

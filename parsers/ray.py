@@ -94,8 +94,12 @@ def strip_worker_prefix(df: pl.DataFrame) -> pl.DataFrame:
     """Strip Ray's ``(<Actor> pid=P[, ip=I]) `` from ``body`` (``ray_pid``, ``ray_actor``, ``ray_ip``: not ``pid``,
     which would tie the controller's own pid to the ranks it reports on) and give the
     lines of Ray Train workers their world rank (:func:`worker_ranks`)."""
-    if not df["body"].str.contains(" pid=", literal=True).any():
-        return df
+    if (
+        not df["body"].str.contains(" pid=", literal=True).any()
+    ):  # the marker is False, as strip_prefix leaves it
+        return (
+            df if "pfx_ray_worker" in df.columns else df.with_columns(pl.lit(False).alias("pfx_ray_worker"))
+        )
     return worker_ranks(strip_prefix(df, PREFIX))
 
 

@@ -55,6 +55,9 @@ def test_paddle_abort_lists_every_failed_trainer(tmp_path: Path) -> None:
     rows = _load(tmp_path, {"launcher.log": text}).filter(pl.col("kind") == "worker_failed")
     assert sorted(rows["rank"].to_list()) == [0, 1]
     assert sorted(rows["line_count"].to_list()) == [0, 1]  # one physical line
+    text = ABORT_PLAIN.replace("rank=[3]", "rank=[2,3]")  # the list as Paddle's docs print it
+    rows = _load(tmp_path / "b", {"launcher.log": text}).filter(pl.col("kind") == "worker_failed")
+    assert sorted(rows["rank"].to_list()) == [2, 3]
 
 
 def test_paddle_abort_line_alone_is_diagnosed(tmp_path: Path) -> None:
