@@ -6,6 +6,8 @@
 - :mod:`parsers.elastic` — torchrun / torchelastic agent lines, ChildFailedError summaries, error.json;
 - :mod:`parsers.deepspeed` — the DeepSpeed launcher (rank map, spawned pids, return codes);
 - :mod:`parsers.horovod` — Horovod's stall reports (ready / missing ranks);
+- :mod:`parsers.paddle` — PaddlePaddle's launchers (failed trainers, the console's copies of worker logs) and workers;
+- :mod:`parsers.ray` — Ray's ``(Actor pid=P)`` worker prefix (ranks from Ray Train's pid map) and Ray Train's reports;
 - :mod:`parsers.mpi` — Open MPI's own reports (the first rank to fail, signals);
 - :mod:`parsers.spawn` — ``torch.multiprocessing.spawn``'s reports of a dead worker;
 - :mod:`parsers.python` — tracebacks (grouped into one record) and exceptions;
@@ -40,8 +42,10 @@ from parsers import (
     lightning,
     mpi,
     nccl,
+    paddle,
     python,
     ras,
+    ray,
     spawn,
     stack,
     system,
@@ -125,6 +129,7 @@ def strip_producers(df: pl.DataFrame) -> pl.DataFrame:
         elastic.OLD_PYLOG,
         elastic.TORCH_LOGGING_21,
         horovod.PREFIX,
+        *paddle.PREFIXES,
         lightning.RANK_PREFIX,
         *app.PREFIXES,
     ):
@@ -216,10 +221,17 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = apply_rules(df, ras.RULES[:3], text="record", where=layer == "")
     df = apply_rules(df, ras.RULES[3:], where=layer.is_in(["", "app"]))
     df = apply_rules(df, elastic.RECORD_RULES, text="record")
+    df = apply_rules(df, paddle.RECORD_RULES, text="record")
     df = apply_rules(df, system.RULES)
+    df = apply_rules(df, paddle.RULES)
+    df = apply_rules(df, ray.RULES)
+    df = apply_rules(df, [ray.SNIPPET_DEAD], where=ray.dead_snippets(df))
+    df = apply_rules(df, [ray.SNIPPET_RAISED])
+    df = apply_rules(df, [paddle.BANNER], where=paddle.banner_rows(df))
     df = apply_rules(df, nccl.RULES, where=layer == "nccl")
     df = apply_rules(df, python.RULES)
     df = apply_rules(df, spawn.RULES)
+    df = apply_rules(df, [horovod.MISSING_ITEM], where=horovod.stall_items(df))
     df = apply_rules(df, horovod.RULES)
     df = apply_rules(df, mpi.RULES)
     df = apply_rules(df, c10d.RULES)
@@ -262,6 +274,8 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         )
         .pipe(c10d.stated_ranks)
         .pipe(horovod.stall_rows)
+        .pipe(paddle.abort_rows)
+        .pipe(ray.snippet_rows)
         .pipe(mpi.signal_fields)
     )
 
@@ -281,6 +295,7 @@ def _prefix_layers(df: pl.DataFrame) -> pl.DataFrame:
         if c not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=t).alias(c))
     df = df.with_columns(pl.col("pfx_tee").fill_null(False))
+    df = ray.strip_worker_prefix(df)
     df = _mark_wraps(df)
     df = strip_producers(df)
     # Every line of an uncaught traceback carries the excepthook's [rankN]: prefix, so ranks whose tracebacks
@@ -288,7 +303,7 @@ def _prefix_layers(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(
         pl.when(pl.col("pfx_excepthook")).then(pl.col("c10_rank")).otherwise(None).alias("hook_rank")
     )
-    return spawn.spawn_child_rank(df)
+    return paddle.console_streams(spawn.spawn_child_rank(df))
 
 
 def _record_candidates(df: pl.DataFrame) -> pl.Series:
