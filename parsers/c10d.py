@@ -70,7 +70,8 @@ _WORK = (
     r"Work\w*\((?:SeqNum=(?P<seq>\d+), )?(?:c10d::)?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+), NumelOut=\d+)?"
     r"(?:, TensorShape=(?P<shape>\[[^\]]*\]))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)"
 )
-_FP = r"CollectiveFingerPrint\(SequenceNumber=(?P<seq>\d+),? ?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]*\]))?"
+#: torch ≤ 2.0 prints no SequenceNumber: ``CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[], …)``.
+_FP = r"CollectiveFingerPrint\((?:SequenceNumber=(?P<seq>\d+),? ?)?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]*\]))?"
 PGNCCL = "ProcessGroupNCCL.cpp, torch {}"
 
 RULES: list[Rule] = [
@@ -270,7 +271,7 @@ RULES: list[Rule] = [
         "Detected mismatch between collectives",
         r"Rank (?P<rank_stated>\d+) is running collective: "
         + _FP
-        + r"(?:.*?but Rank (?P<peer_rank>\d+) is running(?: collective: CollectiveFingerPrint\(SequenceNumber=\d+,? ?"
+        + r"(?:.*?but Rank (?P<peer_rank>\d+) is running(?: collective: CollectiveFingerPrint\((?:SequenceNumber=\d+,? ?)?"
         + r"OpType=(?P<peer_op>\w+)(?:, TensorShape=(?P<peer_shape>\[[^\]]*\]))?)?)?",
         "error",
         "ProcessGroupWrapper.cpp, TORCH_DISTRIBUTED_DEBUG=DETAIL, torch 1.10 – 2.13",
