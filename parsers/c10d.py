@@ -292,6 +292,18 @@ RULES: list[Rule] = [
         "256. Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?",
     ),
     Rule(
+        "gloo_size_mismatch_bare",
+        "collective_mismatch",
+        "c10d",
+        "op.preamble.length <= op.nbytes",
+        r"op\.preamble\.length <= op\.nbytes\. (?P<recv_bytes>\d+) vs (?P<expect_bytes>\d+)",
+        "error",
+        "gloo transport/tcp/pair.cc GLOO_ENFORCE_LE before the explanatory text was added (torch 2.0.1 – 2.4.1 "
+        "wheels, captured: cap-t201-shape-plain-r2, cap-t241-shape-plain-r1)",
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet' what():  [enforce fail at "
+        "../third_party/gloo/gloo/transport/tcp/pair.cc:446] op.preamble.length <= op.nbytes. 384 vs 256",
+    ),
+    Rule(
         "fingerprint",
         "collective_fingerprint",
         "c10d",

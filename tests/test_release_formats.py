@@ -29,3 +29,17 @@ def test_torch_2_0_detail_mismatch_has_no_sequence_number(tmp_path: Path) -> Non
     want = {"kind": "collective_mismatch", "op": "ALLREDUCE", "seq": None, "shape": "[]", "peer_rank": 1}
     assert {k: row[k] for k in want} == want
     assert row["peer_op"] == "BROADCAST"
+
+
+def test_gloo_size_enforce_without_explanation_before_2_5(tmp_path: Path) -> None:
+    # cap-t241-shape-plain-r1, rank 0 (torch 2.4.1; 2.0.1 prints the same at pair.cc:510): the bystander that
+    # received rank 1's wider gradient aborts; older gloo has no "Received data size doesn't match" text.
+    text = (
+        "[default0]:terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+        "[default0]:  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] "
+        "op.preamble.length <= op.nbytes. 384 vs 256"
+    )
+    t = _events(tmp_path, text)
+    assert t.select("local_rank", "layer", "kind", "severity").rows() == [
+        (0, "c10d", "collective_mismatch", "error")
+    ]
