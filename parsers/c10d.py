@@ -70,7 +70,8 @@ _WORK = (
     r"Work\w*\((?:SeqNum=(?P<seq>\d+), )?(?:c10d::)?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+), NumelOut=\d+)?"
     r"(?:, TensorShape=(?P<shape>\[[^\]]*\]))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)"
 )
-_FP = r"CollectiveFingerPrint\(SequenceNumber=(?P<seq>\d+),? ?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]*\]))?"
+#: torch ≤ 2.0 prints no SequenceNumber: ``CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[], …)``.
+_FP = r"CollectiveFingerPrint\((?:SequenceNumber=(?P<seq>\d+),? ?)?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]*\]))?"
 PGNCCL = "ProcessGroupNCCL.cpp, torch {}"
 
 RULES: list[Rule] = [
@@ -270,7 +271,7 @@ RULES: list[Rule] = [
         "Detected mismatch between collectives",
         r"Rank (?P<rank_stated>\d+) is running collective: "
         + _FP
-        + r"(?:.*?but Rank (?P<peer_rank>\d+) is running(?: collective: CollectiveFingerPrint\(SequenceNumber=\d+,? ?"
+        + r"(?:.*?but Rank (?P<peer_rank>\d+) is running(?: collective: CollectiveFingerPrint\((?:SequenceNumber=\d+,? ?)?"
         + r"OpType=(?P<peer_op>\w+)(?:, TensorShape=(?P<peer_shape>\[[^\]]*\]))?)?)?",
         "error",
         "ProcessGroupWrapper.cpp, TORCH_DISTRIBUTED_DEBUG=DETAIL, torch 1.10 – 2.13",
@@ -289,6 +290,18 @@ RULES: list[Rule] = [
         "terminate called after throwing an instance of 'gloo::EnforceNotMet' what():  [enforce fail at "
         "/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. 384 vs "
         "256. Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?",
+    ),
+    Rule(
+        "gloo_size_mismatch_bare",
+        "collective_mismatch",
+        "c10d",
+        "op.preamble.length <= op.nbytes",
+        r"op\.preamble\.length <= op\.nbytes\. (?P<recv_bytes>\d+) vs (?P<expect_bytes>\d+)",
+        "error",
+        "gloo transport/tcp/pair.cc GLOO_ENFORCE_LE before the explanatory text was added (torch 2.0.1 – 2.4.1 "
+        "wheels, captured: cap-t201-shape-plain-r2, cap-t241-shape-plain-r1)",
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet' what():  [enforce fail at "
+        "../third_party/gloo/gloo/transport/tcp/pair.cc:446] op.preamble.length <= op.nbytes. 384 vs 256",
     ),
     Rule(
         "fingerprint",
