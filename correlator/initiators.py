@@ -748,12 +748,16 @@ def silence(e: Evidence) -> Finding | None:
         # Early exit needs the launcher's word on EVERY worker: torchrun's summary lists all that did not exit 0
         # and its agent signals all live ones; this rank was neither. A launcher that names only the first
         # failure (mpirun, mp.spawn, DeepSpeed's return-code line) says nothing about the others.
+        # Of several silent ranks, one the launcher accounts for (SIGTERMed: alive at teardown) was waiting too;
+        # the one it does not account for had exited 0 before (torch 2.15: rank 3 leaves the loop, rank 1 is
+        # SIGTERMed silent, cap-t2150-early-exit-plain-r3).
         reported = e.f.filter(pl.col("kind").is_in([Kind.WORKER_SIGNALLED, *_SUMMARY]))
         failed = set(e.f.filter(pl.col("kind") == Kind.WORKER_FAILED)["rank"].drop_nulls().to_list())
-        if reported.height and not (
-            set(found.initiators) & (e.signalled | failed | set(reported["rank"].drop_nulls().to_list()))
-        ):
-            found.failure_kind = "early_exit"
+        accounted = e.signalled | failed | set(reported["rank"].drop_nulls().to_list())
+        unaccounted = [r for r in found.initiators if r not in accounted]
+        if reported.height and unaccounted:
+            found.initiators = unaccounted
+            found.failure_kind = FailureKind.EARLY_EXIT
         # A launcher reported a worker killed (SIGKILL) without naming it: the one silent rank is that worker.
         unnamed_kill = e.f.filter(
             pl.col("rank").is_null()

@@ -658,3 +658,50 @@ def test_horovodrun_gloo_index_prefix_is_the_rank(tmp_path: Path) -> None:
     assert t.filter(pl.col("raw").str.contains("Connection closed"))["rank"].to_list() == [2]
     d = correlator.diagnose(t)
     assert (d.initiating_ranks, d.collateral_ranks) == ([0], [2])
+
+
+def test_a_silent_rank_the_agent_sigtermed_was_waiting_the_one_it_never_names_exited_early(
+    tmp_path: Path,
+) -> None:
+    # cap-t2150-early-exit-plain-r3 (torch 2.15): rank 3 leaves the loop (exit 0); ranks 0 and 2 lose their
+    # connection; torchrun SIGTERMs rank 1 (silent, alive at teardown) and lists it with -15; rank 3 is in no
+    # launcher line. Rank 3 exited early; rank 1 is collateral.
+    closed = (
+        "[default{r}]:[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] "
+        "Connection closed by peer [127.0.0.1]:40166. This is typically caused by a remote worker crashing."
+    )
+    agent = "W1205 00:26:50.678000 11681 torch/distributed/elastic/multiprocessing/api.py:1028] "
+    entry = (
+        "[{i}]:\n  time      : 2026-12-05_00:26:50\n  host      : localhost\n  rank      : {r} (local_rank: {r})\n"
+        "  exitcode  : {code} (pid: {pid}){sig}\n  error_file: <N/A>\n  traceback : {tb}"
+    )
+    text = "\n".join(
+        [
+            "[default3]:step=4 data exhausted after 4 steps, leaving training loop",
+            "[default1]:step=3 loss=1.1 avg_loss=1.0",
+            closed.format(r=0),
+            closed.format(r=2),
+            agent + "Sending process 11751 closing signal SIGTERM",
+            agent + "Sending process 11752 closing signal SIGTERM",
+            "============================================================",
+            "train.py FAILED",
+            "------------------------------------------------------------",
+            "Failures:",
+            entry.format(
+                i=1,
+                r=1,
+                code=-15,
+                pid=11751,
+                sig="  (SIGTERM)",
+                tb="Signal 15 (SIGTERM) received by PID 11751",
+            ),
+            entry.format(i=2, r=2, code=1, pid=11752, sig=" ", tb="RuntimeError: Connection closed by peer"),
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            entry.format(i=0, r=0, code=1, pid=11750, sig=" ", tb="RuntimeError: Connection closed by peer"),
+            "============================================================",
+        ]
+    )
+    d = correlator.diagnose(_load(tmp_path, text, name="launcher.log"))
+    assert (d.initiating_ranks, d.failure_kind) == ([3], "early_exit")
+    assert d.collateral_ranks == [0, 1, 2]
