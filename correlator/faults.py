@@ -66,7 +66,9 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     if srun_ranks:
         t = _expand_task_lists(t)
     killed = (pl.col("exit_code") == -9) | (pl.col("signal") == "SIGKILL")
-    crashed = pl.col("exit_code").is_in([-11, -7, -4, -8]) | (pl.col("signal") == "SIGSEGV")
+    crashed = pl.col("exit_code").is_in([-11, -7, -4, -8]) | pl.col("signal").is_in(
+        ["SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"]
+    )
     # A watchdog hang logged after the rank's own collective timeout is the abort hanging, not a cause.
     timed_out_at = (
         pl.when(pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS]))

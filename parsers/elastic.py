@@ -226,6 +226,23 @@ RECORD_RULES: list[Rule] = [
         "[1]:\n  time      : 2026-11-29_23:08:36\n  host      : localhost\n  rank      : 1 (local_rank: 1)\n"
         "  exitcode  : -15 (pid: 13400)  (SIGTERM)\n  error_file: <N/A>\n  traceback : Signal 15 (SIGTERM) received by PID 13400",
     ),
+    Rule(
+        # An entry of the summary cut before its rank line (a paste that lost the middle of an entry): its
+        # traceback field alone still says which process died of which signal; identity maps the pid to the
+        # rank by the pids of the entries around it (correlator.identity._pid_order).
+        "failure_entry_signal",
+        "worker_failed",
+        "elastic",
+        "received by PID",
+        r"^\s*(?:\[\d+\]:\s*\n\s*)?traceback\s*: Signal \d+ \((?P<signal>SIG[A-Z]+)\) received by PID (?P<pid>\d+)",
+        "error",
+        SRC.format(
+            "errors/__init__.py ChildFailedError summary, an entry's traceback field 'Signal {n} ({name}) received by "
+            "PID {pid}' (torch 1.9 - 2.15; real: cap-t2150-early-exit-plain-r3 'Signal 15 (SIGTERM) received by PID "
+            "11751'; a cut entry 'traceback : Signal 7 (SIGBUS) received by PID 16614' from a public paste)"
+        ),
+        "  traceback : Signal 7 (SIGBUS) received by PID 16614",
+    ),
 ]
 
 

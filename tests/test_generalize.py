@@ -705,3 +705,29 @@ def test_a_silent_rank_the_agent_sigtermed_was_waiting_the_one_it_never_names_ex
     d = correlator.diagnose(_load(tmp_path, text, name="launcher.log"))
     assert (d.initiating_ranks, d.failure_kind) == ([3], "early_exit")
     assert d.collateral_ranks == [0, 1, 2]
+
+
+def test_a_summary_entry_cut_before_its_rank_is_placed_by_its_pid(tmp_path: Path) -> None:
+    # A failure summary pasted with one entry cut down to its traceback field ('Signal 7 (SIGBUS) received by PID
+    # 16614'); the other entries show ranks 0-4, 6, 7 at pids 16609-16613, 16615, 16616 (torchrun spawns local
+    # ranks in pid order): the SIGBUS process is rank 5, and it failed first (the others were SIGTERMed).
+    entry = (
+        "[{i}]:\n  time      : 2024-03-05_10:00:05\n  host      : node-a\n  rank      : {r} (local_rank: {r})\n"
+        "  exitcode  : -15 (pid: {pid})\n  error_file: <N/A>\n  traceback : Signal 15 (SIGTERM) received by PID {pid}"
+    )
+    body = [entry.format(i=i, r=r, pid=16609 + r) for i, r in enumerate([0, 1, 2, 3, 4, 6, 7], start=1)]
+    text = "\n".join(
+        [
+            "train.py FAILED",
+            "Failures:",
+            *body,
+            "[8]:",
+            "  traceback : Signal 7 (SIGBUS) received by PID 16614",
+        ]
+    )
+    t = _load(tmp_path, text)
+    cut = t.filter(pl.col("pid") == 16614)
+    assert cut.select("kind", "rank", "signal").rows() == [("worker_failed", 5, "SIGBUS")]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.failure_kind) == ([5], "rank_crash")
+    assert d.collateral_ranks == [0, 1, 2, 3, 4, 6, 7]
