@@ -25,7 +25,7 @@ from correlator.evaluate import find_cases
 runner = CliRunner()
 for case in find_cases(Path(sys.argv[1])):
     r = runner.invoke(cli.app, ["diagnose", str(case / "logs"), "--format", "json"])
-    body = json.dumps(json.loads(r.output)) if r.exit_code == 0 else f"exit {r.exit_code}: {r.output!r}"
+    body = json.dumps(json.loads(r.stdout)) if r.exit_code == 0 else f"exit {r.exit_code}: {r.output!r}"
     print(case.name + "\t" + body)
 """
 
