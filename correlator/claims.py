@@ -91,9 +91,9 @@ def _peer_global(t: pl.DataFrame) -> pl.Expr:
     rank of the reporter's node: the global peer is the reporter's rank less its local rank plus N where
     the reporter's local rank is known; where its rank came from the GPU index (a paste of one node, local
     numbering throughout) N already is in the numbering of the other ranks."""
-    local = (pl.col("kind") == Kind.NCCL_PEER_CLOSED) & pl.col("local_rank").is_not_null()
     if "local_rank" not in t.columns:
         return pl.col("peer_rank")
+    local = (pl.col("kind") == Kind.NCCL_PEER_CLOSED) & pl.col("local_rank").is_not_null()
     return (
         pl.when(local)
         .then(pl.col("rank") - pl.col("local_rank") + pl.col("peer_rank"))
@@ -101,11 +101,26 @@ def _peer_global(t: pl.DataFrame) -> pl.Expr:
     )
 
 
-def extract(t: pl.DataFrame, exits: pl.DataFrame | None = None) -> list[Claim]:
+#: The event kinds each claim kind is read from.
+_SOURCES: dict[ClaimKind, tuple[str, ...]] = {
+    ClaimKind.WAITS_FOR: WAITING_KINDS,
+    ClaimKind.BLAMES: (*LOSS_KINDS, *MISSING_KINDS),
+    ClaimKind.DISAGREES_WITH: DISAGREEING_KINDS,
+    ClaimKind.IN_COLLECTIVE: COLLECTIVE_KINDS,
+    ClaimKind.EXITED: (),
+}
+
+
+def extract(
+    t: pl.DataFrame, exits: pl.DataFrame | None = None, want: Iterable[ClaimKind] | None = None
+) -> list[Claim]:
     """The claims of an event table ``t`` (an attempt's rows; duplicates are skipped), in ``event_id``
     order, plus one ``exited`` claim per row of ``exits`` (fault rows with role ``exit``/``cause`` that
-    carry an exit code or a signal). A claim about oneself is dropped (a rank cannot wait for itself)."""
-    kinds = [*WAITING_KINDS, *LOSS_KINDS, *MISSING_KINDS, *DISAGREEING_KINDS, *COLLECTIVE_KINDS]
+    carry an exit code or a signal). A claim about oneself is dropped (a rank cannot wait for itself).
+    ``want``: only these claim kinds (default all); only the rows they are read from are visited, so a rule
+    that asks for ``blames`` never builds a claim per watchdog line of a huge job."""
+    wanted = set(ClaimKind) if want is None else set(want)
+    kinds = sorted({k for c in wanted for k in _SOURCES[c]})
     cols = [c for c in _COLS if c in t.columns]
     rows = t.filter(pl.col("kind").is_in(kinds))
     if "duplicate" in rows.columns:
@@ -114,21 +129,26 @@ def extract(t: pl.DataFrame, exits: pl.DataFrame | None = None) -> list[Claim]:
     out: list[Claim] = []
     for r in rows.iter_rows(named=True):
         k, rank, peer, eid = r["kind"], r["rank"], r["peer_rank"], int(r["event_id"])
-        if k in WAITING_KINDS and peer is not None:
+        if k in WAITING_KINDS and peer is not None and ClaimKind.WAITS_FOR in wanted:
             out.append(Claim(ClaimKind.WAITS_FOR, rank, peer, k, eid))
-        if k in LOSS_KINDS and peer is not None:
+        if k in LOSS_KINDS and peer is not None and ClaimKind.BLAMES in wanted:
             out.append(Claim(ClaimKind.BLAMES, rank, peer, k, eid))
-        if k in MISSING_KINDS:
+        if k in MISSING_KINDS and ClaimKind.BLAMES in wanted:
             for p in (r["ranks_named"] or "").split(","):
                 if p.strip().lstrip("-").isdigit():
                     out.append(Claim(ClaimKind.BLAMES, rank, int(p), k, eid))
-        if k in DISAGREEING_KINDS and peer is not None:
+        if k in DISAGREEING_KINDS and peer is not None and ClaimKind.DISAGREES_WITH in wanted:
             out.append(Claim(ClaimKind.DISAGREES_WITH, rank, peer, k, eid))
-        if k in COLLECTIVE_KINDS and rank is not None and r.get("seq") is not None:
+        if (
+            k in COLLECTIVE_KINDS
+            and rank is not None
+            and r.get("seq") is not None
+            and ClaimKind.IN_COLLECTIVE in wanted
+        ):
             size = r["shape"] if r.get("shape") is not None else (r.get("numel") or "")
             what = f"{r.get('pg') or '0'}|{r['seq']}|{r.get('op') or ''}|{size}"
             out.append(Claim(ClaimKind.IN_COLLECTIVE, rank, None, what, eid))
-    if exits is not None and exits.height:
+    if exits is not None and exits.height and ClaimKind.EXITED in wanted:
         for rank, code, sig, eid in exits.select("rank", "exit_code", "signal", "event_id").iter_rows():
             if rank is not None and (code is not None or sig is not None):
                 out.append(Claim(ClaimKind.EXITED, rank, None, str(sig or code), int(eid)))

@@ -276,7 +276,9 @@ def disowned_by_all(e: Evidence) -> Finding | None:
     P, two or more, P is named."""
     if e.absent:
         return None
-    said = claims.extract(e.fr.filter(pl.col("kind") == Kind.DDP_ERROR))
+    said = claims.extract(
+        e.fr.filter(pl.col("kind") == Kind.DDP_ERROR), want=[claims.ClaimKind.DISAGREES_WITH]
+    )
     acc = claims.accused(said, e.seen, kinds=[claims.ClaimKind.DISAGREES_WITH])
     if acc is None:
         return None
@@ -502,8 +504,10 @@ def votes(e: Evidence) -> Counter[int]:
     """Ranks named by waiting ranks as the one they wait for ("ncclUniqueId from [0]", "errors … from rank 0",
     "remote error detected from rank: 2"): the ``waits_for`` claims of the effect rows
     (:mod:`correlator.claims`), counted once per voter; the voters' own ranks are never candidates."""
-    said = claims.extract(e.effects.filter(pl.col("kind").is_in(_WAITING_FOR)))
-    pairs = {(c.rank, c.peer) for c in said if c.kind == claims.ClaimKind.WAITS_FOR}
+    said = claims.extract(
+        e.effects.filter(pl.col("kind").is_in(_WAITING_FOR)), want=[claims.ClaimKind.WAITS_FOR]
+    )
+    pairs = {(c.rank, c.peer) for c in said}
     return Counter(p for _, p in pairs if p is not None)
 
 
@@ -627,7 +631,7 @@ def blamed_by_the_others(e: Evidence) -> Finding | None:
     process 7 dies (sgl-project/sglang#5013: 7 of 8 processes, no other line); a closed gloo connection
     that names its peer. The ``blames`` claims of every rank seen but one, two or more, name that one
     (:func:`correlator.claims.accused`); a rank with a cause of its own is never named this way."""
-    said = claims.extract(e.t)
+    said = claims.extract(e.t, want=[claims.ClaimKind.BLAMES])
     own = set(e.causes["rank"].to_list())
     acc = claims.accused(said, e.seen, kinds=[claims.ClaimKind.BLAMES], exclude=own)
     if acc is None:
@@ -682,23 +686,21 @@ def _untagged_work_before_faults(e: Evidence) -> bool:
     if not faults.height:
         return False
     first = faults.group_by("path").agg(pl.col("event_id").min().alias("first"))
-    cand = e.t.filter(
+    work = (
         pl.col("rank").is_null() & pl.col("layer").is_in(["app", "unknown"]) & pl.col("kind").is_in(_APP_WORK)
-    ).join(first, on="path")
-    if not cand.height:
-        return False
-    before = cand.filter(pl.col("event_id") < pl.col("first"))
-    # the last line before the file's first fault must be such an untagged line (nothing tagged in between)
-    for path, last_id in before.group_by("path").agg(pl.col("event_id").max()).iter_rows():
-        between = e.t.filter(
-            (pl.col("path") == path)
-            & (pl.col("event_id") > last_id)
-            & pl.col("rank").is_not_null()
-            & (pl.col("event_id") < first.filter(pl.col("path") == path)["first"][0])
-        )
-        if not between.height:
-            return True
-    return False
+    )
+    # Per file, of the lines before its first fault that are untagged work or carry a rank, the last one must be
+    # untagged work (nothing tagged in between): one plan over the table, not a filter per file.
+    last = (
+        e.t.lazy()
+        .select("path", "event_id", "rank", work.alias("work"))
+        .join(first.lazy(), on="path")
+        .filter((pl.col("event_id") < pl.col("first")) & (pl.col("work") | pl.col("rank").is_not_null()))
+        .group_by("path")
+        .agg(pl.col("work").sort_by("event_id").last())
+        .collect()
+    )
+    return bool(last["work"].any())
 
 
 def silence(e: Evidence) -> Finding | None:

@@ -99,3 +99,21 @@ def test_accused_needs_two_claimants_no_tie_and_every_other_rank() -> None:
     waits = [Claim(ClaimKind.WAITS_FOR, r, 0, "store_error", r) for r in (1, 2, 3)]
     assert claims.accused(waits, seen=[1, 2, 3], kinds=[ClaimKind.BLAMES]) is None
     assert claims.accused(waits, seen=[1, 2, 3], kinds=[ClaimKind.WAITS_FOR]).peer == 0  # type: ignore[union-attr]
+
+
+def test_extract_builds_only_the_claim_kinds_asked_for() -> None:
+    t = _table(
+        [
+            {"kind": "store_error", "rank": 2, "peer_rank": 0},
+            {"kind": "nccl_peer_closed", "rank": 5, "peer_rank": 3},
+            {"kind": "watchdog_timeout", "rank": 1, "seq": 7, "pg": "0", "op": "ALLREDUCE"},
+        ]
+    )
+    assert [c.kind for c in claims.extract(t)] == [
+        ClaimKind.WAITS_FOR,
+        ClaimKind.BLAMES,
+        ClaimKind.IN_COLLECTIVE,
+    ]
+    assert claims.extract(t, want=[ClaimKind.BLAMES]) == [
+        Claim(ClaimKind.BLAMES, 5, 3, "nccl_peer_closed", 1)
+    ]
