@@ -55,11 +55,15 @@ class PathDiagnosis:
     ranks: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
-        """The JSON document ``rankscope diagnose -f json`` prints: the diagnosis (indent 2) with the
-        ``skipped`` list as its last key."""
-        from correlator.report import to_json
+        """The JSON document ``rankscope diagnose -f json`` prints: :meth:`to_dict` dumped once (indent 2)."""
+        from correlator.report import json_default
 
-        return with_skipped(to_json(self.diagnosis), self.skipped)
+        return json.dumps(self.document(), indent=2, default=json_default)
+
+    def document(self) -> dict[str, Any]:
+        """The document :meth:`to_json` dumps: the verdict's JSON contract
+        (:meth:`correlator.diagnose.Diagnosis.to_json`) with the ``skipped`` list as its last key."""
+        return {**self.diagnosis.to_json(), "skipped": self.skipped}
 
     def to_dict(self) -> dict[str, Any]:
         """:meth:`to_json` parsed back: plain JSON types only."""
@@ -270,20 +274,6 @@ def skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object
     return entries
 
 
-def with_skipped(doc: str, skipped: list[dict[str, object]]) -> str:
-    """The diagnosis JSON with the ``skipped`` list (what was not read: path, bytes, lines, reason)."""
-    from correlator.report import json_default
-
-    body = doc.rstrip()
-    sk = json.dumps(skipped, indent=2, default=json_default).replace("\n", "\n  ")
-    if not body.endswith("}") or body.replace(" ", "").replace("\n", "") == "{}":
-        data = json.loads(doc)
-        data["skipped"] = skipped
-        return json.dumps(data, indent=2, default=json_default)
-    # Appended as text: a world of 10^5 ranks makes a large document, not worth parsing twice.
-    return body[:-1].rstrip() + ',\n  "skipped": ' + sk + "\n}"
-
-
 def check_small_file(p: Path, what: str, limit: int | None = None) -> None:
     """``p`` must be a regular file of at most ``limit`` bytes (default ``RANKSCOPE_MAX_SMALL_KB``, 4 MiB),
     read by :func:`correlator.read.read_small` (not a FIFO, a device, /dev/zero). Raises
@@ -300,26 +290,19 @@ def check_small_file(p: Path, what: str, limit: int | None = None) -> None:
         raise InputError(small.too_big(label))
 
 
-def attach_signatures(d: object, table: pl.DataFrame, extra: Sequence[Path]) -> None:
-    """Attach the known-failure signatures that match (``correlator.signatures``), the built-in library
-    plus the TOML files ``extra``. Raises :class:`InputError` for an unreadable or malformed file."""
-    import importlib
-
+def attach_signatures(d: Diagnosis, table: pl.DataFrame, extra: Sequence[Path]) -> Diagnosis:
+    """``d`` with the known-failure signatures that match (``correlator.signatures``), the built-in library
+    plus the TOML files ``extra``: a new record. Raises :class:`InputError` for an unreadable or malformed
+    file."""
     extra = list(extra)
-    if getattr(d, "failure_kind", None) == "none" and not extra:
-        return
-    try:
-        signatures = importlib.import_module("correlator.signatures")
-    except ModuleNotFoundError as e:
-        if e.name != "correlator.signatures":
-            raise
-        if extra:
-            raise InputError("--signatures: the signature library is not available in this build") from None
-        return
+    if d.failure_kind == "none" and not extra:
+        return d
     for p in extra:
         check_small_file(p, "--signatures")
+    from correlator import signatures
+
     try:
-        signatures.attach(d, table, extra)
+        return signatures.attach(d, table, extra)
     except ValueError as e:  # a user's signature file that does not parse
         raise InputError(str(e)) from None
     except RecursionError:
@@ -486,12 +469,12 @@ def _diagnose_path(
                     f"{p}: no text to read (only empty files or blank lines); see `rankscope events`"
                 ) from None
             guess = lastresort.read(table) or lastresort.unrecognised(table)
-            attach_signatures(guess, table, [Path(x) for x in signatures])
+            guess = attach_signatures(guess, table, [Path(x) for x in signatures])
             return PathDiagnosis(guess, table, skipped, notes + warnings, attempts, guess.ranks_seen)
     from correlator.streaming import reduce_for_diagnosis
 
     # The same verdict from fewer rows (issue #13 item 4; tests/test_reduced_diagnosis.py); signatures still
     # match on the whole table.
     d = run_diagnose(reduce_for_diagnosis(table), attempt=attempt)
-    attach_signatures(d, table, [Path(x) for x in signatures])
+    d = attach_signatures(d, table, [Path(x) for x in signatures])
     return PathDiagnosis(d, table, skipped, notes + warnings, attempts, ranks)

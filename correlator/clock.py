@@ -27,7 +27,8 @@ class HostClock:
 
 
 def estimate(table: pl.DataFrame) -> dict[str, HostClock]:
-    """Estimate each host's clock offset against the host with the most collective events."""
+    """Estimate each host's clock offset against the host with the most collective events (of those, the first
+    by name). Keys in host-name order."""
     t = table.filter(
         pl.col("host").is_not_null()
         & pl.col("ts").is_not_null()
@@ -35,12 +36,12 @@ def estimate(table: pl.DataFrame) -> dict[str, HostClock]:
         & pl.col("kind").is_in([Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL])
         & ~pl.col("duplicate")
     )
-    hosts = table["host"].drop_nulls().unique().to_list()
+    hosts = sorted(table["host"].drop_nulls().unique().to_list())
     if len(hosts) <= 1 or t.height == 0:
         return {h: HostClock(h, 0.0, 1.0, 0) for h in hosts}
     t = t.with_columns(pg_key().alias("pgk"))
     per = t.group_by("host", "pgk", "seq").agg(pl.col("ts").min().alias("t"))
-    ref = per.group_by("host").len().sort("len", descending=True)["host"][0]
+    ref = per.group_by("host").len().sort(["len", "host"], descending=[True, False])["host"][0]
     r = per.filter(pl.col("host") == ref).select("pgk", "seq", pl.col("t").alias("t_ref"))
     diffs = per.join(r, on=["pgk", "seq"]).with_columns(
         ((pl.col("t") - pl.col("t_ref")).dt.total_microseconds() / 1e6).alias("d")

@@ -9,29 +9,37 @@ attempt's stale store addresses).
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import networkx as nx
 import polars as pl
 
 from correlator import clock, confidence
-from correlator.graph import build_graph, failing_attempts
+from correlator.graph import Findings, analyze, failing_attempts
 from correlator.schema import Kind
-from correlator.verdict import Basis, EdgeKind, FailureKind, Status
+from correlator.verdict import Basis, Cite, EdgeKind, FailureKind, Status
 
 SCHEMA_VERSION = 1
 
 
-@dataclass
+#: Fields of the records that stay out of the JSON contract (typed twins of a text field).
+_NOT_JSON = frozenset({"cite"})
+
+
+def _record(x: Any) -> dict[str, Any]:
+    return {k: v for k, v in asdict(x).items() if k not in _NOT_JSON}
+
+
+@dataclass(frozen=True)
 class Evidence:
     """One log line that supports the verdict: ``path:line`` relative to the input directory.
 
     ``event_id``: the event table row it quotes (set where the evidence is chosen, so the plot, the trace and
     the report name the same row; ``None`` only for evidence made by hand). ``ts``: that row's own stamp
-    (ISO 8601 UTC, not clock-corrected; ``None`` when the line has none)."""
+    (ISO 8601 UTC, not clock-corrected; ``None`` when the line has none). ``role``: why it is quoted, in
+    words (``initiating fault``, ``last sign of life of rank 3``, ``collateral: rank 1 waits for rank 0``…);
+    ``cite``: the same as a :class:`correlator.verdict.Cite` member (what code reads; not in the JSON)."""
 
     rank: int | None
     path: str
@@ -41,9 +49,10 @@ class Evidence:
     text: str
     role: str = ""
     event_id: int | None = None
+    cite: Cite | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class InitiatingEvent:
     """The event that shows an initiating rank's fault, as the evidence quotes it, and the one time of it.
 
@@ -63,9 +72,10 @@ class InitiatingEvent:
     role: str
     ts: str | None = None
     ts_basis: str | None = None
+    cite: Cite | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Explanation:
     rank: int
     edge: str
@@ -73,7 +83,7 @@ class Explanation:
     seq: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class RankStatus:
     rank: int
     host: str | None
@@ -86,7 +96,7 @@ class RankStatus:
     first_fault_ts_quality: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Diagnosis:
     """The verdict for one attempt (and, at top level, for the job).
 
@@ -94,6 +104,7 @@ class Diagnosis:
     ``confidence_reason_codes`` name the same reasons (:class:`correlator.confidence.Reason` members, one
     per sentence, in order; the confidence is computed from these alone). ``attempts`` holds the
     per-attempt verdicts when the job restarted. ``to_json()`` gives the documented JSON contract.
+    Frozen: a changed verdict is a new record (:func:`dataclasses.replace`, :meth:`with_signatures`).
     """
 
     world_size: int | None
@@ -118,6 +129,9 @@ class Diagnosis:
     focus: dict[str, Any] = field(default_factory=dict)
     attempts: list[Diagnosis] = field(default_factory=list)
     signatures: list[dict[str, Any]] = field(default_factory=list)
+    #: The causal analysis this verdict was read from (:func:`correlator.graph.analyze`; ``None`` for a
+    #: verdict no rule made): what ``graph`` and ``plot`` draw. Not part of the JSON contract.
+    findings: Findings | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON contract (``schema_version`` 1); extra keys may be added, none renamed."""
@@ -126,11 +140,11 @@ class Diagnosis:
         d: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
         body: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "attempts":
+            if f.name in ("attempts", "findings"):
                 continue
             v = getattr(self, f.name)
             body[f.name] = (
-                [asdict(x) for x in v] if f.name in ("evidence", "initiating_events", "per_rank") else v
+                [_record(x) for x in v] if f.name in ("evidence", "initiating_events", "per_rank") else v
             )
         # This verdict's own attempt is rendered from this verdict (its signatures, its confidence), the others
         # from their own results.
@@ -176,87 +190,122 @@ def _words(s: str, limit: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
-def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
-    ids: list[tuple[int, str]] = []
-    for r in G.graph["initiators"]:
-        ev = G.nodes[r].get("cause_event")
+#: Kinds whose parsed ``message`` is quoted rather than the raw line (the exception text, the entry, the dump).
+_MESSAGE_KINDS = frozenset(
+    {
+        Kind.PYTHON_EXCEPTION,
+        Kind.CUDA_OOM,
+        Kind.CUDA_ERROR,
+        Kind.FAILURE_ENTRY,
+        Kind.ROOT_CAUSE_ENTRY,
+        Kind.FR_COLLECTIVE,
+        Kind.FR_STATUS,
+        Kind.FR_WAITING,
+        Kind.STACK_DUMP,
+    }
+)
+
+
+@dataclass(frozen=True)
+class _Quote:
+    """An evidence line chosen by :func:`_evidence`: the row, why (``cite``), the rank it is about and the
+    role text a rule gave (``RULE``)."""
+
+    event_id: int
+    cite: Cite
+    about: int | None = None
+    text: str = ""
+
+
+def _role(q: _Quote, row_rank: int | None, edge: str = "") -> str:
+    """The evidence row's ``role`` words, from its typed reason (never parsed back)."""
+    if q.cite is Cite.INITIATING_FAULT:
+        if row_rank == q.about:
+            return "initiating fault"
+        return f"points at rank {q.about} (reported by rank {row_rank})"
+    if q.cite is Cite.LAST_SIGN_OF_LIFE:
+        return f"last sign of life of rank {q.about}"
+    return q.text
+
+
+def _quotes(table: pl.DataFrame, F: Findings) -> list[_Quote]:
+    """Which rows the verdict quotes, in order: each initiator's fault, the naming rule's lines, the last sign
+    of life of a rank found by its silence, the launcher's view of the initiators, one line per edge kind."""
+    out: list[_Quote] = []
+    for r in F.initiators:
+        ev = F.ranks[r].cause_event
         if ev is not None:
-            ids.append((ev, f"initiating fault of rank {r}"))
-    focus = G.graph.get("focus") or {}
+            out.append(_Quote(ev, Cite.INITIATING_FAULT, r))
     # A rule that names the rank from the others' claims says what its evidence lines are (``evidence_role``).
-    role = focus.get("evidence_role") or "collective disagreement"
-    for ev in (focus.get("evidence") or [])[:3]:
-        if G.graph["basis"] is Basis.STACKS:
-            role = "a rank waiting in a collective"
-        ids.append((ev, role if G.graph["initiators"] else "fault (no rank named)"))
-    t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
+    role = F.focus.get("evidence_role") or "collective disagreement"
+    if F.basis is Basis.STACKS:
+        role = "a rank waiting in a collective"
+    for ev in (F.focus.get("evidence") or [])[:3]:
+        out.append(
+            _Quote(ev, Cite.RULE, text=role)
+            if F.initiators
+            else _Quote(ev, Cite.NO_RANK, text=Cite.NO_RANK.value)
+        )
+    t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == F.attempt))  # this attempt's rows
     # A rank found by its silence: its last sign of life is the evidence.
-    if G.graph["basis"].is_silence:
+    if F.basis.is_silence:
         quiet_kinds = [Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.BLANK]
-        for r in G.graph["initiators"][:3]:
+        for r in F.initiators[:3]:
             last = t.filter((pl.col("rank") == r) & ~pl.col("kind").is_in(quiet_kinds)).sort(
                 "ts", "event_id", nulls_last=False
             )
             if last.height:
-                ids.append((int(last["event_id"][-1]), f"last sign of life of rank {r}"))
+                out.append(_Quote(int(last["event_id"][-1]), Cite.LAST_SIGN_OF_LIFE, r))
     # Launcher view of the initiators (exit status), then one line per explanation edge type.
     launch = t.filter(
-        pl.col("rank").is_in(G.graph["initiators"])
-        & pl.col("kind").is_in([Kind.WORKER_FAILED, Kind.ROOT_CAUSE_ENTRY])
+        pl.col("rank").is_in(F.initiators) & pl.col("kind").is_in([Kind.WORKER_FAILED, Kind.ROOT_CAUSE_ENTRY])
     )
     for eid, kind in launch.select("event_id", "kind").head(2).iter_rows():
-        ids.append(
-            (
-                eid,
-                "launcher (weak: torchrun's root cause is often wrong)"
-                if kind == Kind.ROOT_CAUSE_ENTRY
-                else "launcher",
-            )
-        )
+        weak = kind == Kind.ROOT_CAUSE_ENTRY
+        text = "launcher (weak: torchrun's root cause is often wrong)" if weak else "launcher"
+        out.append(_Quote(eid, Cite.LAUNCHER, text=text))
     seen_edges: set[str] = set()
-    for a, b, data in sorted(G.edges(data=True), key=lambda e: (e[2]["edge"], e[0])):
-        if data["edge"] in seen_edges:
+    for e in sorted(F.edges, key=lambda e: (e.kind, e.src)):
+        if e.kind in seen_edges:
             continue
-        seen_edges.add(data["edge"])
-        for ev in data["evidence"][:1]:
-            ids.append((ev, f"collateral: rank {a} {data['edge'].replace('_', ' ')} rank {b}"))
-    out: list[Evidence] = []
-    done: set[int] = set()
+        seen_edges.add(e.kind)
+        for ev in e.evidence[:1]:
+            text = f"collateral: rank {e.src} {e.kind.replace('_', ' ')} rank {e.dst}"
+            out.append(_Quote(ev, Cite.COLLATERAL, e.src, text))
+    return out
+
+
+def _evidence(table: pl.DataFrame, F: Findings) -> list[Evidence]:
+    """The verdict's evidence lines (:func:`_quotes`), each row once, with its quoted text."""
+    quotes = _quotes(table, F)
+    t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == F.attempt))
     rows = {
         r["event_id"]: r
-        for r in t.filter(pl.col("event_id").is_in([i for i, _ in ids])).iter_rows(named=True)
+        for r in t.filter(pl.col("event_id").is_in([q.event_id for q in quotes])).iter_rows(named=True)
     }
-    for eid, role in ids:
-        if eid in done or eid not in rows:
+    out: list[Evidence] = []
+    done: set[int] = set()
+    for q in quotes:
+        if q.event_id in done or q.event_id not in rows:
             continue
-        done.add(eid)
-        r = rows[eid]
-        if role.startswith("initiating fault of rank"):
-            init = int(role.rsplit(" ", 1)[1])
-            role = (
-                "initiating fault"
-                if r["rank"] == init
-                else f"points at rank {init} (reported by rank {r['rank']})"
-            )
-        use_message = (
-            r["kind"]
-            in (
-                Kind.PYTHON_EXCEPTION,
-                Kind.CUDA_OOM,
-                Kind.CUDA_ERROR,
-                Kind.FAILURE_ENTRY,
-                Kind.ROOT_CAUSE_ENTRY,
-                Kind.FR_COLLECTIVE,
-                Kind.FR_STATUS,
-                Kind.FR_WAITING,
-                Kind.STACK_DUMP,
-            )
-            or r["stream"] == "error_json"
-        )
+        done.add(q.event_id)
+        r = rows[q.event_id]
+        cite = q.cite
+        if cite is Cite.INITIATING_FAULT and r["rank"] != q.about:
+            cite = Cite.POINTS_AT
+        use_message = r["kind"] in _MESSAGE_KINDS or r["stream"] == "error_json"
         text = r["message"] if use_message and r["message"] else r["raw"]
         out.append(
             Evidence(
-                r["rank"], r["path"], r["line"], _iso(r["ts"]), r["kind"], _first_line(text), role, int(eid)
+                r["rank"],
+                r["path"],
+                r["line"],
+                _iso(r["ts"]),
+                r["kind"],
+                _first_line(text),
+                _role(q, r["rank"]),
+                int(q.event_id),
+                cite,
             )
         )
     return out
@@ -271,8 +320,8 @@ def _initiating_events(
     chosen: list[tuple[int, Evidence]] = []
     for r in sorted(initiators):
         own = [e for e in evidence if e.rank == r and e.event_id is not None]
-        e = next((e for e in own if e.role == "initiating fault"), None) or next(
-            (e for e in own if e.role == f"last sign of life of rank {r}"), None
+        e = next((e for e in own if e.cite is Cite.INITIATING_FAULT), None) or next(
+            (e for e in own if e.cite is Cite.LAST_SIGN_OF_LIFE), None
         )
         if e is not None:
             chosen.append((r, e))
@@ -289,121 +338,135 @@ def _initiating_events(
     for r, e in chosen:
         assert e.event_id is not None
         tc, basis = at.get(e.event_id, (None, None))
-        out.append(InitiatingEvent(r, e.event_id, e.path, e.line, e.kind, e.role, _iso(tc), basis))
+        out.append(InitiatingEvent(r, e.event_id, e.path, e.line, e.kind, e.role, _iso(tc), basis, e.cite))
     return out
 
 
-def _summary(G: nx.DiGraph, table: pl.DataFrame, collateral: list[int]) -> str:
-    kind = G.graph["failure_kind"]
-    inits = G.graph["initiators"]
-    claim = (G.graph.get("focus") or {}).get("claim")
-    if not inits and claim:  # a finding that names no rank but says why (a job stopped from outside)
+def _summary(F: Findings, table: pl.DataFrame, collateral: list[int]) -> str:
+    """The verdict's one-sentence summary: who, how found, what, and what the others did."""
+    kind = F.failure_kind
+    claim = F.focus.get("claim")
+    if not F.initiators and claim:  # a finding that names no rank but says why (a job stopped from outside)
         return str(claim)
     if kind == "none":
-        n = len(G.graph["ranks_seen"])
+        n = len(F.ranks_seen)
         return f"No failure found: {n} rank{'' if n == 1 else 's'}, none reported a fault."
-    if not inits:
-        ev = (G.graph.get("focus") or {}).get("evidence") or []
-        row = table.filter(pl.col("event_id") == ev[0]) if ev else table.clear()
-        if row.height:
-            r = row.row(0, named=True)
-            what = r["exc_type"] or r["kind"].replace("_", " ")
-            return (
-                f"No rank could be named: the logs show {what} at {r['path']}:{r['line']}, on a line that names "
-                f"no rank (failure kind {kind})."
-            )
-        focus = G.graph.get("focus") or {}
-        faulty = sorted(r for r in G.nodes if G.nodes[r].get("first_fault_kind"))
-        if faulty:
-            where = f" in {focus.get('op') or 'a collective'}" + (
-                f" SeqNum {focus['seq']}" if focus.get("seq") is not None else ""
-            )
-            cands = focus.get("candidates") or []
-            tail = (
-                f"; the rank they waited for is not in these logs (candidates: ranks {_ranges(cands)})"
-                if cands
-                else "; no rank in these logs explains them"
-            )
-            return f"Ranks {_ranges(faulty)} failed{where if focus else ''}{tail}."
-        return f"Failure of kind {kind}, but no rank could be named as its origin."
+    if not F.initiators:
+        return _summary_nobody(F, table)
+    return f"{_head(F, table)}{_tail(F, collateral)}."
 
-    def who(r: int) -> str:
-        n = G.nodes[r]
-        bits = [
-            b
-            for b in (
-                n.get("host"),
-                f"local rank {n['local_rank']}" if n.get("local_rank") is not None else None,
-            )
-            if b
-        ]
-        return f"rank {r}" + (f" ({', '.join(bits)})" if bits else "")
 
+def _row(table: pl.DataFrame, event_id: int | None) -> dict[str, Any] | None:
+    """The table row ``event_id`` as a dict (``None`` when absent)."""
+    if event_id is None:
+        return None
+    row = table.filter(pl.col("event_id") == event_id)
+    return row.row(0, named=True) if row.height else None
+
+
+def _summary_nobody(F: Findings, table: pl.DataFrame) -> str:
+    """The summary when no rank could be named: the fault line that names none, or the faulty ranks and the
+    collective they waited in."""
+    focus = F.focus
+    ev = focus.get("evidence") or []
+    r = _row(table, ev[0]) if ev else None
+    if r is not None:
+        what = r["exc_type"] or r["kind"].replace("_", " ")
+        return (
+            f"No rank could be named: the logs show {what} at {r['path']}:{r['line']}, on a line that names "
+            f"no rank (failure kind {F.failure_kind})."
+        )
+    faulty = sorted(r for r, n in F.ranks.items() if n.first_fault_kind)
+    if faulty:
+        where = f" in {focus.get('op') or 'a collective'}" + (
+            f" SeqNum {focus['seq']}" if focus.get("seq") is not None else ""
+        )
+        cands = focus.get("candidates") or []
+        tail = (
+            f"; the rank they waited for is not in these logs (candidates: ranks {_ranges(cands)})"
+            if cands
+            else "; no rank in these logs explains them"
+        )
+        return f"Ranks {_ranges(faulty)} failed{where if focus else ''}{tail}."
+    return f"Failure of kind {F.failure_kind}, but no rank could be named as its origin."
+
+
+def _who(F: Findings, r: int) -> str:
+    n = F.ranks[r]
+    bits = [b for b in (n.host, f"local rank {n.local_rank}" if n.local_rank is not None else None) if b]
+    return f"rank {r}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _what(row: dict[str, Any] | None) -> str:
+    """What the initiator's fault row says went wrong: the exception type, the exit status, the message."""
+    if row is None:
+        return ""
+    if row["exc_type"]:
+        return str(row["exc_type"])
+    if row["exit_code"] is not None:
+        sig = row["signal"] or _signal_name(row["exit_code"])
+        return f"exit code {row['exit_code']}" + (f" ({sig})" if sig else "")
+    if row["kind"] in (Kind.CUDA_ERROR, Kind.NCCL_NET_ERROR, Kind.WATCHDOG_HANG) and row["message"]:
+        return _words(_first_line(row["message"]), 120)
+    return str(row["kind"]).replace("_", " ")
+
+
+def _head(F: Findings, table: pl.DataFrame) -> str:
+    """The summary's first clause: the initiators, what they did (by the rule that found them) and what."""
+    inits = list(F.initiators)
     if len(inits) > 3:
-        hosts = sorted({G.nodes[r].get("host") for r in inits if G.nodes[r].get("host")})
+        hosts = sorted({h for r in inits if (h := F.ranks[r].host)})
         names = f"ranks {_ranges(inits)}" + (f" ({', '.join(hosts)})" if hosts else "")
     else:
-        names = ", ".join(who(r) for r in inits)
-    ev = G.nodes[inits[0]].get("cause_event")
-    what = ""
-    if ev is not None:
-        row = table.filter(pl.col("event_id") == ev)
-        if row.height:
-            r = row.row(0, named=True)
-            if r["exc_type"]:
-                what = r["exc_type"]
-            elif r["exit_code"] is not None:
-                sig = r["signal"] or _signal_name(r["exit_code"])
-                what = f"exit code {r['exit_code']}" + (f" ({sig})" if sig else "")
-            elif r["kind"] in (Kind.CUDA_ERROR, Kind.NCCL_NET_ERROR, Kind.WATCHDOG_HANG) and r["message"]:
-                what = _words(_first_line(r["message"]), 120)
-            else:
-                what = r["kind"].replace("_", " ")
-    basis: Basis = G.graph["basis"]
+        names = ", ".join(_who(F, r) for r in inits)
+    row = _row(table, F.ranks[inits[0]].cause_event)
+    what = _what(row)
+    basis = F.basis
     verb = _VERBS.get(basis, "failed first")
-    if kind == FailureKind.EARLY_EXIT:
+    if F.failure_kind == FailureKind.EARLY_EXIT:
         verb = "exited early while the others still waited"
     head = f"{names} {verb}" + (f": {what}" if what and basis.names_its_own_fault else "")
-    focus = G.graph.get("focus") or {}
-    if basis is Basis.STACKS and focus.get("claim"):
-        head = f"{names} {'hung' if kind == 'straggler_hang' else 'entered another collective'}: {focus['claim']}"
-    if basis is Basis.FLIGHT_RECORDER and focus.get("claim"):
-        head = f"Flight Recorder: {focus['claim']}" + (
-            f" ({names}: {what})" if what and not what.startswith("fr ") else ""
+    claim = F.focus.get("claim")
+    if basis is Basis.STACKS and claim:
+        hung = F.failure_kind == FailureKind.STRAGGLER_HANG
+        head = f"{names} {'hung' if hung else 'entered another collective'}: {claim}"
+    if basis is Basis.FLIGHT_RECORDER and claim:
+        # the cause row's own words, unless it is a Flight Recorder row itself (its kind says "fr …")
+        own = what and not (
+            row is not None
+            and not row["exc_type"]
+            and row["exit_code"] is None
+            and str(row["kind"]).startswith("fr_")
         )
-    waits = [a for a, b, d in G.edges(data=True) if d["edge"] == EdgeKind.WAITS_FOR]
-    tail = ""
-    if collateral:
-        seqs = {
-            (
-                d.get("pg"),
-                d.get("seq"),
-            )
-            for _, _, d in G.edges(data=True)
-            if d.get("seq") is not None
-        }
-        where = ""
-        if focus.get("seq") is not None:
-            where = f" in {focus.get('op') or 'collective'} SeqNum {focus['seq']}"
-        elif len(seqs) == 1:
-            where = f" in SeqNum {next(iter(seqs))[1]}"
-        n = len(collateral)
-        # "timed out waiting" only when each of them says it timed out, "waited" when each is shown waiting (a
-        # pending Flight Recorder entry, a stall report); an exit status alone shows neither
-        them = "them" if len(inits) > 1 else "it"
-        if waits and len(waits) == n and all(G.nodes[r].get("timed_out") for r in waits):
-            tail = f"; {n} rank{'s' if n > 1 else ''} timed out waiting for {them}{where}"
-        elif waits and len(waits) == n and all(G.nodes[r].get("waited") for r in waits):
-            tail = f"; {n} rank{'s' if n > 1 else ''} waited for {them}{where}"
-        elif (
-            (mism := [a for a, _, d in G.edges(data=True) if d["edge"] == "mismatch"])
-            and len(mism) == n
-            and all(G.nodes[r].get("waited") for r in mism)
-        ):
-            tail = f"; {n} rank{'s' if n > 1 else ''} waited for {them} in {focus.get('majority') or 'another collective'}"
-        else:
-            tail = f"; {n} other rank{'s' if n > 1 else ''} failed as a consequence{where}"
-    return f"{head}{tail}."
+        head = f"Flight Recorder: {claim}" + (f" ({names}: {what})" if own else "")
+    return head
+
+
+def _tail(F: Findings, collateral: list[int]) -> str:
+    """The summary's second clause: what the collateral ranks did, and in which collective."""
+    if not collateral:
+        return ""
+    focus = F.focus
+    waits = [e.src for e in F.edges if e.kind == EdgeKind.WAITS_FOR]
+    seqs = {(e.pg, e.seq) for e in F.edges if e.seq is not None}
+    where = ""
+    if focus.get("seq") is not None:
+        where = f" in {focus.get('op') or 'collective'} SeqNum {focus['seq']}"
+    elif len(seqs) == 1:
+        where = f" in SeqNum {next(iter(seqs))[1]}"
+    n = len(collateral)
+    s = "s" if n > 1 else ""
+    # "timed out waiting" only when each of them says it timed out, "waited" when each is shown waiting (a
+    # pending Flight Recorder entry, a stall report); an exit status alone shows neither
+    them = "them" if len(F.initiators) > 1 else "it"
+    if waits and len(waits) == n and all(F.ranks[r].timed_out for r in waits):
+        return f"; {n} rank{s} timed out waiting for {them}{where}"
+    if waits and len(waits) == n and all(F.ranks[r].waited for r in waits):
+        return f"; {n} rank{s} waited for {them}{where}"
+    mism = [e.src for e in F.edges if e.kind == EdgeKind.MISMATCH]
+    if mism and len(mism) == n and all(F.ranks[r].waited for r in mism):
+        return f"; {n} rank{s} waited for {them} in {focus.get('majority') or 'another collective'}"
+    return f"; {n} other rank{s} failed as a consequence{where}"
 
 
 #: What the summary says the initiators did, by how they were found (default: "failed first").
@@ -437,76 +500,82 @@ def _signal_name(code: int | None) -> str | None:
         return None
 
 
-def _confidence(G: nx.DiGraph) -> float:
+def _confidence(F: Findings) -> float:
     """0.95 less the weight of each reason's member (:class:`correlator.confidence.Reason`), never its
     English; then capped when several silent or absent ranks are equally suspect, and fixed for ``none``."""
-    base = confidence.lower(0.95, G.graph["reasons"])
-    inits, seen = G.graph["initiators"], G.graph["ranks_seen"]
-    if G.graph["basis"] in (Basis.SILENT, Basis.NO_LOG) and len(inits) > 1:
+    base = confidence.lower(0.95, list(F.reasons))
+    inits, seen = F.initiators, F.ranks_seen
+    if F.basis in (Basis.SILENT, Basis.NO_LOG) and len(inits) > 1:
         # Several ranks are equally suspect: the more of them, the less the verdict says.
         base = min(base, 0.3 if len(inits) * 4 >= max(len(seen), 1) else 0.5)
-    if G.graph["failure_kind"] == "none":
-        base = confidence.lower(0.9 if G.graph["ranks_seen"] else 0.3, G.graph["reasons"])
+    if F.failure_kind == "none":
+        base = confidence.lower(0.9 if F.ranks_seen else 0.3, list(F.reasons))
     return round(max(0.05, min(1.0, base)), 2)
 
 
-def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
-    """Diagnose one attempt (default: the first attempt with a fault)."""
-    G = build_graph(table, attempt)
-    # The stamp quality of each rank's first fault: a lookup of those few rows, not a dict of the table.
-    firsts = [e for r in G.nodes if (e := G.nodes[r].get("first_fault_event")) is not None]
+def _per_rank(F: Findings, table: pl.DataFrame) -> list[RankStatus]:
+    """One :class:`RankStatus` per rank of the attempt, in rank order, with the stamp quality of its first
+    fault (a lookup of those few rows, not a dict of the table)."""
+    firsts = [n.first_fault_event for n in F.ranks.values() if n.first_fault_event is not None]
     quality = dict(
         table.filter(pl.col("event_id").is_in(firsts)).select("event_id", "ts_quality").iter_rows()
     )
-    per_rank: list[RankStatus] = []
-    groups: dict[str, list[int]] = {s: [] for s in Status}
-    for r in sorted(G.nodes):
-        n = G.nodes[r]
-        status = n["status"]  # a faulty rank is never clean (graph.build_graph)
-        groups.setdefault(status, []).append(r)
-        ex = n.get("explained_by")
-        per_rank.append(
+    out = []
+    for r in sorted(F.ranks):
+        n = F.ranks[r]
+        ex = n.explanation()
+        out.append(
             RankStatus(
                 r,
-                n.get("host"),
-                n.get("local_rank"),
-                status,
-                _iso(n.get("first_fault_ts")),
-                n.get("first_fault_kind"),
+                n.host,
+                n.local_rank,
+                n.status,  # a faulty rank is never clean (graph.analyze)
+                _iso(n.first_fault_ts),
+                n.first_fault_kind,
                 Explanation(**ex) if ex else None,
-                quality.get(n.get("first_fault_event")),
+                quality.get(n.first_fault_event),
             )
         )
-    seen = set(G.graph["ranks_seen"])  # a set: 10^5 clean ranks must not cost 10^10 list comparisons
-    clean = [r for r in groups[Status.CLEAN] if r in seen]
-    initiators = set(G.graph["initiators"])
-    evidence = _evidence(table, G)
-    d = Diagnosis(
-        world_size=G.graph["world_size"],
-        ranks_seen=G.graph["ranks_seen"],
-        attempt=G.graph["attempt"],
-        initiating_ranks=sorted(G.graph["initiators"]),
-        collateral_ranks=sorted(groups[Status.COLLATERAL]),
-        clean_ranks=clean,
+    return out
+
+
+def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
+    """Diagnose one attempt (default: the first attempt with a fault): :func:`correlator.graph.analyze`,
+    then the verdict read off its records."""
+    return verdict(analyze(table, attempt), table)
+
+
+def verdict(F: Findings, table: pl.DataFrame) -> Diagnosis:
+    """The verdict on one attempt from its causal analysis ``F`` and the event table it was made from (for
+    the quoted lines and their times)."""
+    groups: dict[str, list[int]] = {s: [] for s in Status}
+    for r in sorted(F.ranks):
+        groups[F.ranks[r].status].append(r)
+    seen = set(F.ranks_seen)  # a set: 10^5 clean ranks must not cost 10^10 list comparisons
+    initiators = set(F.initiators)
+    evidence = _evidence(table, F)
+    collateral = sorted(groups[Status.COLLATERAL])
+    return Diagnosis(
+        world_size=F.world_size,
+        ranks_seen=list(F.ranks_seen),
+        attempt=F.attempt,
+        initiating_ranks=sorted(F.initiators),
+        collateral_ranks=collateral,
+        clean_ranks=[r for r in groups[Status.CLEAN] if r in seen],
         unexplained_ranks=sorted(groups[Status.UNEXPLAINED]),
-        missing_ranks=[r for r in G.graph["missing"] if r not in initiators],
-        failure_kind=G.graph["failure_kind"],
-        confidence=_confidence(G),
-        summary="",
+        missing_ranks=[r for r in F.missing if r not in initiators],
+        failure_kind=F.failure_kind,
+        confidence=_confidence(F),
+        summary=_summary(F, table, collateral),
         evidence=evidence,
-        initiating_events=_initiating_events(table, evidence, G.graph["initiators"]),
-        per_rank=per_rank,
-        confidence_reasons=confidence.texts(G.graph["reasons"]),
-        confidence_reason_codes=confidence.codes(G.graph["reasons"]),
-        initiator_basis=G.graph["initiator_basis"],
-        focus={
-            k: v
-            for k, v in (G.graph.get("focus") or {}).items()
-            if k not in ("evidence", "own", "evidence_role", "host")
-        },
+        initiating_events=_initiating_events(table, evidence, list(F.initiators)),
+        per_rank=_per_rank(F, table),
+        confidence_reasons=confidence.texts(list(F.reasons)),
+        confidence_reason_codes=confidence.codes(list(F.reasons)),
+        initiator_basis=F.initiator_basis,
+        focus={k: v for k, v in F.focus.items() if k not in ("evidence", "own", "evidence_role", "host")},
+        findings=F,
     )
-    d.summary = _summary(G, table, d.collateral_ranks)
-    return d
 
 
 def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
@@ -522,13 +591,16 @@ def diagnose(table: pl.DataFrame, attempt: int | None = None) -> Diagnosis:
     chosen = next((d for d in per if d.attempt == attempt), None) if attempt is not None else None
     if chosen is None:
         chosen = next((d for d in per if d.failure_kind != "none"), per[0])
-    if len(per) > 1:
-        later = [d for d in per if d.attempt > chosen.attempt and d.failure_kind != "none"]
-        if later and attempt is None:
-            note = confidence.Reason.LATER_ATTEMPTS_FAILED.note(n=len(later))
-            chosen.confidence_reasons.append(note.text())
-            chosen.confidence_reason_codes.append(note.reason.name)
-            chosen.confidence = round(max(0.05, confidence.lower(chosen.confidence, [note])), 2)
-        # A tree, not a cycle: the chosen attempt's entry is a copy of the verdict without ``attempts``.
-        chosen.attempts = [copy.deepcopy(d) if d is chosen else d for d in per]
-    return chosen
+    if len(per) == 1:
+        return chosen
+    later = [d for d in per if d.attempt > chosen.attempt and d.failure_kind != "none"]
+    if later and attempt is None:
+        note = confidence.Reason.LATER_ATTEMPTS_FAILED.note(n=len(later))
+        chosen = replace(
+            chosen,
+            confidence_reasons=[*chosen.confidence_reasons, note.text()],
+            confidence_reason_codes=[*chosen.confidence_reason_codes, note.reason.name],
+            confidence=round(max(0.05, confidence.lower(chosen.confidence, [note])), 2),
+        )
+    # A tree, not a cycle: the chosen attempt's entry is the verdict without ``attempts``.
+    return replace(chosen, attempts=[chosen if d.attempt == chosen.attempt else d for d in per])

@@ -107,20 +107,13 @@ class Job:
         """The causal graph of the verdict's attempt: nodes are ranks (``status``, first fault, host), edges
         ``collateral -> initiator`` (``edge``: :class:`correlator.verdict.EdgeKind`, ``evidence`` event ids).
 
-        Built by the same rules from the same rows as the verdict (:func:`correlator.graph.build_graph` on
-        the table reduced for diagnosis). A verdict no rule made (a log nothing recognised,
-        :mod:`correlator.lastresort`) is drawn from its own records: its ranks and their status."""
+        Drawn from the analysis the verdict was read from (:attr:`correlator.diagnose.Diagnosis.findings`,
+        :meth:`correlator.graph.Findings.to_networkx`): nothing is diagnosed again. A verdict no rule made (a
+        log nothing recognised, :mod:`correlator.lastresort`) is drawn from its own records: its ranks and
+        their status."""
         if self._graph is None:
-            from correlator.verdict import Basis
-
             d = self.diagnose()
-            if d.initiator_basis in (Basis.LAST_RESORT, Basis.NOTHING_RECOGNISED):
-                self._graph = _records_graph(d)
-            else:
-                from correlator.graph import build_graph
-                from correlator.streaming import reduce_for_diagnosis
-
-                self._graph = build_graph(reduce_for_diagnosis(self.table()), d.attempt)
+            self._graph = _records_graph(d) if d.findings is None else d.findings.to_networkx()
         return self._graph
 
     def write_graph(self, out: str | os.PathLike[str]) -> str:

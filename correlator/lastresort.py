@@ -26,7 +26,7 @@ import polars as pl
 
 from correlator import confidence, limits
 from correlator.diagnose import Diagnosis, Evidence, InitiatingEvent, RankStatus
-from correlator.verdict import Basis
+from correlator.verdict import Basis, Cite
 
 __all__ = ["read", "unrecognised"]
 
@@ -101,6 +101,7 @@ def _verdict(row: dict[str, object], ranks: list[int]) -> Diagnosis:
             text=text[:300],
             role="initiating fault",
             event_id=int(row["event_id"]),  # type: ignore[call-overload]
+            cite=Cite.INITIATING_FAULT,
         )
         for r in ranks
     ]
@@ -118,7 +119,9 @@ def _verdict(row: dict[str, object], ranks: list[int]) -> Diagnosis:
         summary=f"{who} named in a failure line no rule recognises ({where}): {text[:160]}",
         evidence=ev,
         initiating_events=[
-            InitiatingEvent(r, e.event_id or 0, e.path, e.line, e.kind, e.role, ts, "stamp" if ts else None)
+            InitiatingEvent(
+                r, e.event_id or 0, e.path, e.line, e.kind, e.role, ts, "stamp" if ts else None, e.cite
+            )
             for r, e in zip(ranks, ev, strict=True)
         ],
         per_rank=[RankStatus(r, None, None, "initiating") for r in ranks],
@@ -156,8 +159,9 @@ def unrecognised(table: pl.DataFrame) -> Diagnosis:
                 ts=ts,
                 kind=str(row["kind"]),
                 text=text[:300],
-                role="fault (no rank named)",
+                role=Cite.NO_RANK.value,
                 event_id=int(row["event_id"]),
+                cite=Cite.NO_RANK,
             )
         ]
         if row

@@ -34,6 +34,7 @@ _LAUNCHER_KINDS = frozenset(
 
 from correlator.diagnose import Diagnosis
 from correlator.ranks import ranges
+from correlator.verdict import Cite
 
 #: Characters of an evidence line the terminal report shows (``-f json``/``markdown`` carry the whole line).
 _TERMINAL_TEXT = 600
@@ -129,7 +130,7 @@ def initiating_lines(d: Diagnosis, limit: int = 3) -> list[str]:
     for e in d.initiating_events[:limit]:
         sign, note = _BASIS.get(e.ts_basis or "", ("", ""))
         when = f"at {sign}{_short_ts(e.ts)}{note}" if e.ts else "at no known time (no stamp in its file)"
-        what = "last sign of life" if e.role.startswith("last sign of life") else e.kind
+        what = "last sign of life" if e.cite is Cite.LAST_SIGN_OF_LIFE else e.kind
         out.append(f"rank {e.rank}: {what} {when} — {e.path}:{e.line}")
     if len(d.initiating_events) > limit:
         out.append(f"… and {len(d.initiating_events) - limit} more")

@@ -11,7 +11,7 @@ API::
 
     sigs = load_signatures([Path("extra.toml")])   # built-in + user files; ValueError on a bad file
     hits = match(diagnosis, table, sigs)            # list of dicts, most specific first
-    attach(diagnosis, table, extra)                 # sets diagnosis.signatures = match(...)
+    d = attach(diagnosis, table, extra)             # the verdict with signatures = match(...)
 
 Matching is a pure function of the event table (and, secondarily, of the diagnosis: ``failure_kind`` and
 ``where`` rules). Rows marked ``duplicate`` are ignored. Each rule filters rows with polars expressions;
@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -524,19 +524,23 @@ def match(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature] | None = No
     return [d for _, d in hits]
 
 
-def attach(diagnosis: Any, table: pl.DataFrame, extra: Iterable[Path | str] = ()) -> None:
-    """Set ``diagnosis.signatures`` to the matching signatures (built-in library plus ``extra`` files).
+def attach(diagnosis: Any, table: pl.DataFrame, extra: Iterable[Path | str] = ()) -> Any:
+    """``diagnosis`` (a :class:`correlator.diagnose.Diagnosis`) with its ``signatures`` set to the matching signatures (built-in library plus ``extra``
+    files): a new record, the verdict given is not changed.
 
     The top-level verdict is matched against the whole table; each per-attempt verdict in
     ``diagnosis.attempts`` (a restarted job) against the rows of its own attempt.
     """
     sigs = load_signatures(list(extra))
-    diagnosis.signatures = match(diagnosis, table, sigs)
-    for a in getattr(diagnosis, "attempts", None) or []:
-        if a is diagnosis or not hasattr(a, "signatures"):
-            continue
-        rows = table.filter(pl.col("attempt") == a.attempt) if "attempt" in table.columns else table
-        a.signatures = match(a, rows, sigs)
+
+    def rows(a: Any) -> pl.DataFrame:
+        return table.filter(pl.col("attempt") == a.attempt) if "attempt" in table.columns else table
+
+    return replace(
+        diagnosis,
+        signatures=match(diagnosis, table, sigs),
+        attempts=[replace(a, signatures=match(a, rows(a), sigs)) for a in diagnosis.attempts],
+    )
 
 
 def find(sigs: list[Signature], sig_id: str) -> Signature | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FAILURE_KINDS", "Basis", "EdgeKind", "FailureKind", "Role", "Status"]
+__all__ = ["FAILURE_KINDS", "Basis", "Cite", "EdgeKind", "FailureKind", "Role", "Status"]
 
 
 class FailureKind(StrEnum):
@@ -114,3 +114,16 @@ class Role(StrEnum):
     EFFECT = "effect"  #: timeouts, closed connections, SIGTERM by the agent: usually another rank's doing
     EXIT = "exit"  #: an exit status with no signal or text
     WEAK = "weak"  #: a bare warning: trouble only when something else failed too
+
+
+class Cite(StrEnum):
+    """Why the verdict quotes an evidence line (``Evidence.cite``, ``InitiatingEvent.cite``); the line's
+    ``role`` text is written from it and never read back."""
+
+    INITIATING_FAULT = "initiating fault"  #: the initiating rank's own fault line
+    POINTS_AT = "points at"  #: another rank's line that shows the initiator's fault
+    LAST_SIGN_OF_LIFE = "last sign of life"  #: a rank found by its silence: its last line
+    RULE = "rule"  #: the line the naming rule read (a disagreement, a claim, a stack dump)
+    NO_RANK = "fault (no rank named)"  #: a fault line while no rank could be named
+    LAUNCHER = "launcher"  #: the launcher's view of an initiating rank (its exit status)
+    COLLATERAL = "collateral"  #: one line per kind of edge that explains a collateral rank

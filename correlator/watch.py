@@ -616,16 +616,17 @@ class Watcher:
             self.exit_seen = f"{r['path']}:{r['line']}"
 
     # ------------------------------------------------------------------ verdict and alerts
-    def _signatures(self, d: Diagnosis) -> None:
+    def _signatures(self, d: Diagnosis) -> Diagnosis:
+        """``d`` with the signatures that match the table so far."""
         if d.failure_kind == "none" and not self._sig_extra:
-            return
+            return d
         try:
             from correlator import signatures
         except ModuleNotFoundError:  # a build without the signature library
-            return
+            return d
         if self._sigs is None:
             self._sigs = signatures.load_signatures(self._sig_extra)
-        d.signatures = signatures.match(d, self.table, self._sigs)
+        return replace(d, signatures=signatures.match(d, self.table, self._sigs))
 
     def _verdict_dict(self) -> dict[str, Any]:
         d = self.diagnosis
@@ -679,8 +680,7 @@ class Watcher:
         )
 
     def _diagnosis_alerts(self) -> list[Alert]:
-        d = diagnose(self.table)
-        self._signatures(d)
+        d = self._signatures(diagnose(self.table))
         self.diagnosis = d
         out: list[Alert] = []
         if d.failure_kind == "none":

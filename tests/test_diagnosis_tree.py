@@ -75,7 +75,7 @@ RESTARTS: dict[str, tuple[int, list[tuple[int, list[int], list[int], str, float,
 def _diagnosed(case: str) -> tuple[Any, Any]:
     table = load(CASES / case / "logs")
     d = diagnose(table)
-    sigmod.attach(d, table)  # what the CLI does before it prints
+    d = sigmod.attach(d, table)  # what the CLI does before it prints
     return d, table
 
 

@@ -92,12 +92,11 @@ def test_reduced_verdict_equals_full_on_generated_job(
 def _full_path_json(root: Path) -> dict[str, object]:
     """What ``diagnose_path(root)`` printed before ``keep_coll``: the verdict on the whole event table, the
     signatures matched on the whole table, the skipped list."""
-    from correlator.api import attach_signatures, skipped_for_output, with_skipped
+    from correlator.api import PathDiagnosis, attach_signatures, skipped_for_output
 
     res = ingest(root)
-    d = diagnose(reduce_for_diagnosis(res.table))
-    attach_signatures(d, res.table, [])
-    return _normalized(json.loads(with_skipped(to_json(d), skipped_for_output(res, False))))
+    d = attach_signatures(diagnose(reduce_for_diagnosis(res.table)), res.table, [])
+    return _normalized(json.loads(PathDiagnosis(d, res.table, skipped_for_output(res, False)).to_json()))
 
 
 def _normalized(d: dict[str, object]) -> dict[str, object]:

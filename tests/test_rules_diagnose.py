@@ -439,9 +439,8 @@ def test_helpers() -> None:
 
 
 def test_confidence_penalties_add_up_and_floor() -> None:
-    import networkx as nx
-
     from correlator.confidence import Note, Reason
+    from correlator.graph import Findings
     from correlator.verdict import Basis
 
     def conf(
@@ -451,15 +450,22 @@ def test_confidence_penalties_add_up_and_floor() -> None:
         kind: str = "rank_crash",
         seen: tuple[int, ...] = (0, 1),
     ) -> float:
-        G = nx.DiGraph(
-            reasons=[Note(r, {}) for r in reasons],
-            initiators=list(inits),
-            ranks_seen=list(seen),
+        F = Findings(
+            attempt=0,
+            attempts=(0,),
+            clocks={},
+            world_size=None,
+            ranks_seen=seen,
+            missing=(),
+            initiators=inits,
             basis=Basis(basis),
-            initiator_basis=basis,
             failure_kind=kind,
+            reasons=tuple(Note(r, {}) for r in reasons),
+            focus={},
+            signalled=(),
+            launcher_present=True,
         )
-        return dm._confidence(G)
+        return dm._confidence(F)
 
     assert conf([]) == 0.95
     assert conf([Reason.CONFIG_LINE]) == 0.85

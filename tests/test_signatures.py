@@ -806,7 +806,7 @@ def test_user_file_adds_and_overrides(tmp_path: Path) -> None:
     assert "my-thing" not in ids  # not loaded by default
     table = correlator.load(tmp_path / "logs")
     d = correlator.diagnose(table)
-    attach(d, table, [f])
+    d = attach(d, table, [f])
     assert "my-thing" in [s["id"] for s in d.signatures]
 
 
@@ -900,7 +900,7 @@ def _case(name: str) -> Path:
 def test_fsdp_divergent_init_case_gets_the_fsdp_signature() -> None:
     table = correlator.load(_case("recon-11") / "logs")
     d = correlator.diagnose(table)
-    attach(d, table, [])
+    d = attach(d, table, [])
     assert d.signatures, "no signature attached"
     top = d.signatures[0]
     assert top["id"] == "fsdp-divergent-init-allgather"
