@@ -363,6 +363,98 @@ def diagnose_path(
         )
 
 
+@dataclass
+class _Read:
+    """What one input mode read: the table, the attempts and ranks in it, the files not read, warnings."""
+
+    table: pl.DataFrame
+    attempts: list[int]
+    ranks: list[int]
+    skipped: list[dict[str, object]]
+    warnings: list[str]
+
+
+def _read_parquet(p: Path, redact: bool, tz: str | None) -> _Read:
+    """A ``rankscope timeline`` parquet file or partitioned dataset: its rows reduced for diagnosis."""
+    from correlator.streaming import reduced_from_parquet
+
+    check_parquet(p)
+    try:
+        table = reduced_from_parquet(p)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as e:
+        raise InputError(
+            f"{p}: not a readable rankscope timeline parquet ({type(e).__name__}: "
+            f"{_safe(str(e).splitlines()[0] if str(e) else '')})"
+        ) from None
+    except BaseException as e:  # a Rust panic inside polars on a corrupt page (PanicException)
+        if type(e).__name__ != "PanicException":
+            raise
+        raise InputError(f"{p}: corrupt parquet data (the reader panicked: {_safe(str(e)[:200])})") from None
+    attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
+    ranks = table["rank"].drop_nulls().unique().to_list()
+    if redact:
+        from correlator.redact import redact_table
+
+        table = redact_table(table)
+    warnings = []
+    if tz is not None:  # the table's stamps are UTC already: a zone given now would change nothing
+        warnings.append(
+            f"--tz {tz} not applied: the stamps of a timeline table were converted to UTC when it was "
+            "written (give --tz to `rankscope timeline`)"
+        )
+    return _Read(table, attempts, ranks, [], warnings)
+
+
+def _read_streaming(p: Path, redact: bool, tz: str | None, progress: Progress | None) -> _Read:
+    """A folder of logs read node by node in bounded memory (the reduced table)."""
+    from correlator.streaming import stream_ingest
+
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    _check_tz(tz)
+    if progress is None:
+        table, s = stream_ingest(p, None, tz=tz)
+    else:
+        cb = progress
+        table, s = stream_ingest(
+            p, None, tz=tz, progress=lambda done, total: cb("streaming node by node", done, total)
+        )
+    warnings = [str(w) for w in list(s.get("warning_lines") or [])]  # type: ignore[call-overload]
+    attempts, ranks = list(s["attempts"]), list(s["ranks"])  # type: ignore[call-overload]
+    skipped = [dict(e) for e in list(s.get("skipped") or [])]  # type: ignore[call-overload]
+    if redact:
+        from correlator.redact import Redactor, redact_table
+
+        r = Redactor()
+        table = redact_table(table, r)  # one redactor: the same pseudonyms in the table and the paths
+        for entry in skipped:
+            r.learn_text(str(entry["path"]))
+        for entry in skipped:
+            entry["path"] = r.text(str(entry["path"]))
+    return _Read(table, attempts, ranks, skipped, warnings)
+
+
+def _read_logs(
+    p: Path,
+    redact: bool,
+    tz: str | None,
+    fr: str | os.PathLike[str] | None,
+    progress: Progress | None,
+    full_table: bool,
+) -> _Read:
+    """A folder, file or archive of logs read in memory: only the rows diagnosis needs unless ``full_table``
+    (most NCCL COLL lines are cut before parsing: issue #13 item 4; tests/test_reduced_diagnosis.py checks the
+    verdict against the full table's)."""
+    from correlator.streaming import KEEP_LAST
+
+    res = load_path(
+        p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=None if full_table else KEEP_LAST
+    )
+    summary = res.summary()
+    attempts, ranks = list(summary["attempts"]), list(summary["ranks"])  # type: ignore[call-overload]
+    return _Read(res.table, attempts, ranks, skipped_for_output(res, redact), list(res.warnings))
+
+
 def _diagnose_path(
     p: Path,
     notes: list[str],
@@ -380,87 +472,23 @@ def _diagnose_path(
 ) -> PathDiagnosis:
     if notes and on_warnings is not None:
         on_warnings(list(notes))
-    warnings: list[str] = []
     if is_parquet_input(p):  # a `rankscope timeline` parquet file or partitioned dataset
-        from correlator.streaming import reduced_from_parquet
-
-        check_parquet(p)
-        try:
-            table = reduced_from_parquet(p)
-        except (pl.exceptions.PolarsError, OSError, ValueError) as e:
-            raise InputError(
-                f"{p}: not a readable rankscope timeline parquet ({type(e).__name__}: "
-                f"{_safe(str(e).splitlines()[0] if str(e) else '')})"
-            ) from None
-        except BaseException as e:  # a Rust panic inside polars on a corrupt page (PanicException)
-            if type(e).__name__ != "PanicException":
-                raise
-            raise InputError(
-                f"{p}: corrupt parquet data (the reader panicked: {_safe(str(e)[:200])})"
-            ) from None
-        skipped: list[dict[str, object]] = []
-        attempts = sorted(table["attempt"].drop_nulls().unique().to_list())
-        ranks = table["rank"].drop_nulls().unique().to_list()
-        if redact:
-            from correlator.redact import redact_table
-
-            table = redact_table(table)
-        if tz is not None:  # the table's stamps are UTC already: a zone given now would change nothing
-            warnings.append(
-                f"--tz {tz} not applied: the stamps of a timeline table were converted to UTC when it was "
-                "written (give --tz to `rankscope timeline`)"
-            )
-        if on_warnings is not None:
-            on_warnings(warnings)
+        got = _read_parquet(p, redact, tz)
     elif fr is None and want_streaming(p, streaming):
-        from correlator.streaming import stream_ingest
-
-        if not p.exists():
-            raise InputError(f"{p}: no such file or directory")
-        _check_tz(tz)
-        if progress is None:
-            table, s = stream_ingest(p, None, tz=tz)
-        else:
-            cb = progress
-            table, s = stream_ingest(
-                p, None, tz=tz, progress=lambda done, total: cb("streaming node by node", done, total)
-            )
-        warnings = [str(w) for w in list(s.get("warning_lines") or [])]  # type: ignore[call-overload]
-        if on_warnings is not None:
-            on_warnings(warnings)
-        attempts, ranks = list(s["attempts"]), list(s["ranks"])  # type: ignore[call-overload]
-        skipped = [dict(e) for e in list(s.get("skipped") or [])]  # type: ignore[call-overload]
-        if redact:
-            from correlator.redact import Redactor, redact_table
-
-            r = Redactor()
-            table = redact_table(table, r)  # one redactor: the same pseudonyms in the table and the paths
-            for entry in skipped:
-                r.learn_text(str(entry["path"]))
-            for entry in skipped:
-                entry["path"] = r.text(str(entry["path"]))
+        got = _read_streaming(p, redact, tz, progress)
     else:
-        from correlator.streaming import KEEP_LAST
-
-        # Only the rows diagnosis needs: most NCCL COLL lines are cut before parsing (issue #13 item 4;
-        # tests/test_reduced_diagnosis.py checks the verdict against the full table's).
-        res = load_path(
-            p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=None if full_table else KEEP_LAST
-        )
-        warnings = list(res.warnings)
-        if on_warnings is not None:
-            on_warnings(warnings)
-        table = res.table
-        summary = res.summary()
-        attempts, ranks = list(summary["attempts"]), list(summary["ranks"])  # type: ignore[call-overload]
-        skipped = skipped_for_output(res, redact)
-    if attempt is not None and attempt not in attempts:
+        got = _read_logs(p, redact, tz, fr, progress, full_table)
+    if on_warnings is not None:
+        on_warnings(got.warnings)
+    table, skipped, warnings = got.table, got.skipped, got.warnings
+    if attempt is not None and attempt not in got.attempts:
         raise InputError(
-            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {attempts})"
+            f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {got.attempts})"
         )
+    extra = [Path(x) for x in signatures]
     if require_lines:
         try:
-            check_recognised(table, ranks, p)
+            check_recognised(table, got.ranks, p)
         except InputError:  # nothing recognised: a rank named next to a failure word, or the refusal
             from correlator import lastresort
 
@@ -469,12 +497,11 @@ def _diagnose_path(
                     f"{p}: no text to read (only empty files or blank lines); see `rankscope events`"
                 ) from None
             guess = lastresort.read(table) or lastresort.unrecognised(table)
-            guess = attach_signatures(guess, table, [Path(x) for x in signatures])
-            return PathDiagnosis(guess, table, skipped, notes + warnings, attempts, guess.ranks_seen)
+            guess = attach_signatures(guess, table, extra)
+            return PathDiagnosis(guess, table, skipped, notes + warnings, got.attempts, guess.ranks_seen)
     from correlator.streaming import reduce_for_diagnosis
 
     # The same verdict from fewer rows (issue #13 item 4; tests/test_reduced_diagnosis.py); signatures still
     # match on the whole table.
-    d = run_diagnose(reduce_for_diagnosis(table), attempt=attempt)
-    d = attach_signatures(d, table, [Path(x) for x in signatures])
-    return PathDiagnosis(d, table, skipped, notes + warnings, attempts, ranks)
+    d = attach_signatures(run_diagnose(reduce_for_diagnosis(table), attempt=attempt), table, extra)
+    return PathDiagnosis(d, table, skipped, notes + warnings, got.attempts, got.ranks)

@@ -244,21 +244,7 @@ def analyze(table: pl.DataFrame, attempt: int | None = None) -> Findings:
     world = _world_size(t_all)
     seen = sorted(int(r) for r in t["rank"].drop_nulls().unique().to_list())
     missing = sorted(set(range(world or 0)) - set(seen)) if world else []
-    hosts = dict(
-        t.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
-        .group_by("rank")
-        .agg(pl.col("host").mode().first())
-        .iter_rows()
-    )
-    locals_ = dict(
-        t.filter(pl.col("rank").is_not_null() & pl.col("local_rank").is_not_null())
-        .group_by("rank")
-        .agg(pl.col("local_rank").mode().first())
-        .iter_rows()
-    )
-    missing_set = set(missing)  # a set: a world of 10^5 ranks must not cost 10^10 list comparisons
-    for r in sorted(set(seen) | missing_set):
-        G.add(r, Status.MISSING if r in missing_set else Status.CLEAN, hosts.get(r), locals_.get(r))
+    _add_ranks(G, t, seen, missing)
 
     f = fault_rows(t)
     f = (
@@ -267,19 +253,7 @@ def analyze(table: pl.DataFrame, attempt: int | None = None) -> Findings:
         .sort("tc", "event_id", nulls_last=True)
     )
     fr = f.filter(pl.col("rank").is_not_null())
-    # A rank's first fault: the launcher's summary blocks (whole-second, written at the end) come last.
-    summary_last = pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]).cast(pl.Int8)
-    first = (
-        fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
-    )
-    for row in first.iter_rows(named=True):
-        if (
-            row["rank"] not in G.ranks
-        ):  # named only by a launcher (an srun task list): it left no line of its own
-            G.add(row["rank"], Status.CLEAN)
-        G.ranks[row["rank"]].update(
-            first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"]
-        )
+    _add_first_faults(G, fr)
 
     signal_rows = f.filter(pl.col("kind") == Kind.WORKER_SIGNALLED)
     first_signal = signal_rows["tc"].min() if signal_rows.height else None
@@ -351,6 +325,40 @@ def analyze(table: pl.DataFrame, attempt: int | None = None) -> Findings:
         ranks=ranks,
         edges=edges,
     )
+
+
+def _add_ranks(G: _Draft, t: pl.DataFrame, seen: list[int], missing: list[int]) -> None:
+    """One entry per rank seen or missing, with its host and local rank (the most frequent of its rows)."""
+    hosts = dict(
+        t.filter(pl.col("rank").is_not_null() & pl.col("host").is_not_null())
+        .group_by("rank")
+        .agg(pl.col("host").mode().first())
+        .iter_rows()
+    )
+    locals_ = dict(
+        t.filter(pl.col("rank").is_not_null() & pl.col("local_rank").is_not_null())
+        .group_by("rank")
+        .agg(pl.col("local_rank").mode().first())
+        .iter_rows()
+    )
+    missing_set = set(missing)  # a set: a world of 10^5 ranks must not cost 10^10 list comparisons
+    for r in sorted(set(seen) | missing_set):
+        G.add(r, Status.MISSING if r in missing_set else Status.CLEAN, hosts.get(r), locals_.get(r))
+
+
+def _add_first_faults(G: _Draft, fr: pl.DataFrame) -> None:
+    """Each rank's first fault (kind, corrected time, event id); the launcher's summary blocks (whole-second,
+    written at the end) come last. A rank named only by a launcher (an srun task list) is added."""
+    summary_last = pl.col("kind").is_in([Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]).cast(pl.Int8)
+    first = (
+        fr.sort(summary_last, "tc", "event_id", nulls_last=True).group_by("rank", maintain_order=True).first()
+    )
+    for row in first.iter_rows(named=True):
+        if row["rank"] not in G.ranks:  # it left no line of its own
+            G.add(row["rank"], Status.CLEAN)
+        G.ranks[row["rank"]].update(
+            first_fault_kind=row["kind"], first_fault_ts=row["tc"], first_fault_event=row["event_id"]
+        )
 
 
 def _waited_collective(fr: pl.DataFrame, initiators: list[int]) -> dict[str, Any]:

@@ -229,6 +229,23 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     df = _demote_multi_rank_files(df)
     df = _check_task_files(df)
     df = _pair_launchers(df)
+    df = _node_keys(df)
+    df = _direct_ranks(df, weighted)
+    offsets = _node_offsets(df, weighted)
+    df = _ranks_via_offsets(df, offsets)
+    df = _attempts(df)
+    df = _launcher_ranks(df, offsets)
+    df = _nccl_ranks(df)
+    global_pgs = _global_pgs(df)
+    df = _pg_and_message_ranks(df, global_pgs)
+    df = _message_ranks(df, global_pgs)
+    df = _hosts(df)
+    return df.drop([c for c in df.columns if c.startswith("__")])
+
+
+def _node_keys(df: pl.DataFrame) -> pl.DataFrame:
+    """``node_key`` refined by srun labels (a node index when torchrun tees the labelled lines, otherwise a
+    rank, then moved to ``xport_rank``) and by transport-prefix hosts."""
     # srun labels: a node index when the labelled lines are tee'd by torchrun, otherwise a rank.
     labelled_tee = bool(
         df.select((pl.col("srun_label").is_not_null() & pl.col("tee_local_rank").is_not_null()).any()).item()
@@ -253,6 +270,12 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .alias("node_key")
     )
 
+    return df
+
+
+def _direct_ranks(df: pl.DataFrame, weighted: bool) -> pl.DataFrame:
+    """``__direct``/``__direct_src``: the rank a row states (c10d or transport prefix, task file, path), a
+    per-rank file's mode over its lines; ``local_rank`` from the folder or the tee prefix."""
     direct = pl.coalesce(pl.col("c10_rank"), pl.col("xport_rank"), pl.col("src_rank"))
     direct_src = (
         pl.when(pl.col("c10_rank").is_not_null())
@@ -297,7 +320,12 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .alias("__direct_src"),
     )
 
-    # Node offsets (global - local), learned wherever a row carries both, or stated by a launcher's rank map.
+    return df
+
+
+def _node_offsets(df: pl.DataFrame, weighted: bool) -> dict[str, int | None]:
+    """Node offsets (global - local) per ``node_key``: learned wherever a row carries both, or stated by a
+    launcher's rank map; 0 for the one node of a single-node job."""
     both = (
         df.lazy()
         .filter(pl.col("__direct").is_not_null() & pl.col("local_rank").is_not_null())
@@ -343,6 +371,11 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         top = df.select(pl.max_horizontal(pl.col("__direct").max(), pl.col("rank_stated").max())).item()
         if top is None or node_locals is None or top <= node_locals:
             offsets.setdefault(only, 0)
+    return offsets
+
+
+def _ranks_via_offsets(df: pl.DataFrame, offsets: dict[str, int | None]) -> pl.DataFrame:
+    """``rank`` and ``rank_source``: the stated rank, else the local rank plus its node's offset."""
     df = df.with_columns(
         pl.col("node_key").replace_strict(offsets, default=None, return_dtype=pl.Int32).alias("__offset")
     )
@@ -357,12 +390,13 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("tee+offset"))
         .alias("rank_source"),
     )
+    return df
 
-    df = _attempts(df)
-    df = _launcher_ranks(df, offsets)
-    df = _nccl_ranks(df)
+
+def _pg_and_message_ranks(df: pl.DataFrame, global_pgs: list[str]) -> pl.DataFrame:
+    """Ranks of rows that carry none yet: the ``[Rank r]`` of a work in a global PG, then an application
+    line's stated rank (``rank_source`` ``pg_prefix`` / ``message``)."""
     # Old c10d lines (torch <= 2.1) carry no [rankN]: prefix; in the default PG the work's [Rank r] is global.
-    global_pgs = _global_pgs(df)
     pg_default = pl.col("pg").is_null() | pl.col("pg").is_in(global_pgs)
     df = df.with_columns(
         pl.when(pl.col("rank").is_null() & pl.col("pg_rank").is_not_null() & pg_default)
@@ -384,9 +418,7 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("rank"))
         .alias("rank"),
     )
-    df = _message_ranks(df, global_pgs)
-    df = _hosts(df)
-    return df.drop([c for c in df.columns if c.startswith("__")])
+    return df
 
 
 def _global_pgs(df: pl.DataFrame) -> list[str]:

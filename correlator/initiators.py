@@ -12,256 +12,28 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
 from correlator import align, claims
-from correlator.confidence import Note, Reason
+from correlator.attempt_evidence import (
+    ABORTED,
+    SUMMARY_KINDS,
+    WAITING_FOR,
+    Evidence,
+    Finding,
+    votes,
+)
+from correlator.confidence import Reason
+from correlator.disagreement import (
+    call_site_odd_one_out,
+    config_odd_one_out,
+    odd_one_out,
+)
 from correlator.faults import FAILURE_KIND_OF
 from correlator.schema import Kind
+from correlator.silence import silence
 from correlator.verdict import Basis, FailureKind
-from parsers import python
-
-_SIG_KINDS = [Kind.COLLECTIVE_FINGERPRINT, Kind.WATCHDOG_TIMEOUT, Kind.COLLECTIVE_MISMATCH]
-_SUMMARY = [Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY]
-
-
-@dataclass
-class Evidence:
-    """What the rules read. ``t``: the attempt's rows (no duplicates) with corrected time ``tc``;
-    ``f``: its fault rows (with ``role``); ``fr``: the fault rows that have a rank."""
-
-    t: pl.DataFrame
-    f: pl.DataFrame
-    fr: pl.DataFrame
-    seen: list[int]
-    missing: list[int]
-    signalled: set[int]
-    first_signal: Any
-    launcher_present: bool
-    #: world size from evidence (None: unknown, e.g. a pasted excerpt)
-    world: int | None = None
-
-    @property
-    def absent(self) -> list[int]:
-        """Ranks below the highest rank seen that left no line, when the world size is unknown (an excerpt)."""
-        if self.world is not None or not self.seen:
-            return []
-        return sorted(set(range(max(self.seen) + 1)) - set(self.seen))
-
-    @property
-    def causes(self) -> pl.DataFrame:
-        return self.fr.filter(pl.col("role") == "cause")
-
-    @property
-    def effects(self) -> pl.DataFrame:
-        return self.fr.filter(pl.col("role") == "effect")
-
-    def own_error_ranks(self) -> set[int]:
-        """Ranks with an error of their own (being SIGTERMed by the agent is not one)."""
-        terminated = (pl.col("exit_code") == -15).fill_null(False) | (
-            pl.col("signal") == "SIGTERM"
-        ).fill_null(False)
-        own = self.effects.filter((pl.col("kind") != Kind.WORKER_SIGNALLED) & ~terminated)
-        return set(own["rank"].to_list())
-
-
-@dataclass
-class Finding:
-    """Initiating ranks, how they were found (``basis``), the failure kind, each initiator's key event,
-    the collective in focus and the reasons that lower confidence."""
-
-    initiators: list[int]
-    basis: Basis
-    failure_kind: str
-    cause_event: dict[int, int] = field(default_factory=dict)
-    focus: dict[str, Any] = field(default_factory=dict)
-    reasons: list[Note] = field(default_factory=list)
-
-
-def divergence(t: pl.DataFrame) -> tuple[set[int], set[int], dict[str, Any]]:
-    """Odd one out: ranks whose collective (op, shape/numel) differs from the majority at the same seq.
-
-    Returns (minority, majority, info) for the earliest (pg, seq) where ranks disagree; empty sets if none.
-    Claims come from DETAIL fingerprints, watchdog timeouts (op + NumelIn) and mismatch errors, which also
-    state what the peer ran.
-    """
-    rows = t.filter(
-        pl.col("kind").is_in(_SIG_KINDS) & pl.col("seq").is_not_null() & pl.col("rank").is_not_null()
-    )
-    if rows.height == 0:
-        # Old watchdog lines name no SeqNum (torch <= 1.12: ``WorkNCCL(OpType=BROADCAST, Timeout(ms)=…)``): when each
-        # rank timed out in one op only, those ops are compared as one collective (seq -1).
-        # Likewise torch 2.0's DETAIL mismatch (``CollectiveFingerPrint(OpType=ALLREDUCE, …)`` with no
-        # SequenceNumber): each rank's one mismatch line, and the op it says its peer runs.
-        old = t.filter(
-            pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.COLLECTIVE_MISMATCH])
-            & pl.col("op").is_not_null()
-            & pl.col("rank").is_not_null()
-        )
-        if old.height and (old.group_by("rank").agg(pl.col("op").n_unique().alias("n"))["n"] == 1).all():
-            rows = old.with_columns(
-                pl.lit(-1, dtype=pl.Int64).alias("seq"),
-                pl.lit(None, dtype=pl.Int64).alias("numel"),
-                pl.lit(None, dtype=pl.String).alias("shape"),
-            )
-    claims: list[tuple[str, int, int, str, int]] = []  # pg, seq, rank, signature, event_id
-    own_line: dict[tuple[str, int, int], int] = {}  # (pg, seq, rank) -> the rank's own line about it
-    for r in rows.select(
-        "kind", "pg", "seq", "rank", "peer_rank", "op", "shape", "numel", "peer_op", "peer_shape", "event_id"
-    ).iter_rows(named=True):
-        pg = r["pg"] or "0"
-        size = r["shape"] if r["shape"] is not None else (str(r["numel"]) if r["numel"] is not None else "")
-        sig = f"{r['op']}|{size}"
-        own_line.setdefault((pg, r["seq"], r["rank"]), r["event_id"])
-        claims.append((pg, r["seq"], r["rank"], sig, r["event_id"]))
-        if r["kind"] == Kind.COLLECTIVE_MISMATCH:
-            pop, pshape = r["peer_op"], r["peer_shape"]
-            if r["peer_rank"] is not None and pop:
-                claims.append((pg, r["seq"], r["peer_rank"], f"{pop}|{pshape or ''}", r["event_id"]))
-    by_key: dict[tuple[str, int], dict[int, set[str]]] = {}
-    ev: dict[tuple[str, int], list[int]] = {}
-    sizeless = {(pg, seq) for pg, seq, _, sig, _ in claims if sig.endswith("|")}
-    # A fingerprint states a shape (``TensorShape=[8]``), a watchdog line an element count (``NumelIn=8``): where
-    # one key has both, shapes are compared as element counts.
-    mixed = {(pg, seq) for pg, seq, _, sig, _ in claims if not sig.endswith("|") and "[" not in sig} & {
-        (pg, seq) for pg, seq, _, sig, _ in claims if "[" in sig
-    }
-    for pg, seq, rank, sig, eid in claims:
-        if (pg, seq) in sizeless:  # some claim has no shape: compare the op types only
-            sig = sig.split("|")[0]
-        elif (pg, seq) in mixed:
-            sig = _as_numel(sig)
-        by_key.setdefault((pg, seq), {}).setdefault(rank, set()).add(sig)
-        ev.setdefault((pg, seq), []).append(eid)
-    for key in sorted(by_key, key=lambda k: (k[1], k[0])):
-        # A rank with two signatures at one (pg, seq) means lines of several process groups were mixed
-        # (DETAIL fingerprints do not name their PG): that key says nothing reliable.
-        if any(len(v) > 1 for v in by_key[key].values()):
-            continue
-        sigs = {r: next(iter(v)) for r, v in by_key[key].items()}
-        counts = Counter(sigs.values())
-        if len(counts) < 2:
-            continue
-        (top, ntop), *rest = counts.most_common()
-        if rest and rest[0][1] == ntop:
-            minority = set(sigs)  # a tie: nobody is the odd one out
-            majority: set[int] = set()
-        else:
-            minority = {r for r, s in sigs.items() if s != top}
-            majority = {r for r, s in sigs.items() if s == top}
-        own = {r: own_line[(key[0], key[1], r)] for r in minority if (key[0], key[1], r) in own_line}
-        return (
-            minority,
-            majority,
-            {
-                "pg": key[0],
-                "seq": key[1],
-                "majority": top.replace("|", " "),
-                "evidence": ev[key][:8],
-                "own": own,
-            },
-        )
-    return set(), set(), {}
-
-
-def _as_numel(sig: str) -> str:
-    """``op|[2, 4]`` -> ``op|8`` (a shape's element count); other signatures unchanged."""
-    op, _, size = sig.partition("|")
-    dims = size.strip("[]").replace(" ", "").split(",") if size.startswith("[") else None
-    if dims is None or not all(d.isdigit() for d in dims if d):
-        return sig
-    n = 1
-    for d in dims:
-        n *= int(d) if d else 1
-    return f"{op}|{n}"
-
-
-def odd_one_out(e: Evidence) -> Finding | None:
-    """Collective mismatch or divergent shapes: the minority at the first disagreeing (pg, seq)."""
-    minority, majority, div = divergence(e.t)
-    if not minority or not (majority or e.causes.height == 0):
-        return None
-    inits = sorted(minority)
-    found = Finding(
-        inits,
-        Basis.ODD_ONE_OUT,
-        "collective_mismatch",
-        focus=div,
-        cause_event={r: div["own"].get(r, div["evidence"][0]) for r in inits},
-    )
-    if not majority:
-        found.reasons.append(Reason.EVEN_SPLIT.note())
-    return found
-
-
-def config_odd_one_out(e: Evidence) -> Finding | None:
-    """A mismatch was detected but the collectives do not say who is odd: compare what the ranks said
-    about themselves (configuration lines every rank printed, where exactly one rank differs)."""
-    if not e.fr.filter(pl.col("kind") == Kind.COLLECTIVE_MISMATCH).height:
-        return None
-    odd, ev_ids = config_outlier(e.t)
-    if odd is None:
-        return None
-    return Finding(
-        [odd],
-        Basis.ODD_ONE_OUT,
-        "collective_mismatch",
-        {odd: ev_ids[0]},
-        {"evidence": ev_ids},
-        [Reason.CONFIG_LINE.note()],
-    )
-
-
-def call_site_odd_one_out(e: Evidence) -> Finding | None:
-    """Without DETAIL nothing names the op a rank ran, but each rank's traceback does: the ranks that
-    failed inside a collective are grouped by where their code called ``torch.distributed`` (file:line and
-    the collective, :func:`parsers.python.call_site`). When every rank of the job failed inside a collective and a strict
-    majority of three or more stands at one call site, the ranks elsewhere ran another collective: they are
-    the odd ones out (a collective cannot complete without every member). Each rank's first fault row with
-    a call site counts. A rank in no collective leaves the rule silent: it may be a straggler, and the
-    minority may be waiting for it in a subgroup's collective."""
-    # A traceback is a multi-line record: one-line rows (1M watchdog lines of a huge job) are not read.
-    rows = e.fr.filter(pl.col("line_count") > 1).sort("tc", "event_id", nulls_last=True)
-    if rows.height < 3:
-        return None
-    site: dict[int, tuple[str, str]] = {}
-    eid: dict[int, int] = {}
-    for r, raw, ev in rows.select("rank", "raw", "event_id").iter_rows():
-        if r in site:
-            continue
-        cs = python.call_site(raw or "")
-        if cs is not None:
-            site[r], eid[r] = cs, ev
-    counts = Counter(site.values())
-    if len(site) < 3 or len(counts) < 2:
-        return None
-    # Every rank must stand in some collective: a rank that is in none may be the straggler the others wait
-    # for, and a minority may then only be waiting in a subgroup's collective (cap-13).
-    if not set(e.seen) <= set(site) or e.absent or (e.world is not None and len(site) < e.world):
-        return None
-    (top, ntop), *_ = counts.most_common()
-    if 2 * ntop <= len(site):
-        return None  # no strict majority: nobody is the odd one out
-    odd = sorted(r for r, cs in site.items() if cs != top)
-    return Finding(
-        odd,
-        Basis.ODD_CALL_SITE,
-        "collective_mismatch",
-        cause_event={r: eid[r] for r in odd},
-        focus={
-            "op": top[1],
-            "majority": f"{top[1]} at {top[0]}",
-            "evidence": [eid[r] for r in sorted(site)][:8],
-        },
-        reasons=[
-            Reason.CALL_SITE_ONLY.note(
-                odd="; ".join(f"rank {r} {site[r][1]} at {site[r][0]}" for r in odd), op=top[1], site=top[0]
-            )
-        ],
-    )
 
 
 def disowned_by_all(e: Evidence) -> Finding | None:
@@ -348,7 +120,7 @@ def first_causes(e: Evidence) -> Finding | None:
     horizon = max(t0, min(reactions)) if t0 is not None and reactions else t0
     agent_failed = set(
         causes.filter(
-            pl.col("kind").is_in([Kind.WORKER_FAILED, *_SUMMARY]) & (pl.col("stream") != "error_json")
+            pl.col("kind").is_in([Kind.WORKER_FAILED, *SUMMARY_KINDS]) & (pl.col("stream") != "error_json")
         )["rank"].to_list()
     )
     first_cause = causes.group_by("rank", maintain_order=True).first()
@@ -379,10 +151,6 @@ def first_causes(e: Evidence) -> Finding | None:
     return found
 
 
-#: A process taken down by SIGABRT: how ProcessGroupNCCL's watchdog ends a rank after a collective timeout
-#: (async error handling: torch 1.10 – 2.13, the default from 2.0), as torchrun reports it (``exitcode: -6``) or a
-#: shell does (134).
-_ABORTED = (pl.col("exit_code").is_in([-6, 134]) | (pl.col("signal") == "SIGABRT")).fill_null(False)
 #: The NCCL watchdog's own timeout lines (gloo timeouts end no process by SIGABRT; graph._TIMEOUT_KINDS is wider).
 _WATCHDOG_KINDS = [
     Kind.WATCHDOG_TIMEOUT,
@@ -406,7 +174,7 @@ def bare_exit(e: Evidence, aborts: bool = False) -> Finding | None:
     )
     exits = e.fr.filter((pl.col("role") == "exit") & ~pl.col("rank").is_in(list(explained)))
     if not aborts and e.fr.filter(pl.col("kind").is_in(_WATCHDOG_KINDS)).height:
-        exits = exits.filter(~_ABORTED)
+        exits = exits.filter(~ABORTED)
     if not exits.height:
         return None
     r = exits["rank"][0]
@@ -483,32 +251,6 @@ def barrier_named(e: Evidence) -> Finding | None:
     if not quiet:
         found.reasons.append(Reason.BARRIER_RANK_MOVED_ON.note())
     return found
-
-
-#: Collectives with a root: the root (``src``/``dst``) is rank 0 unless the code says otherwise.
-_ROOTED_OPS = {"BROADCAST", "REDUCE", "SCATTER", "GATHER", "_BROADCAST_OOP", "_REDUCE_OOP"}
-#: Effect kinds whose ``peer_rank`` names the rank the reporter waited for (a vote for the initiator).
-_WAITING_FOR = [Kind.STORE_ERROR, Kind.MONITORED_BARRIER_PEER, Kind.NCCL_ERROR]
-#: Effects that mean the peer process went away (not that it is slow).
-_PEER_LOSS = [
-    Kind.GLOO_CONNECTION_CLOSED,
-    Kind.NCCL_NET_ERROR,
-    Kind.NCCL_PEER_CLOSED,
-    Kind.ASYNC_ERROR,
-    Kind.NCCL_ERROR,
-    Kind.PEER_SHUTDOWN,
-]
-
-
-def votes(e: Evidence) -> Counter[int]:
-    """Ranks named by waiting ranks as the one they wait for ("ncclUniqueId from [0]", "errors … from rank 0",
-    "remote error detected from rank: 2"): the ``waits_for`` claims of the effect rows
-    (:mod:`correlator.claims`), counted once per voter; the voters' own ranks are never candidates."""
-    said = claims.extract(
-        e.effects.filter(pl.col("kind").is_in(_WAITING_FOR)), want=[claims.ClaimKind.WAITS_FOR]
-    )
-    pairs = {(c.rank, c.peer) for c in said}
-    return Counter(p for _, p in pairs if p is not None)
 
 
 def minority_progress(e: Evidence) -> Finding | None:
@@ -613,7 +355,7 @@ def named_by_waiters(e: Evidence) -> Finding | None:
     voters = sorted(
         {r for r, p in e.effects.filter(pl.col("peer_rank") == top).select("rank", "peer_rank").iter_rows()}
     )
-    ev = e.effects.filter((pl.col("peer_rank") == top) & pl.col("kind").is_in(_WAITING_FOR)).sort(
+    ev = e.effects.filter((pl.col("peer_rank") == top) & pl.col("kind").is_in(WAITING_FOR)).sort(
         "tc", "event_id"
     )
     return Finding(
@@ -645,174 +387,6 @@ def blamed_by_the_others(e: Evidence) -> Finding | None:
         focus={"evidence": list(acc.event_ids[:8]), "evidence_role": f"says rank {acc.peer} went away"},
         reasons=[Reason.BLAMED_BY_THE_OTHERS.note(n=len(acc.claimants), peer=acc.peer, what=", ".join(what))],
     )
-
-
-def _prefer_rank0(e: Evidence, cand: list[int], focus: dict[str, Any]) -> tuple[list[int], str | None]:
-    """Among several silent or absent candidates, rank 0 when the logs say why (the reason is returned):
-    the collective everyone waits in has a root, the untagged (rank-0-only) output stops mid-work, or the
-    waiting ranks name rank 0."""
-    if len(cand) < 2 or 0 not in cand:
-        return cand, None
-    why = _rank0_reason(e, focus)
-    return ([0], why) if why else (cand, None)
-
-
-def _rank0_reason(e: Evidence, focus: dict[str, Any]) -> str | None:
-    """Why rank 0 in particular would be the one the others wait for, if the logs say so."""
-    if (focus.get("op") or "").upper() in _ROOTED_OPS:
-        return f"rank 0 is the root of the {focus['op']} the others wait in"
-    if e.t.filter((pl.col("kind") == Kind.PROGRESS_BAR) & pl.col("rank").is_null()).height:
-        return "the untagged output (rank-0-only work, a progress bar) stops mid-work"
-    if _untagged_work_before_faults(e):
-        return "untagged application lines (rank-0-only logging, by convention) are the last work before the faults"
-    if votes(e).get(0):
-        return "the waiting ranks name rank 0"
-    lost_store = e.effects.filter(pl.col("kind") == Kind.STORE_ERROR)["rank"].n_unique()
-    if lost_store >= 2:
-        return f"{lost_store} ranks lost the TCPStore, which rank 0 hosts"
-    return None
-
-
-#: Application lines: what a training script prints of its own (not a launcher, NCCL or c10d line).
-_APP_WORK = [Kind.UNPARSED, Kind.LOG, Kind.PROGRESS_BAR, Kind.STEP_PROGRESS]
-
-
-def _untagged_work_before_faults(e: Evidence) -> bool:
-    """In a file whose other lines carry rank prefixes, an application line without one, just before the
-    first fault of that file: training scripts log on rank 0 only (``if rank == 0: log(…)``; torchtune,
-    Hugging Face and Lightning do so by default), so the last untagged line of work is rank 0's
-    (pytorch/torchtune#2093: ``Getting full model state dict took 114.73 secs``, then ranks 4-5 time out)."""
-    faults = e.fr.filter(pl.col("rank").is_not_null()).select("path", "event_id")
-    if not faults.height:
-        return False
-    first = faults.group_by("path").agg(pl.col("event_id").min().alias("first"))
-    work = (
-        pl.col("rank").is_null() & pl.col("layer").is_in(["app", "unknown"]) & pl.col("kind").is_in(_APP_WORK)
-    )
-    # Per file, of the lines before its first fault that are untagged work or carry a rank, the last one must be
-    # untagged work (nothing tagged in between): one plan over the table, not a filter per file.
-    last = (
-        e.t.lazy()
-        .select("path", "event_id", "rank", work.alias("work"))
-        .join(first.lazy(), on="path")
-        .filter((pl.col("event_id") < pl.col("first")) & (pl.col("work") | pl.col("rank").is_not_null()))
-        .group_by("path")
-        .agg(pl.col("work").sort_by("event_id").last())
-        .collect()
-    )
-    return bool(last["work"].any())
-
-
-def silence(e: Evidence) -> Finding | None:
-    """Silence is evidence: a rank with no error while the others time out, one behind on the collective
-    sequence, one that left no log at all, or — in an excerpt whose world size is unknown — the rank absent
-    from a block of timeouts. Among several candidates rank 0 is preferred only for a stated reason."""
-    effects = e.effects
-    if not effects.height:
-        return None
-    prog = align.progress(e.t)
-    # A rank the watchdog took down (SIGABRT) while others time out timed out too, its lines cut: not silent.
-    # A launcher line that lists its tasks (srun's ``tasks 0-2: Aborted``) counts once expanded to them
-    # (``faults``: rank_source ``srun_task``); a rank it merely inherited is where the line was read.
-    aborted = set(
-        e.fr.filter(
-            (pl.col("role") == "exit")
-            & _ABORTED
-            & (pl.col("ranks_named").is_null() | (pl.col("rank_source") == "srun_task"))
-        )["rank"].to_list()
-    )
-    own = e.own_error_ranks()  # once, not per rank (a polars filter each: 10^5 ranks seen took minutes)
-    silent = [r for r in e.seen if r not in own and r not in aborted]
-    focus: dict[str, Any] = {}
-    waited = effects.filter(pl.col("seq").is_not_null() | pl.col("op").is_not_null()).sort("tc", "event_id")
-    if waited.height:
-        w = waited.row(0, named=True)
-        focus = {"pg": w["pg"] or "0", "seq": w["seq"], "op": w["op"]}
-    behind = align.behind(prog)
-    behind_ranks = sorted(set(behind["rank"].to_list())) if behind.height else []
-    if silent:
-        cand = silent
-        if len(silent) > 1:
-            # Compare progress within the group the others wait in; a silent rank with no progress there at all
-            # is the furthest behind.
-            pg = focus.get("pg") or "0"
-            entered = dict(prog.filter(pl.col("pg") == pg).select("rank", "entered").iter_rows())
-            if entered:
-                low = min(entered.get(r, -1) for r in silent)
-                cand = [r for r in silent if entered.get(r, -1) == low]
-        found = Finding(
-            sorted(cand),
-            Basis.SILENT,
-            "straggler_hang",
-            focus=focus,
-            reasons=[Reason.FOUND_BY_SILENCE.note()],
-        )
-        # Early exit needs the launcher's word on EVERY worker: torchrun's summary lists all that did not exit 0
-        # and its agent signals all live ones; this rank was neither. A launcher that names only the first
-        # failure (mpirun, mp.spawn, DeepSpeed's return-code line) says nothing about the others.
-        # Of several silent ranks, one the launcher accounts for (SIGTERMed: alive at teardown) was waiting too;
-        # the one it does not account for had exited 0 before (torch 2.15: rank 3 leaves the loop, rank 1 is
-        # SIGTERMed silent, cap-t2150-early-exit-plain-r3).
-        reported = e.f.filter(pl.col("kind").is_in([Kind.WORKER_SIGNALLED, *_SUMMARY]))
-        failed = set(e.f.filter(pl.col("kind") == Kind.WORKER_FAILED)["rank"].drop_nulls().to_list())
-        accounted = e.signalled | failed | set(reported["rank"].drop_nulls().to_list())
-        unaccounted = [r for r in found.initiators if r not in accounted]
-        if reported.height and unaccounted:
-            found.initiators = unaccounted
-            found.failure_kind = FailureKind.EARLY_EXIT
-        # A launcher reported a worker killed (SIGKILL) without naming it: the one silent rank is that worker.
-        unnamed_kill = e.f.filter(
-            pl.col("rank").is_null()
-            & pl.col("kind").is_in([Kind.WORKER_FAILED, Kind.PROCESS_EXIT])
-            & ((pl.col("exit_code") == -9) | (pl.col("exit_code") == 137))
-        )
-        if unnamed_kill.height and len(found.initiators) == 1:
-            found.failure_kind = "oom_kill"
-            found.cause_event = {found.initiators[0]: int(unnamed_kill["event_id"][0])}
-            found.reasons.append(Reason.UNNAMED_SIGKILL.note())
-    elif behind_ranks:
-        found = Finding(
-            behind_ranks,
-            Basis.BEHIND,
-            "straggler_hang",
-            focus=focus,
-            reasons=[Reason.LAGGING_SEQ.note()],
-        )
-    elif e.missing:
-        found = Finding(
-            e.missing,
-            Basis.NO_LOG,
-            "straggler_hang",
-            focus=focus,
-            reasons=[Reason.INITIATOR_LEFT_NO_LOG.note()],
-        )
-    elif e.absent:
-        # Absent ranks of an excerpt are candidates only when few (one missing from a block of timeouts) or when
-        # rank 0 has a stated reason; many absent ranks were most likely just cut from the paste.
-        why = _rank0_reason(e, focus) if 0 in e.absent else None
-        # A lost peer (connection closed, remote process exited) with one rank absent: that rank is the peer.
-        lost_peer = len(e.absent) == 1 and effects.filter(pl.col("kind").is_in(_PEER_LOSS)).height > 0
-        if not why and not lost_peer and len(e.absent) * 3 > len(e.seen):
-            return None
-        found = Finding(
-            e.absent,
-            Basis.ABSENT,
-            "straggler_hang",
-            focus=focus,
-            reasons=[Reason.ABSENT_FROM_EXCERPT.note()],
-        )
-        if why and len(e.absent) == 1:
-            found.reasons.append(Reason.RANK0_LIKELY.note(why=why))
-    else:
-        return None
-    chosen, why = _prefer_rank0(e, found.initiators, focus)
-    if why:
-        found.initiators = chosen
-        found.reasons.append(Reason.RANK0_PREFERRED.note(why=why))
-    if e.fr.filter(pl.col("kind") == Kind.COLLECTIVE_MISMATCH).height:
-        found.failure_kind = "collective_mismatch"
-        found.reasons.append(Reason.ODD_RANK_UNDETERMINED.note())
-    return found
 
 
 def flight_recorder(e: Evidence) -> Finding | None:
@@ -931,37 +505,6 @@ def unreachable_peer_host(t: pl.DataFrame, net: pl.DataFrame) -> str | None:
     if host is None or net.filter(pl.col("host") == host).height:
         return None
     return host
-
-
-def config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
-    """The one rank whose application line differs in its numbers from the same line on every other rank.
-
-    Lines are compared by template (digits masked); numbers that differ by construction on every rank (its
-    rank, pid, ports) are masked out first. Returns (rank, [its event id, a majority event id]).
-    """
-    app = t.filter((pl.col("layer") == "app") & pl.col("rank").is_not_null())
-    if app.height == 0 or app["rank"].n_unique() < 3:
-        return None, []
-    num = r"\d+(?:\.\d+)?"
-    own = r"\b(?:\w*rank\w*|pid|port|master)[=:]\s*[\w.]*(?::\d+)?"
-    app = app.with_columns(pl.col("message").str.replace_all(own, "").alias("message"))
-    rows = (
-        app.with_columns(
-            pl.col("message").str.replace_all(num, "#").alias("tpl"),
-            pl.col("message").str.extract_all(num).list.join(",").alias("vals"),
-        )
-        .group_by("tpl", "rank", maintain_order=True)
-        .agg(pl.col("vals").first(), pl.col("event_id").first())
-    )
-    for _tpl, grp in rows.group_by("tpl", maintain_order=True):
-        if grp.height < 3:
-            continue
-        counts = grp.group_by("vals").len().sort("len", descending=True)
-        if counts.height == 2 and counts["len"][1] == 1 and counts["len"][0] == grp.height - 1:
-            odd = grp.filter(pl.col("vals") == counts["vals"][1])
-            ref = grp.filter(pl.col("vals") == counts["vals"][0])
-            return int(odd["rank"][0]), [int(odd["event_id"][0]), int(ref["event_id"][0])]
-    return None, []
 
 
 def _cause_kind(rows: pl.DataFrame) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from correlator import build_graph, diagnose
+from correlator import build_graph, diagnose, disagreement, silence
 from correlator import initiators as ini
 from correlator.faults import fault_rows
 from parsers.rules import rank_list
@@ -62,19 +62,20 @@ def test_own_error_ranks_leave_out_the_agents_sigterm() -> None:
 def test_rank0_reason_rooted_collective() -> None:
     e = evidence_of([progress(r, 1) for r in range(3)])
     assert (
-        ini._rank0_reason(e, {"op": "broadcast"}) == "rank 0 is the root of the broadcast the others wait in"
+        silence._rank0_reason(e, {"op": "broadcast"})
+        == "rank 0 is the root of the broadcast the others wait in"
     )
-    assert ini._rank0_reason(e, {"op": "ALLREDUCE"}) is None
-    assert ini._rank0_reason(e, {}) is None
+    assert silence._rank0_reason(e, {"op": "ALLREDUCE"}) is None
+    assert silence._rank0_reason(e, {}) is None
 
 
 def test_rank0_reason_untagged_progress_bar() -> None:
     rows = [progress(r, 1) for r in range(3)]
     tagged = [*rows, ev(1, "progress_bar", 2, layer="app", severity="info", message=" 40%|####  | 4/10")]
-    assert ini._rank0_reason(evidence_of(tagged), {}) is None  # a rank's own bar says nothing of rank 0
+    assert silence._rank0_reason(evidence_of(tagged), {}) is None  # a rank's own bar says nothing of rank 0
     untagged = [*rows, ev(None, "progress_bar", 2, layer="app", severity="info", message=" 40%|####  | 4/10")]
     assert (
-        ini._rank0_reason(evidence_of(untagged), {})
+        silence._rank0_reason(evidence_of(untagged), {})
         == "the untagged output (rank-0-only work, a progress bar) stops mid-work"
     )
 
@@ -82,17 +83,17 @@ def test_rank0_reason_untagged_progress_bar() -> None:
 def test_rank0_reason_named_by_the_waiting_ranks() -> None:
     rows = [progress(r, 1) for r in range(3)]
     names0 = [*rows, ev(2, "nccl_error", 5, layer="nccl", peer_rank=0, message="remote error from rank: 0")]
-    assert ini._rank0_reason(evidence_of(names0), {}) == "the waiting ranks name rank 0"
+    assert silence._rank0_reason(evidence_of(names0), {}) == "the waiting ranks name rank 0"
     names1 = [*rows, ev(2, "nccl_error", 5, layer="nccl", peer_rank=1, message="remote error from rank: 1")]
-    assert ini._rank0_reason(evidence_of(names1), {}) is None
+    assert silence._rank0_reason(evidence_of(names1), {}) is None
 
 
 def test_rank0_reason_store_lost_by_two_ranks() -> None:
     rows = [progress(r, 1) for r in range(3)]
     one = [*rows, ev(1, "store_error", 5, message="Connection reset by peer")]
-    assert ini._rank0_reason(evidence_of(one), {}) is None
+    assert silence._rank0_reason(evidence_of(one), {}) is None
     two = [*one, ev(2, "store_error", 5, message="Connection reset by peer")]
-    assert ini._rank0_reason(evidence_of(two), {}) == "2 ranks lost the TCPStore, which rank 0 hosts"
+    assert silence._rank0_reason(evidence_of(two), {}) == "2 ranks lost the TCPStore, which rank 0 hosts"
 
 
 # --- initiators.unattributed -------------------------------------------------------------------------------
@@ -149,16 +150,16 @@ def test_config_outlier_reads_application_lines_only() -> None:
         ev(r, "log", 1, layer="c10d", severity="info", message=f"ran for {600100 + (50 if r == 2 else 0)} ms")
         for r in range(4)
     ]
-    assert ini.config_outlier(table(same + timing)) == (None, [])
+    assert disagreement.config_outlier(table(same + timing)) == (None, [])
     # application lines that name no rank are not any rank's configuration
     rankless = [_app(None, f"model hidden={32 if i == 0 else 48} layers=4") for i in range(3)]  # type: ignore[arg-type]
-    assert ini.config_outlier(table(same[:2] + rankless)) == (None, [])
+    assert disagreement.config_outlier(table(same[:2] + rankless)) == (None, [])
 
 
 def test_config_outlier_skips_a_line_too_few_ranks_printed() -> None:
     rows = [_app(r, "tokenizer vocab=50257") for r in (0, 1)]  # ids 0-1: only two ranks printed it
     rows += [_app(r, f"model hidden={48 if r == 2 else 32}", 1) for r in range(4)]  # ids 2-5
-    assert ini.config_outlier(table(rows)) == (2, [4, 2])
+    assert disagreement.config_outlier(table(rows)) == (2, [4, 2])
 
 
 def test_config_outlier_first_template_in_log_order_decides() -> None:
@@ -166,7 +167,7 @@ def test_config_outlier_first_template_in_log_order_decides() -> None:
     for i in range(12):  # twelve lines every rank printed; in each, another rank differs
         odd = i % 4
         rows += [_app(r, f"setting{'x' * i} value={7 if r == odd else 3}", i) for r in range(4)]
-    assert ini.config_outlier(table(rows)) == (0, [0, 1])
+    assert disagreement.config_outlier(table(rows)) == (0, [0, 1])
 
 
 # --- parsers.rules.rank_list (the task lists faults._expand_task_lists reads) ------------------------------
@@ -533,7 +534,7 @@ def test_old_watchdog_lines_without_seqnum_are_compared_as_one_collective() -> N
     rows = [timeout(r, 0, op="ALLREDUCE" if r == 3 else "BROADCAST", numel=None) for r in range(4)]  # type: ignore[arg-type]
     for row in rows:
         row["seq"] = None
-    minority, majority, info = ini.divergence(table(rows))
+    minority, majority, info = disagreement.divergence(table(rows))
     assert (minority, majority, info["seq"], info["majority"], info["own"]) == (
         {3},
         {0, 1, 2},
@@ -543,13 +544,13 @@ def test_old_watchdog_lines_without_seqnum_are_compared_as_one_collective() -> N
     )
     # a rank that timed out in two ops: the lines cannot be matched up
     two = [*rows, dict(rows[0], op="ALLREDUCE")]
-    assert ini.divergence(table(two)) == (set(), set(), {})
+    assert disagreement.divergence(table(two)) == (set(), set(), {})
 
 
 def test_divergence_first_disagreement_by_seqnum_then_group() -> None:
     rows = [dict(timeout(r, 7, op="BROADCAST" if r == 3 else "ALLREDUCE"), pg="0") for r in range(4)]
     rows += [dict(timeout(r, 3, op="BROADCAST" if r == 2 else "ALLREDUCE"), pg="1") for r in range(4)]
-    minority, _, info = ini.divergence(table(rows))
+    minority, _, info = disagreement.divergence(table(rows))
     assert (minority, info["pg"], info["seq"]) == ({2}, "1", 3)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from correlator import build_graph
+from correlator import build_graph, disagreement
 from correlator import initiators as ini
 from tests.test_diagnose_units import ev, progress, table, timeout
 
@@ -408,12 +408,12 @@ def test_divergence_details() -> None:
         ev(r, "collective_fingerprint", 2, seq=6, op="ALLREDUCE" if r else "BROADCAST", shape="[4]")
         for r in range(4)
     ]
-    minority, majority, info = ini.divergence(table(rows))
+    minority, majority, info = disagreement.divergence(table(rows))
     assert (minority, majority) == ({3}, {0, 1, 2})  # the earliest seq that disagrees
     assert info == {"pg": "0", "seq": 5, "majority": "ALLREDUCE [4]", "evidence": [0, 1, 2, 3], "own": {3: 3}}
     # a claim without a size at seq 5: op types only there (they agree); seq 6 still compares shapes
     rows[0] = dict(rows[0], shape=None)
-    minority, majority, info = ini.divergence(table(rows))
+    minority, majority, info = disagreement.divergence(table(rows))
     assert (minority, majority, info["seq"], info["majority"]) == ({0}, {1, 2, 3}, 6, "ALLREDUCE [4]")
     assert (info["evidence"], info["own"]) == ([4, 5, 6, 7], {0: 4})
     # a rank with two signatures at one key (mixed process groups): the key says nothing
@@ -422,8 +422,8 @@ def test_divergence_details() -> None:
         ev(0, "collective_fingerprint", 1, seq=5, op="BROADCAST", shape="[4]"),
         ev(1, "collective_fingerprint", 1, seq=5, op="ALLREDUCE", shape="[4]"),
     ]
-    assert ini.divergence(table(mixed)) == (set(), set(), {})
-    assert ini.divergence(table([progress(0, 1)])) == (set(), set(), {})
+    assert disagreement.divergence(table(mixed)) == (set(), set(), {})
+    assert disagreement.divergence(table([progress(0, 1)])) == (set(), set(), {})
 
 
 def test_mismatch_message_states_what_the_peer_ran() -> None:
@@ -448,7 +448,7 @@ def test_mismatch_message_states_what_the_peer_ran() -> None:
         ev(1, "collective_fingerprint", 1, seq=9, op="ALLREDUCE", shape="[4]"),
         progress(2, 1),
     ]
-    minority, majority, info = ini.divergence(table(rows))
+    minority, majority, info = disagreement.divergence(table(rows))
     assert (minority, majority, info["own"]) == ({2}, {0, 1}, {})
     G = graph_of(rows)
     assert verdict(G)[:3] == ([2], "odd one out", "collective_mismatch")
@@ -490,7 +490,7 @@ def test_config_line_names_the_odd_rank() -> None:
         ev(2, "collective_mismatch", 5, message="Received data size doesn't match expected size.")
     ]  # id 4
     rows += [ev(r, "worker_signalled", 6, layer="elastic", signal="SIGTERM") for r in (0, 1, 3)]
-    assert ini.config_outlier(table(rows)) == (1, [1, 0])
+    assert disagreement.config_outlier(table(rows)) == (1, [1, 0])
     G = graph_of(rows)
     assert verdict(G) == (
         [1],
@@ -504,8 +504,8 @@ def test_config_line_names_the_odd_rank() -> None:
         dict(r, message=r["message"].replace("hidden=32", "hidden=48", 1)) if r["rank"] == 3 else r
         for r in rows[:4]
     ]
-    assert ini.config_outlier(table(two)) == (None, [])
-    assert ini.config_outlier(table(rows[:2])) == (None, [])
+    assert disagreement.config_outlier(table(two)) == (None, [])
+    assert disagreement.config_outlier(table(rows[:2])) == (None, [])
 
 
 def test_mismatch_without_an_odd_rank_names_suspects() -> None:
