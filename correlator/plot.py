@@ -7,8 +7,8 @@ drawn as bars (start = stamp - elapsed) and the collective everyone waits in (``
 ``graph_figure(G)`` — the causal graph of :func:`correlator.build_graph`.
 
 All three return matplotlib ``Figure`` objects (the Agg backend: no display, no browser). ``write_report``
-writes them as a self-contained HTML page (inline SVG) or one of them as PNG/SVG; ``register(app)`` adds
-``rankscope plot DIR -o timeline.html|timeline.png``. matplotlib is imported lazily so that the CLI starts fast.
+writes them as a self-contained HTML page (inline SVG) or one of them as PNG/SVG (``rankscope plot DIR -o
+timeline.html|timeline.png``, :mod:`correlator.cli.plot`). matplotlib is imported when a figure is drawn.
 """
 
 from __future__ import annotations
@@ -17,15 +17,12 @@ import datetime as dt
 import html
 import io
 import textwrap
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
-import typer
 
 from correlator.align import pg_key, progress
-from correlator.archive import input_path
 from correlator.perfetto import UNKNOWN_HOST, category, initiating_event_ids, prepare
 from correlator.schema import Kind
 from correlator.verdict import Basis
@@ -910,76 +907,3 @@ def write_report(
     else:
         fig = timeline_figure(table, diagnosis)
     path.write_bytes(figure_bytes(fig, ext[1:]))
-
-
-class Figure_(str, Enum):
-    """Which figure a .png / .svg holds."""
-
-    timeline = "timeline"
-    progress = "progress"
-    graph = "graph"
-
-
-def register(app: Any) -> None:
-    """Add ``rankscope plot`` to the CLI."""
-
-    @app.command()
-    def plot(
-        directory: Annotated[
-            Path,
-            typer.Argument(
-                help="Directory (or single file) of logs from the failed job; also a tar or zip archive "
-                "of them, or - for standard input.",
-                show_default=False,
-                callback=input_path,
-            ),
-        ],
-        output: Annotated[
-            Path,
-            typer.Option(
-                "--output",
-                "-o",
-                help="timeline.html (verdict, evidence and every figure), "
-                "or timeline.png / .svg (one figure).",
-            ),
-        ] = Path("timeline.html"),
-        figure: Annotated[
-            Figure_,
-            typer.Option(
-                "--figure",
-                help="Figure for .png/.svg: timeline (per-rank events), "
-                "progress ((pg, seq) heatmap) or graph (causal graph).",
-            ),
-        ] = Figure_.timeline,
-        attempt: Annotated[
-            int | None,
-            typer.Option("--attempt", help="Plot this torchelastic attempt instead of the first failed one."),
-        ] = None,
-        tz: Annotated[
-            str | None,
-            typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC."),
-        ] = None,
-        quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")
-        ] = False,
-        redact: Annotated[
-            bool, typer.Option("--redact", help="Pseudonymize host names, IPs, user names and secrets.")
-        ] = False,
-    ) -> None:
-        """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
-        from correlator.commands import open_job
-        from correlator.console import err
-        from correlator.errors import InputError as UsageError
-
-        if output.suffix.lower() not in FORMATS:
-            # UsageError: main() prints it as one line and exits 2 (a typer.Exit(2) raised here would leave
-            # main() with exit status 0, since it runs the app with standalone_mode=False).
-            raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
-        # The figures of the verdict `rankscope diagnose` prints (correlator.job), over every line.
-        job = open_job(directory, quiet, attempt=attempt, tz=tz, redact=redact, full_table=True)
-        try:
-            write_report(job.table(), job.diagnose(), output, figure=figure.value, G=job.graph())
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write ({e.strerror or e})")
-        if not quiet:
-            err.print(f"wrote {output}", highlight=False)
