@@ -35,80 +35,89 @@ class WatchFormat(str, Enum):
     json = "json"
 
 
+DirectoryArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Directory of the running job's logs (torchrun --log-dir, "
+        "rank*.log, SLURM output, NCCL_DEBUG files).",
+        show_default=False,
+    ),
+]
+IntervalOpt = Annotated[str, typer.Option("--interval", help="Time between passes (2s, 500ms, 1m).")]
+UntilExitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--until-exit",
+        help="Stop when the launcher logs its exit "
+        "(torchrun ChildFailedError, srun task exits and signals, Force Terminated, "
+        "slurmstepd cancellation, mpirun aborts, DeepSpeed, Lightning) and print the "
+        "final verdict.",
+    ),
+]
+StallOpt = Annotated[str, typer.Option("--stall", help="No progress for this long makes a straggler alert.")]
+FormatOpt = Annotated[
+    WatchFormat,
+    typer.Option(
+        "--format",
+        "-f",
+        help="text: readable alert lines; json: one "
+        "JSON object per alert line, final verdict as one JSON line.",
+    ),
+]
+ExecCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--exec",
+        help="Shell command run per alert with the alert JSON "
+        "on stdin (in the background, with --exec-timeout).",
+    ),
+]
+ExecTimeoutOpt = Annotated[
+    str, typer.Option("--exec-timeout", help="Kill an --exec command after this long.")
+]
+PrometheusOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prometheus",
+        help="Write node_exporter textfile-collector metrics to this .prom file each pass (atomic rename).",
+    ),
+]
+SignaturesOpt = Annotated[
+    list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML).")
+]
+TzOpt = Annotated[
+    str | None,
+    typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC."),
+]
+OnStallOpt = Annotated[
+    OnStall,
+    typer.Option(
+        "--on-stall",
+        help="observe: alert only. dump-stacks: on a stalled/straggler alert, run `py-spy dump` for "
+        "each worker of the job on this machine and write the dumps beside the logs "
+        "(DIR/rankscope-stacks-<time>/rank<N>.txt); the next pass diagnoses them.",
+    ),
+]
+PySpyOpt = Annotated[str, typer.Option("--py-spy", help="The py-spy program for --on-stall dump-stacks.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No status lines on stderr.")]
+MaxPassesOpt = Annotated[int, typer.Option("--max-passes", hidden=True, help="Stop after N passes (tests).")]
+
+
 def watch(
-    directory: Annotated[
-        Path,
-        typer.Argument(
-            help="Directory of the running job's logs (torchrun --log-dir, "
-            "rank*.log, SLURM output, NCCL_DEBUG files).",
-            show_default=False,
-        ),
-    ],
-    interval: Annotated[str, typer.Option("--interval", help="Time between passes (2s, 500ms, 1m).")] = "2s",
-    until_exit: Annotated[
-        bool,
-        typer.Option(
-            "--until-exit",
-            help="Stop when the launcher logs its exit "
-            "(torchrun ChildFailedError, srun task exits and signals, Force Terminated, "
-            "slurmstepd cancellation, mpirun aborts, DeepSpeed, Lightning) and print the "
-            "final verdict.",
-        ),
-    ] = False,
-    stall: Annotated[
-        str, typer.Option("--stall", help="No progress for this long makes a straggler alert.")
-    ] = "120s",
-    format: Annotated[
-        WatchFormat,
-        typer.Option(
-            "--format",
-            "-f",
-            help="text: readable alert lines; json: one "
-            "JSON object per alert line, final verdict as one JSON line.",
-        ),
-    ] = WatchFormat.text,
-    exec_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--exec",
-            help="Shell command run per alert with the alert JSON "
-            "on stdin (in the background, with --exec-timeout).",
-        ),
-    ] = None,
-    exec_timeout: Annotated[
-        str, typer.Option("--exec-timeout", help="Kill an --exec command after this long.")
-    ] = "30s",
-    prometheus: Annotated[
-        Path | None,
-        typer.Option(
-            "--prometheus",
-            help="Write node_exporter textfile-collector "
-            "metrics to this .prom file each pass (atomic rename).",
-        ),
-    ] = None,
-    signatures: Annotated[
-        list[Path] | None, typer.Option("--signatures", help="Extra signature file(s) (TOML).")
-    ] = None,
-    tz: Annotated[
-        str | None,
-        typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC."),
-    ] = None,
-    on_stall: Annotated[
-        OnStall,
-        typer.Option(
-            "--on-stall",
-            help="observe: alert only. dump-stacks: on a stalled/straggler alert, run `py-spy dump` for "
-            "each worker of the job on this machine and write the dumps beside the logs "
-            "(DIR/rankscope-stacks-<time>/rank<N>.txt); the next pass diagnoses them.",
-        ),
-    ] = OnStall.observe,
-    py_spy: Annotated[
-        str, typer.Option("--py-spy", help="The py-spy program for --on-stall dump-stacks.")
-    ] = "py-spy",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines on stderr.")] = False,
-    max_passes: Annotated[
-        int, typer.Option("--max-passes", hidden=True, help="Stop after N passes (tests).")
-    ] = 0,
+    directory: DirectoryArg,
+    interval: IntervalOpt = "2s",
+    until_exit: UntilExitOpt = False,
+    stall: StallOpt = "120s",
+    format: FormatOpt = WatchFormat.text,
+    exec_cmd: ExecCmdOpt = None,
+    exec_timeout: ExecTimeoutOpt = "30s",
+    prometheus: PrometheusOpt = None,
+    signatures: SignaturesOpt = None,
+    tz: TzOpt = None,
+    on_stall: OnStallOpt = OnStall.observe,
+    py_spy: PySpyOpt = "py-spy",
+    quiet: QuietOpt = False,
+    max_passes: MaxPassesOpt = 0,
 ) -> None:
     """Follow a running job: alert on the first initiating fault and on stragglers while it still runs.
 
