@@ -33,13 +33,13 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO
 
 from correlator import limits
 from correlator.discover import DiscoveryError
 from correlator.errors import InputError
 
-__all__ = ["archive_kind", "input_path", "opened"]
+__all__ = ["archive_kind", "opened"]
 
 _CHUNK = 1 << 20
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
@@ -305,19 +305,3 @@ def opened(path: str | os.PathLike[str], warnings: list[str] | None = None) -> I
             raise type(e)(text) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def input_path(ctx: Any, value: Path) -> Path:
-    """Typer callback of the DIR argument of every command that reads logs (``ctx``: the click context): a
-    tar or zip archive is unpacked, and ``-`` (standard input) copied, for as long as the command runs
-    (:func:`opened`, entered with ``ctx.with_resource``); a folder or a plain file is returned as it is. What
-    was not unpacked is printed as warnings on stderr (not under ``--quiet``)."""
-    from correlator.console import err
-    from correlator.errors import safe
-
-    notes: list[str] = []
-    path: Path = ctx.with_resource(opened(value, notes))
-    if not {"-q", "--quiet"} & set(sys.argv[1:]):
-        for w in notes[:20]:
-            err.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
-    return path

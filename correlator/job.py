@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     from correlator.api import PathDiagnosis, Progress
     from correlator.diagnose import Diagnosis
+    from correlator.ingest import IngestResult
+    from correlator.tables import TableWritten
 
 __all__ = ["Job", "open_job"]
 
@@ -57,6 +59,7 @@ class Job:
     full_table: bool = False
     _result: PathDiagnosis | None = field(default=None, repr=False)
     _graph: nx.DiGraph | None = field(default=None, repr=False)
+    _read: IngestResult | None = field(default=None, repr=False)
 
     @property
     def mode(self) -> Mode:
@@ -112,8 +115,7 @@ class Job:
         log nothing recognised, :mod:`correlator.lastresort`) is drawn from its own records: its ranks and
         their status."""
         if self._graph is None:
-            d = self.diagnose()
-            self._graph = _records_graph(d) if d.findings is None else d.findings.to_networkx()
+            self._graph = verdict_graph(self.diagnose())
         return self._graph
 
     def write_graph(self, out: str | os.PathLike[str]) -> str:
@@ -123,11 +125,59 @@ class Job:
 
         return write_graph(self.graph(), Path(out))
 
+    def read(self) -> IngestResult:
+        """Every line of the input as events, with no verdict (:func:`correlator.api.load_path` with this
+        job's ``tz``, ``redact``, ``fr`` and ``progress``; its warnings go to ``on_warnings``); read once. What
+        the listings that show every line read (:meth:`events`, :meth:`write_table`)."""
+        if self._read is None:
+            from correlator.api import load_path
+
+            res = load_path(self.path, tz=self.tz, redact=self.redact, fr=self.fr, progress=self.progress)
+            if self.on_warnings is not None:
+                self.on_warnings(list(res.warnings))
+            self._read = res
+        return self._read
+
+    def events(
+        self, rank: Iterable[int] | None = None, kind: Iterable[str] | None = None, faults: bool = False
+    ) -> pl.DataFrame:
+        """The job's events (:meth:`read`) on the ranks ``rank``, of the kinds ``kind`` (kind names or the
+        words of :data:`correlator.schema.KIND_ALIASES`), only faults (``faults``), in the time the report
+        states, then file order: :func:`correlator.tables.select_events`. An unknown kind raises
+        :class:`~correlator.errors.InputError` before anything is read."""
+        from correlator.tables import event_kinds, select_events
+
+        if kind:
+            event_kinds(kind)
+        return select_events(self.read().table, rank, kind, faults)
+
+    def write_table(
+        self,
+        out: str | os.PathLike[str],
+        format: str | None = None,
+        partition_by: str | None = None,
+        streaming: bool | None = None,
+    ) -> TableWritten:
+        """The event table of every line to ``out``, written whole or not at all (a temporary name renamed):
+        ``format`` parquet, jsonl, csv (default: by the extension, else parquet) or perfetto (the trace of
+        this verdict); ``partition_by`` ``host`` or ``rank``: a hive-partitioned parquet dataset under ``out``;
+        ``streaming`` batch by batch in bounded memory (default: a parquet table of more than 64 MiB of logs,
+        not with ``redact``). Refuses an ``out`` inside the input. :func:`correlator.tables.write_job_table`."""
+        from correlator.tables import write_job_table
+
+        return write_job_table(self, out, format=format, partition_by=partition_by, streaming=streaming)
+
     def trace(self) -> dict[str, Any]:
         """The Perfetto / Chrome trace-event JSON of the table with this verdict's initiating events."""
         from correlator.perfetto import to_trace
 
         return to_trace(self.table(), self.diagnose())
+
+
+def verdict_graph(d: Diagnosis) -> nx.DiGraph:
+    """The causal graph of verdict ``d``: the analysis it was read from (:meth:`correlator.graph.Findings.
+    to_networkx`), or, for a verdict no rule made, :func:`_records_graph`."""
+    return _records_graph(d) if d.findings is None else d.findings.to_networkx()
 
 
 def _records_graph(d: Diagnosis) -> nx.DiGraph:

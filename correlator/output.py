@@ -2,7 +2,8 @@
 
 A full disk, a read-only folder or an output that is a device must never end in exit status 0 (a script
 would believe the table was written), and an interrupted run must never leave half a file under the real
-name. Standard output is checked by :func:`correlator.cli.main`, which flushes it before it exits.
+name. Standard output is checked by :func:`correlator.cli.app.main`, which flushes it before it exits.
+:func:`check_output` refuses an output that would land inside the input.
 
 This module sits below :mod:`correlator.cli` and never imports it.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from correlator.errors import InputError
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "check_output"]
 
 
 def _write_error(output: Path, e: BaseException) -> InputError:
@@ -93,3 +94,23 @@ def atomic_write(output: Path, write: Callable[[str], object]) -> None:
         except OSError:
             pass
         raise
+
+
+def check_output(directory: Path, output: Path | None) -> None:
+    """Refuse an output path inside the input (it would be read back as logs next time), equal to it,
+    or a folder that holds the input."""
+    if output is None:
+        return
+    try:
+        src, dst = directory.resolve(), output.resolve()
+    except (OSError, RuntimeError) as e:
+        raise InputError(f"{output}: cannot resolve the output path ({e})") from None
+    if dst == src:
+        raise InputError(f"{output}: the output is the input itself; choose a path outside {directory}")
+    if src.is_dir() and dst.is_relative_to(src):
+        raise InputError(
+            f"{output}: inside the input folder {directory}; it would be read as a log next time "
+            "(write it elsewhere)"
+        )
+    if src.is_relative_to(dst) and dst.is_dir():
+        raise InputError(f"{output}: a folder that holds the input {directory}; choose another output path")

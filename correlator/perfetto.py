@@ -191,9 +191,59 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
     t, base = prepare(table, diagnosis)
     init_ids = set(initiating_event_ids(table, diagnosis))
     multi = t["attempt"].n_unique() > 1 if t.height else False
+    pid_of, events = _tracks(t, multi)
+    t, coll_events = _aggregate_coll(t, base, init_ids, pid_of)
+    events.extend(e for e in coll_events if e["ph"] == "C")
+    slices: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for e in coll_events:
+        if e["ph"] == "X":
+            slices.setdefault((e["pid"], e["tid"]), []).append(e)
     focus = diagnosis.focus or {}
+    for r in t.select(_ROW_COLUMNS).iter_rows(named=True):
+        pid = pid_of[(r["attempt"], r["host_label"])]
+        tid = NO_RANK_TID if r["rank"] is None else int(r["rank"]) + 1
+        instant, in_focus = _instant(r, pid, tid, r["event_id"] in init_ids, focus)
+        events.append(instant)
+        timed_out = _timed_out_slice(r, pid, tid, in_focus) if base == "time" else None
+        if timed_out is not None:
+            slices.setdefault((pid, tid), []).append(timed_out)
+    if base == "time":
+        for key, sl in [*_entry_slices(t, pid_of), *_fr_slices(t, pid_of)]:
+            slices.setdefault(key, []).append(sl)
+    for lst in slices.values():
+        events.extend(_no_partial_overlap(lst))
+    events.extend(_unlogged_initiators(t, diagnosis, init_ids, pid_of, multi))
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _other_data(diagnosis, base)}
 
-    # pids: one per (attempt, host), hosts in order of their lowest rank; tids: rank + 1 (0 = no rank).
+
+#: The columns of a row that its instant event and its timed-out slice read.
+_ROW_COLUMNS = [
+    "event_id",
+    "attempt",
+    "host_label",
+    "rank",
+    "kind",
+    "tc",
+    "ts_inferred",
+    "path",
+    "line",
+    "pg",
+    "seq",
+    "op",
+    "elapsed_ms",
+    "timeout_ms",
+    "exc_type",
+    "exit_code",
+    "signal",
+    "peer_rank",
+    "message",
+    "severity",
+]
+
+
+def _tracks(t: pl.DataFrame, multi: bool) -> tuple[dict[tuple[int, str], int], list[dict[str, Any]]]:
+    """The tracks: pids one per (attempt, host), hosts in order of their lowest rank; tids rank + 1 (0 = no
+    rank). Returns the pid of each (attempt, host) and their metadata events (names, sort order)."""
     keys = (
         t.group_by("attempt", "host_label")
         .agg(pl.col("rank").min().alias("r0"))
@@ -233,140 +283,120 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
                 "args": {"sort_index": -1 if rank is None else int(rank)},
             }
         )
+    return pid_of, events
 
-    t, coll_events = _aggregate_coll(t, base, init_ids, pid_of)
-    events.extend(e for e in coll_events if e["ph"] == "C")
 
-    cols = [
-        "event_id",
-        "attempt",
-        "host_label",
-        "rank",
-        "kind",
-        "tc",
-        "ts_inferred",
-        "path",
-        "line",
-        "pg",
-        "seq",
-        "op",
-        "elapsed_ms",
-        "timeout_ms",
-        "exc_type",
-        "exit_code",
-        "signal",
-        "peer_rank",
-        "message",
-        "severity",
-    ]
-    slices: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for e in coll_events:
-        if e["ph"] == "X":
-            slices.setdefault((e["pid"], e["tid"]), []).append(e)
-    for r in t.select(cols).iter_rows(named=True):
-        pid = pid_of[(r["attempt"], r["host_label"])]
-        tid = NO_RANK_TID if r["rank"] is None else int(r["rank"]) + 1
-        kind = r["kind"]
-        cat = category(kind)
-        initiating = r["event_id"] in init_ids
-        label = kind
-        if r["exc_type"]:
-            label = f"{kind}: {r['exc_type']}"
-        elif r["op"] and r["seq"] is not None:
-            label = f"{kind}: {r['op']} #{r['seq']}"
-        elif r["exit_code"] is not None:
-            label = f"{kind}: exit {r['exit_code']}" + (f" ({r['signal']})" if r["signal"] else "")
-        args: dict[str, Any] = {
-            "kind": kind,
-            "event_id": r["event_id"],
+def _instant(
+    r: dict[str, Any], pid: int, tid: int, initiating: bool, focus: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """A row's instant event (its label, category and args), and whether it is in the focus collective."""
+    kind = r["kind"]
+    cat = category(kind)
+    label = kind
+    if r["exc_type"]:
+        label = f"{kind}: {r['exc_type']}"
+    elif r["op"] and r["seq"] is not None:
+        label = f"{kind}: {r['op']} #{r['seq']}"
+    elif r["exit_code"] is not None:
+        label = f"{kind}: exit {r['exit_code']}" + (f" ({r['signal']})" if r["signal"] else "")
+    args: dict[str, Any] = {
+        "kind": kind,
+        "event_id": r["event_id"],
+        "where": f"{r['path']}:{r['line']}",
+        "message": (r["message"] or "")[:500],
+    }
+    for k in ("pg", "seq", "op", "peer_rank", "exit_code", "signal", "elapsed_ms", "timeout_ms"):
+        if r[k] is not None:
+            args[k] = r[k]
+    if r["ts_inferred"]:
+        args["ts_inferred"] = True
+    in_focus = (
+        focus.get("seq") is not None
+        and r["seq"] == focus.get("seq")
+        and (r["pg"] or "0") == str(focus.get("pg") or "0")
+    )
+    if in_focus:
+        args["focus"] = True
+    if initiating:
+        args["initiating"] = True
+        label = f"INITIATING {label}"
+        cat = f"initiating,{cat}"
+    event = {
+        "ph": "i",
+        "s": "t",
+        "name": label,
+        "cat": cat,
+        "ts": int(r["tc"]),
+        "pid": pid,
+        "tid": tid,
+        "args": args,
+    }
+    return event, in_focus
+
+
+def _timed_out_slice(r: dict[str, Any], pid: int, tid: int, in_focus: bool) -> dict[str, Any] | None:
+    """The slice of a collective that timed out (start = stamp - elapsed), for a ranked watchdog or gloo
+    timeout row with a duration; else None."""
+    kind = r["kind"]
+    dur_ms = (
+        r["elapsed_ms"]
+        if kind == Kind.WATCHDOG_TIMEOUT
+        else (r["timeout_ms"] if kind == Kind.GLOO_TIMEOUT else None)
+    )
+    if dur_ms is None or dur_ms <= 0 or r["rank"] is None:
+        return None
+    name = f"{r['op'] or 'collective'}" + (f" #{r['seq']}" if r["seq"] is not None else "") + " (timed out)"
+    return {
+        "ph": "X",
+        "name": name,
+        "cat": "collective,timeout" + (",focus" if in_focus else ""),
+        "ts": int(r["tc"]) - int(dur_ms) * 1000,
+        "dur": int(dur_ms) * 1000,
+        "pid": pid,
+        "tid": tid,
+        "args": {
+            "pg": r["pg"] or "0",
+            "seq": r["seq"],
+            "op": r["op"],
+            "elapsed_ms": int(dur_ms),
             "where": f"{r['path']}:{r['line']}",
-            "message": (r["message"] or "")[:500],
-        }
-        for k in ("pg", "seq", "op", "peer_rank", "exit_code", "signal", "elapsed_ms", "timeout_ms"):
-            if r[k] is not None:
-                args[k] = r[k]
-        if r["ts_inferred"]:
-            args["ts_inferred"] = True
-        in_focus = (
-            focus.get("seq") is not None
-            and r["seq"] == focus.get("seq")
-            and (r["pg"] or "0") == str(focus.get("pg") or "0")
-        )
-        if in_focus:
-            args["focus"] = True
-        if initiating:
-            args["initiating"] = True
-            label = f"INITIATING {label}"
-            cat = f"initiating,{cat}"
-        events.append(
-            {
-                "ph": "i",
-                "s": "t",
-                "name": label,
-                "cat": cat,
-                "ts": int(r["tc"]),
-                "pid": pid,
-                "tid": tid,
-                "args": args,
-            }
-        )
-        # Slices for collectives with a known start and end.
-        dur_ms = (
-            r["elapsed_ms"]
-            if kind == Kind.WATCHDOG_TIMEOUT
-            else (r["timeout_ms"] if kind == Kind.GLOO_TIMEOUT else None)
-        )
-        if dur_ms is not None and dur_ms > 0 and r["rank"] is not None and base == "time":
-            name = (
-                f"{r['op'] or 'collective'}"
-                + (f" #{r['seq']}" if r["seq"] is not None else "")
-                + " (timed out)"
-            )
-            slices.setdefault((pid, tid), []).append(
-                {
-                    "ph": "X",
-                    "name": name,
-                    "cat": "collective,timeout" + (",focus" if in_focus else ""),
-                    "ts": int(r["tc"]) - int(dur_ms) * 1000,
-                    "dur": int(dur_ms) * 1000,
-                    "pid": pid,
-                    "tid": tid,
-                    "args": {
-                        "pg": r["pg"] or "0",
-                        "seq": r["seq"],
-                        "op": r["op"],
-                        "elapsed_ms": int(dur_ms),
-                        "where": f"{r['path']}:{r['line']}",
-                        "strong": True,
-                    },
-                }
-            )
+            "strong": True,
+        },
+    }
 
-    # Consecutive collective entries of one rank on one process group: entered N .. entered N+1.
+
+def _entry_slices(
+    t: pl.DataFrame, pid_of: dict[tuple[int, str], int]
+) -> list[tuple[tuple[int, int], dict[str, Any]]]:
+    """Consecutive collective entries of one rank on one process group: entered N .. entered N+1, each with
+    its track (pid, tid)."""
     ent = t.filter(
-        pl.lit(base == "time")
-        & pl.col("kind").is_in([Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL])
+        pl.col("kind").is_in([Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL])
         & pl.col("seq").is_not_null()
         & pl.col("rank").is_not_null()
         & ~pl.col("ts_inferred")
     )
-    if ent.height:
-        ent = ent.with_columns(
-            pl.when(pl.col("kind") == Kind.NCCL_COLL)
-            .then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?")))
-            .otherwise(pl.coalesce("pg", pl.lit("0")))
-            .alias("pgk")
-        )
-        ent = ent.sort("tc", "event_id").with_columns(
-            pl.col("tc").shift(-1).over("attempt", "rank", "pgk").alias("tc_next"),
-            pl.col("seq").shift(-1).over("attempt", "rank", "pgk").alias("seq_next"),
-        )
-        for r in ent.filter(pl.col("tc_next").is_not_null() & (pl.col("seq_next") > pl.col("seq"))).iter_rows(
-            named=True
-        ):
-            pid = pid_of[(r["attempt"], r["host_label"])]
-            tid = int(r["rank"]) + 1
-            slices.setdefault((pid, tid), []).append(
+    if not ent.height:
+        return []
+    ent = ent.with_columns(
+        pl.when(pl.col("kind") == Kind.NCCL_COLL)
+        .then(pl.lit("nccl:") + pl.coalesce("pg", pl.lit("?")))
+        .otherwise(pl.coalesce("pg", pl.lit("0")))
+        .alias("pgk")
+    )
+    ent = ent.sort("tc", "event_id").with_columns(
+        pl.col("tc").shift(-1).over("attempt", "rank", "pgk").alias("tc_next"),
+        pl.col("seq").shift(-1).over("attempt", "rank", "pgk").alias("seq_next"),
+    )
+    out: list[tuple[tuple[int, int], dict[str, Any]]] = []
+    for r in ent.filter(pl.col("tc_next").is_not_null() & (pl.col("seq_next") > pl.col("seq"))).iter_rows(
+        named=True
+    ):
+        pid = pid_of[(r["attempt"], r["host_label"])]
+        tid = int(r["rank"]) + 1
+        out.append(
+            (
+                (pid, tid),
                 {
                     "ph": "X",
                     "name": f"{r['op'] or 'collective'} #{r['seq']}",
@@ -382,43 +412,64 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
                         "where": f"{r['path']}:{r['line']}",
                         "note": "from entering this collective to entering the next on the same group",
                     },
-                }
+                },
             )
-    # Flight Recorder entries whose end is known (NCCL: time_discovered_completed_ns): created .. completed.
+        )
+    return out
+
+
+def _fr_slices(
+    t: pl.DataFrame, pid_of: dict[tuple[int, str], int]
+) -> list[tuple[tuple[int, int], dict[str, Any]]]:
+    """Flight Recorder entries whose end is known (NCCL: time_discovered_completed_ns): created ..
+    completed, each with its track (pid, tid)."""
     fre = t.filter(
-        pl.lit(base == "time")
-        & (pl.col("kind") == Kind.FR_COLLECTIVE)
+        (pl.col("kind") == Kind.FR_COLLECTIVE)
         & pl.col("ts_end").is_not_null()
         & pl.col("rank").is_not_null()
         & pl.col("ts").is_not_null()
     )
     fre = fre.with_columns((pl.col("ts_end") - pl.col("ts")).dt.total_microseconds().alias("__dur"))
+    out: list[tuple[tuple[int, int], dict[str, Any]]] = []
     for r in fre.filter(pl.col("__dur") >= 0).iter_rows(named=True):
         pid, tid = pid_of[(r["attempt"], r["host_label"])], int(r["rank"]) + 1
-        slices.setdefault((pid, tid), []).append(
-            {
-                "ph": "X",
-                "name": f"FR {r['op'] or 'collective'} #{r['seq']}",
-                "cat": "collective,flight_recorder",
-                "ts": int(r["tc"]),
-                "dur": int(r["__dur"]),
-                "pid": pid,
-                "tid": tid,
-                "args": {
-                    "pg": r["pg"] or "0",
-                    "seq": r["seq"],
-                    "op": r["op"],
-                    "state": r["state"],
-                    "where": f"{r['path']}:{r['line']}",
-                    "record_id": r["record_id"],
+        args = {
+            "pg": r["pg"] or "0",
+            "seq": r["seq"],
+            "op": r["op"],
+            "state": r["state"],
+            "where": f"{r['path']}:{r['line']}",
+            "record_id": r["record_id"],
+        }
+        name = f"FR {r['op'] or 'collective'} #{r['seq']}"
+        out.append(
+            (
+                (pid, tid),
+                {
+                    "ph": "X",
+                    "name": name,
+                    "cat": "collective,flight_recorder",
+                    "ts": int(r["tc"]),
+                    "dur": int(r["__dur"]),
+                    "pid": pid,
+                    "tid": tid,
+                    "args": args,
                 },
-            }
+            )
         )
-    for lst in slices.values():
-        events.extend(_no_partial_overlap(lst))
+    return out
 
-    # An initiating rank with no line of its own (it left no log): a marker on its own track, at the moment
-    # the other ranks' trouble began.
+
+def _unlogged_initiators(
+    t: pl.DataFrame,
+    diagnosis: Diagnosis,
+    init_ids: set[int],
+    pid_of: dict[tuple[int, str], int],
+    multi: bool,
+) -> list[dict[str, Any]]:
+    """An initiating rank with no line of its own (it left no log): a marker on its own track, at the moment
+    the other ranks' trouble began (its track named, added where missing). Adds to ``pid_of``."""
+    events: list[dict[str, Any]] = []
     flagged = set(t.filter(pl.col("event_id").is_in(list(init_ids)))["rank"].drop_nulls().to_list())
     att_rows = t.filter(pl.col("attempt") == diagnosis.attempt)
     for rk in diagnosis.initiating_ranks:
@@ -429,14 +480,9 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
         key = (diagnosis.attempt, host)
         if key not in pid_of:
             pid_of[key] = len(pid_of) + 1
+            name = f"{host} (attempt {diagnosis.attempt})" if multi else host
             events.append(
-                {
-                    "ph": "M",
-                    "name": "process_name",
-                    "pid": pid_of[key],
-                    "tid": 0,
-                    "args": {"name": f"{host} (attempt {diagnosis.attempt})" if multi else host},
-                }
+                {"ph": "M", "name": "process_name", "pid": pid_of[key], "tid": 0, "args": {"name": name}}
             )
         pid = pid_of[key]
         if not mine.height:
@@ -468,21 +514,21 @@ def to_trace(table: pl.DataFrame, diagnosis: Diagnosis) -> dict[str, Any]:
                 },
             }
         )
+    return events
 
+
+def _other_data(diagnosis: Diagnosis, base: str) -> dict[str, Any]:
+    """The trace's ``otherData``: the generator, the time base and the verdict in short."""
     return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "generator": "rankscope",
-            "time_base": "corrected wall time, µs since the Unix epoch"
-            if base == "time"
-            else "event order (the logs carry no timestamps): 1 ms per event",
-            "summary": diagnosis.summary,
-            "failure_kind": diagnosis.failure_kind,
-            "initiating_ranks": diagnosis.initiating_ranks,
-            "collateral_ranks": diagnosis.collateral_ranks,
-            "attempt": diagnosis.attempt,
-        },
+        "generator": "rankscope",
+        "time_base": "corrected wall time, µs since the Unix epoch"
+        if base == "time"
+        else "event order (the logs carry no timestamps): 1 ms per event",
+        "summary": diagnosis.summary,
+        "failure_kind": diagnosis.failure_kind,
+        "initiating_ranks": diagnosis.initiating_ranks,
+        "collateral_ranks": diagnosis.collateral_ranks,
+        "attempt": diagnosis.attempt,
     }
 
 

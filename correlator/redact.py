@@ -36,8 +36,8 @@ run, so rank identity that rests on host names (NCCL ``host:pid`` prefixes, per-
 and diagnosing the redacted copy names the same ranks as the original.
 
 API: :func:`redact_table`, :func:`redact_result` (what ``--redact`` calls), :func:`redact_dir` (a redacted
-copy of a log directory, file names included) and :func:`register`, which adds
-``rankscope redact DIR -o OUT_DIR``.
+copy of a log directory, file names included; ``rankscope redact DIR -o OUT_DIR``, in
+:mod:`correlator.cli.redact`).
 """
 
 from __future__ import annotations
@@ -849,60 +849,4 @@ def _redact_lines(lines: list[str], r: Redactor) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------- command
-
-
-def register(app) -> None:  # type: ignore[no-untyped-def]
-    """Add ``rankscope redact DIR -o OUT_DIR`` to the typer ``app``."""
-    from typing import Annotated
-
-    import typer
-
-    from correlator.archive import input_path
-
-    def redact(directory: Path, output: Path, quiet: bool = False) -> None:
-        """Write a copy of the logs with host names, IPs, user names, e-mails and secrets replaced by stable
-        pseudonyms (host-1, ip-3, user-1, <secret-1>); diagnosing the copy names the same ranks."""
-        from correlator.console import err
-        from correlator.errors import InputError as UsageError
-        from correlator.errors import safe as _safe
-
-        if not directory.exists():
-            raise UsageError(f"{directory}: no such file or directory")
-        try:
-            stats = redact_dir(directory, output)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write ({e.strerror or e})") from None
-        if not quiet:
-            for w in stats.skipped:
-                err.print(f"[yellow]warning:[/] {_safe(w)}", highlight=False, soft_wrap=True)
-            kinds = ", ".join(f"{k} {v}" for k, v in stats.distinct.items() if v)
-            err.print(
-                f"wrote {stats.files} files ({stats.lines} lines) to {_safe(output)}; replaced: {kinds or 'nothing'}",
-                highlight=False,
-                soft_wrap=True,
-            )
-
-    # typer reads the annotations; this module postpones them (strings), so hand it the real objects.
-    redact.__annotations__ = {
-        "directory": Annotated[
-            Path,
-            typer.Argument(
-                help="Directory (or single file) of logs to redact; also a tar or zip archive of them, or - "
-                "for standard input.",
-                show_default=False,
-                callback=input_path,
-            ),
-        ],
-        "output": Annotated[
-            Path, typer.Option("--output", "-o", help="Folder to write the redacted copy to.")
-        ],
-        "quiet": Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")],
-        "return": None,
-    }
-    app.command(name="redact")(redact)
-
-
-__all__ = ["RedactStats", "Redactor", "redact_dir", "redact_result", "redact_table", "register"]
+__all__ = ["RedactStats", "Redactor", "redact_dir", "redact_result", "redact_table"]

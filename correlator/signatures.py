@@ -24,13 +24,11 @@ import json
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import polars as pl
-import typer
 
 from correlator.schema import FAILURE_KINDS, Kind
 
@@ -577,67 +575,3 @@ def explain_text(s: Signature) -> str:
         lines += ["", "References:"] + [f"  {r}" for r in s.references]
     lines += ["", "Match rule:", "  " + json.dumps(s.match, sort_keys=True)]
     return "\n".join(lines)
-
-
-class SigFormat(str, Enum):
-    table = "table"
-    json = "json"
-
-
-ExtraOpt = Annotated[
-    list[Path] | None,
-    typer.Option("--signatures", help="Extra signature file(s) (TOML) besides the built-in library."),
-]
-
-
-def register(app: Any) -> None:
-    """Add ``rankscope signatures`` and ``rankscope explain ID`` to the typer ``app``."""
-
-    def _load(extra: list[Path] | None) -> list[Signature]:
-        try:
-            return load_signatures(extra or [])
-        except ValueError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2)
-
-    @app.command(name="signatures")
-    def signatures_cmd(
-        format: Annotated[
-            SigFormat, typer.Option("--format", "-f", help="table (for people) or json.")
-        ] = SigFormat.table,
-        signatures: ExtraOpt = None,
-    ) -> None:
-        """List the known-failure signatures (built-in library plus --signatures files)."""
-        sigs = _load(signatures)
-        if format == SigFormat.json:
-            print(json.dumps([s.to_dict() for s in sigs], indent=2))
-            return
-        from rich.console import Console
-        from rich.table import Table
-
-        tab = Table(
-            title=f"{len(sigs)} known-failure signatures (rankscope explain ID for details)",
-            title_justify="left",
-        )
-        for col in ("id", "layer", "role", "title"):
-            tab.add_column(col, overflow="fold", no_wrap=col == "id")
-        for s in sigs:
-            tab.add_row(s.id, s.layer, s.role, s.title)
-        Console().print(tab)
-
-    @app.command(name="explain")
-    def explain_cmd(
-        sig_id: Annotated[
-            str, typer.Argument(metavar="ID", help="Signature id (see `rankscope signatures`).")
-        ],
-        signatures: ExtraOpt = None,
-    ) -> None:
-        """Print one known-failure signature in full: meaning, root cause, fix, checklist, references."""
-        sigs = _load(signatures)
-        s = find(sigs, sig_id)
-        if s is None:
-            typer.echo(
-                f"error: unknown signature id {sig_id!r} (run `rankscope signatures` for the list)", err=True
-            )
-            raise typer.Exit(2)
-        print(explain_text(s))

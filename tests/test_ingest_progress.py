@@ -133,7 +133,7 @@ def test_a_step_of_unknown_size_does_not_show_the_last_steps_count(monkeypatch: 
 
     from rich.console import Console
 
-    from correlator import commands
+    from correlator.cli import common as commands
 
     buf = io.StringIO()
     monkeypatch.setattr(commands, "err", Console(file=buf, force_terminal=True, width=100))

@@ -1,0 +1,81 @@
+"""``rankscope plot DIR -o timeline.html``: the figures of the job's verdict (:mod:`correlator.plot`)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from correlator.cli.common import UsageError, err, input_path, open_job
+
+
+class Figure_(str, Enum):
+    """Which figure a .png / .svg holds."""
+
+    timeline = "timeline"
+    progress = "progress"
+    graph = "graph"
+
+
+#: The extensions ``-o`` may have (:data:`correlator.plot.FORMATS`, not imported here: it loads the engine).
+FORMATS = (".html", ".htm", ".png", ".svg")
+
+
+def plot(
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            help="Directory (or single file) of logs from the failed job; also a tar or zip archive "
+            "of them, or - for standard input.",
+            show_default=False,
+            callback=input_path,
+        ),
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            help="timeline.html (verdict, evidence and every figure), or timeline.png / .svg (one figure).",
+        ),
+    ] = Path("timeline.html"),
+    figure: Annotated[
+        Figure_,
+        typer.Option(
+            "--figure",
+            help="Figure for .png/.svg: timeline (per-rank events), "
+            "progress ((pg, seq) heatmap) or graph (causal graph).",
+        ),
+    ] = Figure_.timeline,
+    attempt: Annotated[
+        int | None,
+        typer.Option("--attempt", help="Plot this torchelastic attempt instead of the first failed one."),
+    ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option("--tz", help="Time zone (IANA name) of stamps that carry none. Default: UTC."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")
+    ] = False,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Pseudonymize host names, IPs, user names and secrets.")
+    ] = False,
+) -> None:
+    """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
+    if output.suffix.lower() not in FORMATS:
+        # UsageError: main() prints it as one line and exits 2 (a typer.Exit(2) raised here would leave
+        # main() with exit status 0, since it runs the app with standalone_mode=False).
+        raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
+    from correlator.plot import write_report
+
+    # The figures of the verdict `rankscope diagnose` prints (correlator.job), over every line.
+    job = open_job(directory, quiet, attempt=attempt, tz=tz, redact=redact, full_table=True)
+    try:
+        write_report(job.table(), job.diagnose(), output, figure=figure.value, G=job.graph())
+    except OSError as e:
+        raise UsageError(f"{output}: cannot write ({e.strerror or e})")
+    if not quiet:
+        err.print(f"wrote {output}", highlight=False)

@@ -1,0 +1,237 @@
+"""The event table out of a job: selected (:func:`select_events`, ``rankscope events``) and written as one
+file, a hive-partitioned parquet dataset or a Perfetto trace (:func:`write_job_table`, ``rankscope
+timeline``). :meth:`correlator.job.Job.events` and :meth:`correlator.job.Job.write_table` are these
+functions on a job.
+
+Below :mod:`correlator.job` (it takes the job as a :class:`JobInput`, never imports it) and above
+:mod:`correlator.api`, :mod:`correlator.streaming` and :mod:`correlator.export`, which it calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import polars as pl
+
+from correlator.errors import InputError
+from correlator.output import atomic_write, check_output
+
+if TYPE_CHECKING:
+    from correlator.api import Progress
+    from correlator.diagnose import Diagnosis
+    from correlator.ingest import IngestResult
+
+
+class JobInput(Protocol):
+    """What :func:`write_job_table` reads of a :class:`correlator.job.Job` (a dataclass)."""
+
+    path: str | os.PathLike[str]
+    tz: str | None
+    redact: bool
+    full_table: bool
+    progress: Progress | None
+    on_warnings: Callable[[list[str]], None] | None
+
+    def read(self) -> IngestResult: ...
+    def table(self) -> pl.DataFrame: ...
+    def diagnose(self) -> Diagnosis: ...
+
+
+# ---------------------------------------------------------------------------------------------- events
+
+
+def event_kinds(words: Iterable[str]) -> set[str]:
+    """The kinds ``words`` name (kind names, or the words of :data:`correlator.schema.KIND_ALIASES`).
+    Raises :class:`~correlator.errors.InputError` naming the unknown words and the known ones."""
+    from correlator.schema import KIND_ALIASES, Kind, resolve_kinds
+
+    kinds, bad = resolve_kinds(list(words))
+    if bad:
+        raise InputError(
+            f"unknown kind {', '.join(bad)}; known kinds: {', '.join(m.value for m in Kind)}; "
+            f"words that cover several kinds: {', '.join(sorted(KIND_ALIASES))}"
+        )
+    return kinds
+
+
+def select_events(
+    table: pl.DataFrame,
+    rank: Iterable[int] | None = None,
+    kind: Iterable[str] | None = None,
+    faults: bool = False,
+) -> pl.DataFrame:
+    """The events of ``table`` (tee duplicates left out) on the ranks ``rank``, of the kinds ``kind`` (see
+    :func:`event_kinds`), only faults (``faults``), in the time the report, plot and trace state (a line
+    without a stamp of its own sits at the stamp above it in its file), then file order: an unstamped fault
+    is not pushed to the end."""
+    from correlator.clock import shown_times
+    from correlator.schema import FAULT_KINDS
+
+    ranks, words = list(rank or []), list(kind or [])
+    kinds = event_kinds(words) if words else set()
+    t = table.filter(~pl.col("duplicate"))
+    if ranks:
+        t = t.filter(pl.col("rank").is_in(ranks))
+    if words:
+        t = t.filter(pl.col("kind").is_in(sorted(kinds)))
+    if faults:
+        t = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
+    shown, _ = shown_times(table)
+    return (
+        t.join(shown.select("event_id", pl.col("tc").alias("__shown")), on="event_id", how="left")
+        .sort("__shown", "path", "line", "event_id", nulls_last=True)
+        .drop("__shown")
+    )
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+#: Formats of :func:`write_job_table`: parquet (DuckDB, polars, Spark), jsonl, csv, perfetto (Chrome trace JSON).
+TABLE_FORMATS = ("parquet", "jsonl", "csv", "perfetto")
+
+
+@dataclass(frozen=True)
+class TableWritten:
+    """What :func:`write_job_table` wrote: ``rows`` events in ``format`` (``perfetto``: the trace of the
+    job's verdict); ``summary`` the ingest's counts (:meth:`correlator.ingest.IngestResult.summary`, none for a
+    trace); ``partitions`` the files of a partitioned dataset; ``batches`` and ``peak_rss_mib`` of a
+    streamed write."""
+
+    output: Path
+    format: str
+    rows: int
+    summary: dict[str, object] | None = None
+    partitions: int | None = None
+    batches: int | None = None
+    peak_rss_mib: object = None
+
+
+def table_format(output: Path, format: str | None) -> str:
+    """``format``, else the one the extension of ``output`` names (.jsonl, .ndjson, .csv), else parquet."""
+    if format is not None:
+        if format not in TABLE_FORMATS:
+            raise InputError(f"--format {format}: use one of {', '.join(TABLE_FORMATS)}")
+        return format
+    return {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}.get(output.suffix.lower(), "parquet")
+
+
+def write_job_table(
+    job: JobInput,
+    output: str | os.PathLike[str],
+    format: str | None = None,
+    partition_by: str | None = None,
+    streaming: bool | None = None,
+) -> TableWritten:
+    """Write the event table of every line of ``job`` to ``output`` (see :meth:`correlator.job.Job.write_table`)."""
+    from correlator.discover import sharing_walks
+
+    out = Path(output)
+    with sharing_walks():  # the streaming decision and the ingest walk the folder once
+        fmt = table_format(out, format)
+        if streaming is None:
+            streaming = fmt == "parquet" and not job.redact and _streams_by_default(Path(job.path))
+        if (partition_by or streaming) and fmt != "parquet":
+            raise InputError("--partition-by and --streaming write parquet only")
+        if streaming:
+            return _write_streamed(job, out, partition_by)
+        if Path(job.path).exists():
+            check_output(Path(job.path), out)
+        if fmt == "perfetto":  # the trace of the verdict `rankscope diagnose` prints, over every line
+            return _write_trace(job, out)
+        res = job.read()
+        if partition_by:
+            return _write_parts(res.table, out, partition_by, res.summary())
+        if job.progress is not None:  # the write of a large table takes seconds: say so
+            job.progress(f"writing {out.name}", 0, None)
+        t = res.table
+        writers: dict[str, Callable[[str], object]] = {
+            "parquet": t.write_parquet,
+            "jsonl": t.write_ndjson,
+            "csv": t.write_csv,
+        }
+        atomic_write(out, writers[fmt])
+        return TableWritten(out, fmt, t.height, summary=res.summary())
+
+
+def _streams_by_default(path: Path) -> bool:
+    """A parquet table of more than two batches streams (bounded memory), unless a node split into batches
+    would re-read a launcher log larger than a batch (:func:`correlator.streaming.context_bounded`)."""
+    from correlator.api import want_streaming
+    from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES, context_bounded
+
+    return want_streaming(path, None, TABLE_STREAMING_THRESHOLD_BYTES) and context_bounded(path)
+
+
+def _write_streamed(job: JobInput, out: Path, by: str | None) -> TableWritten:
+    """The table written batch by batch (:func:`correlator.streaming.stream_ingest`): under ``out`` as a
+    dataset partitioned ``by``, else one file written under a temporary name, renamed when complete."""
+    from correlator.streaming import stream_ingest
+
+    src = Path(job.path)
+    if src.exists():
+        check_output(src, out)
+    if job.redact:
+        raise InputError("--redact needs the whole table: use --no-streaming, or `rankscope redact` first")
+    if not src.exists():
+        raise InputError(f"{src}: no such file or directory")
+    bar = job.progress
+    cb = None if bar is None else (lambda done, total: bar("streaming node by node", done, total))
+
+    def run(target: Path) -> dict[str, object]:
+        s = stream_ingest(src, target, tz=job.tz, partition_by=by, progress=cb)[1]
+        if job.on_warnings is not None:
+            job.on_warnings(list(s.get("warning_lines") or []))  # type: ignore[call-overload]
+        return s
+
+    got: list[dict[str, object]] = []
+    try:
+        if by:
+            got.append(run(out))
+        else:
+            atomic_write(out, lambda tmp: got.append(run(Path(tmp))))
+    except OSError as e:
+        raise InputError(f"{out}: cannot write ({e.strerror or e})") from None
+    s: dict[str, Any] = got[0]
+    return TableWritten(
+        out, "parquet", s["rows"], summary=s, batches=s["batches"], peak_rss_mib=s["peak_rss_mib"]
+    )
+
+
+def _write_trace(job: JobInput, out: Path) -> TableWritten:
+    """The Perfetto trace of every line of ``job`` with the job's one verdict, to ``out``."""
+    from correlator.perfetto import write_trace
+
+    full = job if job.full_table else replace(job, full_table=True, _result=None, _graph=None)  # type: ignore[type-var]
+    t, d = full.table(), full.diagnose()
+    atomic_write(out, lambda tmp: write_trace(t, d, Path(tmp)))
+    return TableWritten(out, "perfetto", t.height)
+
+
+def _write_parts(table: pl.DataFrame, out: Path, by: str, summary: dict[str, object]) -> TableWritten:
+    """``table`` as a hive-partitioned dataset under ``out``, this machine's part in each partition."""
+    import socket
+
+    from correlator.export import write_partitioned
+
+    try:
+        files = write_partitioned(
+            table, out, by=by, part_name=f"part-{socket.gethostname().split('.')[0]}.parquet"
+        )
+    except OSError as e:
+        raise InputError(f"{out}: cannot write ({e.strerror or e})") from None
+    return TableWritten(out, "parquet", table.height, summary=summary, partitions=len(files))
+
+
+__all__ = [
+    "TABLE_FORMATS",
+    "JobInput",
+    "TableWritten",
+    "event_kinds",
+    "select_events",
+    "table_format",
+    "write_job_table",
+]

@@ -1,0 +1,75 @@
+"""Job.events and Job.write_table (correlator/tables.py): the event listing and the table writes that were
+the CLI's alone (issue #31 item 1), checked against the ingest table directly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from correlator.errors import InputError
+from correlator.ingest import ingest
+from correlator.job import open_job
+from tests.conftest import CASES
+
+LOGS = CASES / "public-02-oom-rank2-multinode-timeouts" / "logs"
+
+
+@pytest.fixture(scope="module")
+def table() -> pl.DataFrame:
+    return ingest(LOGS).table
+
+
+def test_events_filters_by_rank_kind_and_faults(table: pl.DataFrame) -> None:
+    job = open_job(LOGS)
+    got = job.events(rank=[2], kind=["oom"])
+    want = table.filter(~pl.col("duplicate") & (pl.col("rank") == 2) & (pl.col("kind") == "cuda_oom"))
+    assert got.height == want.height > 0
+    assert sorted(got["event_id"].to_list()) == sorted(want["event_id"].to_list())
+    faults = job.events(faults=True)
+    assert set(faults["kind"].to_list()) <= {"cuda_oom", "watchdog_timeout", "watchdog_teardown",
+                                             "nccl_peer_closed", "nccl_abort", "watchdog_status"}  # fmt: skip
+    assert "step_progress" not in set(faults["kind"].to_list())
+    every = job.events()
+    assert every.height == table.filter(~pl.col("duplicate")).height
+
+
+def test_events_are_in_time_order_unstamped_lines_kept_in_file_order() -> None:
+    t = open_job(LOGS).events()
+    stamps = [ts for ts in t["ts"].to_list() if ts is not None]
+    assert stamps == sorted(stamps)
+
+
+def test_an_unknown_kind_is_refused_before_anything_is_read() -> None:
+    job = open_job(LOGS)
+    with pytest.raises(InputError, match="unknown kind bogus; known kinds: "):
+        job.events(kind=["bogus"])
+    assert job._read is None
+
+
+def test_write_table_by_extension_and_partitioned(tmp_path: Path, table: pl.DataFrame) -> None:
+    job = open_job(LOGS)
+    w = job.write_table(tmp_path / "t.csv")
+    assert (w.format, w.rows) == ("csv", table.height)
+    assert pl.read_csv(tmp_path / "t.csv").height == table.height
+    assert w.summary is not None and w.summary["rows"] == table.height
+    w = job.write_table(tmp_path / "parts", partition_by="rank")
+    ranks = table["rank"].unique().to_list()
+    assert w.partitions == len(ranks) == len(list((tmp_path / "parts").iterdir()))
+    assert not list(tmp_path.glob(".t.csv.tmp-*"))  # the atomic write left no temporary file
+
+
+def test_write_table_trace_and_refusals(tmp_path: Path) -> None:
+    job = open_job(LOGS)
+    w = job.write_table(tmp_path / "trace.json", format="perfetto")
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert (
+        w.format == "perfetto" and trace["otherData"]["initiating_ranks"] == job.diagnose().initiating_ranks
+    )
+    with pytest.raises(InputError, match="write parquet only"):
+        job.write_table(tmp_path / "x.csv", partition_by="rank")
+    with pytest.raises(InputError, match="inside the input folder"):
+        job.write_table(LOGS / "t.parquet")
+    assert not (LOGS / "t.parquet").exists()
