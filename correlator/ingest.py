@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import parsers
-from correlator import fr as flight_recorder
+from correlator import fr_load as flight_recorder
 from correlator import identity, limits, stacks
 from correlator.discover import DiscoveryError, Source, discover, skipped_entries
 from correlator.read import ReadResult, SmallFile, read_lines, read_small_lines
@@ -98,7 +98,7 @@ def _raw_column(parts: Sequence[pl.Series | list[str]]) -> pl.Series:
     return pl.concat(out, rechunk=False) if len(out) > 1 else out[0]
 
 
-def _plain_lines(
+def plain_lines(
     parts: Sequence[tuple[int, Source, pl.Series | list[str]]],
     first: list[int] | None = None,
     key: str = "__src",
@@ -184,7 +184,7 @@ _ERROR_JSON_TAIL = 64 * 1024
 _TRUNCATED_MARK = re.compile(r" …\[truncated: line of \d+ bytes\]$", re.MULTILINE)
 
 
-def _source_frame(
+def source_frame(
     src: Source,
     progress: Callable[[Source], None] | None,
     on_bytes: Callable[[int], None] | None = None,
@@ -267,7 +267,7 @@ def _with_source(frame: pl.DataFrame, src: Source) -> pl.DataFrame:
     )
 
 
-def _mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
+def mark_duplicates(df: pl.DataFrame) -> pl.DataFrame:
     """torchrun --tee copies every worker line into the launcher output; when the per-rank file holds
     the same record, the tee copy is marked ``duplicate`` (kept in the table, skipped by diagnosis)."""
     tee_copy = pl.col("tee_local_rank").is_not_null() & (pl.col("layout") == "stream")
@@ -393,7 +393,7 @@ def ingest(
             if src.layout == "fr_dump":  # read by correlator.fr above, not as lines
                 mtimes.append(_mtime(src.path))
                 continue
-            frame, res = _source_frame(
+            frame, res = source_frame(
                 src, progress, _within(on_progress, bytes_done, src.size, total_bytes), lim
             )
             mtimes.append(res.mtime if res.mtime is not None else _mtime(src.path))
@@ -419,7 +419,7 @@ def ingest(
             cut.close()
     if plain:
         plain.sort(key=lambda part: part[0])
-        frames.append(_plain_lines(plain))
+        frames.append(plain_lines(plain))
     if not any(f.height for f in frames) and fr_rows.table.height:  # Flight Recorder dumps, no text log
         return IngestResult(
             conform(flight_recorder.with_ids(fr_rows.table)),
@@ -503,7 +503,7 @@ def ingest(
     if on_phase:
         on_phase(BUILDING)
     df = limits.cap_values(df, warnings)
-    df = _mark_duplicates(df)
+    df = mark_duplicates(df)
     if fr_rows.table.height:
         df = pl.concat([df, fr_rows.table], how="diagonal_relaxed")
     if not _sorted_by_path_line(df):
@@ -540,7 +540,7 @@ def compact(df: pl.DataFrame) -> pl.DataFrame:
 
 class _CollCut:
     """The reading side of ``ingest(keep_coll=...)``: files are gathered into batches of about
-    :data:`CUT_BATCH_BYTES` of text; each batch becomes a lines frame (``_plain_lines``) whose NCCL COLL
+    :data:`CUT_BATCH_BYTES` of text; each batch becomes a lines frame (``plain_lines``) whose NCCL COLL
     lines are cut (:func:`_reduce_coll_lines`) while the next batch is read (one worker thread: the cut runs
     in polars, which releases the GIL, while reading runs in Python), and at most :data:`_IN_FLIGHT` batches
     wait for their cut, so the text of the cut lines is held for a few batches only. Every decision of the
@@ -574,7 +574,7 @@ class _CollCut:
     def _flush(self) -> None:
         if not self.batch:
             return
-        frame = _plain_lines(self.batch)
+        frame = plain_lines(self.batch)
         self.batch, self.size = [], 0
         if self.pool is None:
             self.pool = ThreadPoolExecutor(_CUT_WORKERS, thread_name_prefix="rankscope-cut")
@@ -590,7 +590,7 @@ class _CollCut:
         self.paths |= paths
 
     def finish(self) -> list[pl.DataFrame]:
-        """The lines frames of all batches (columns of ``_plain_lines`` plus :data:`_CAND` and, where lines
+        """The lines frames of all batches (columns of ``plain_lines`` plus :data:`_CAND` and, where lines
         were cut, :data:`identity.WEIGHT`)."""
         try:
             self._flush()
@@ -641,13 +641,13 @@ def _reread(rels: set[str], by_rel: dict[str, Source], order: dict[int, int]) ->
             parts.append((order[id(src)], src, res.lines_or_list()))
     if not parts:
         return pl.DataFrame(schema={"__src": pl.Int64, "path": pl.String, "line": pl.Int64})
-    return _plain_lines(parts).with_columns(pl.lit(False).alias(_CAND))
+    return plain_lines(parts).with_columns(pl.lit(False).alias(_CAND))
 
 
 def _reduce_coll_lines(
     df: pl.DataFrame, keep: int, fast: pl.Series
 ) -> tuple[pl.DataFrame, pl.DataFrame, set[str]]:
-    """The lines frame ``df`` (of ``_plain_lines``, with ``__src``) without the NCCL COLL lines diagnosis
+    """The lines frame ``df`` (of ``plain_lines``, with ``__src``) without the NCCL COLL lines diagnosis
     does not need.
 
     ``fast``: the rows of ``df`` that take the COLL fast path (``parsers.fast_split``); files of layout

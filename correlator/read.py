@@ -40,7 +40,7 @@ import polars as pl
 
 from correlator import limits as _limits
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: Control characters escaped in text (tab and newline are kept; CR is handled as a line end / redraw).
 _CTRL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
 #: Every ASCII control byte but tab, newline and CR (with an ASCII-only file: none of _CTRL_RE, no binary).
@@ -375,7 +375,7 @@ def _decompress_zstd(
 _CONTROL_BYTES = bytes(b for b in range(32) if b < 9 or (13 < b < 32 and b != 27))
 
 
-def _looks_binary(data: bytes | bytearray) -> bool:
+def looks_binary(data: bytes | bytearray) -> bool:
     """More than 10% control bytes (not tab/newline/CR/ESC; runs of 16+ NULs, i.e. holes, excluded) in
     ``data`` (a region of at most about 64 KiB). Tiny regions (< 64 bytes) are always text: a stray
     control byte in a one-line file is not worth losing the line."""
@@ -637,8 +637,8 @@ def _lines_from_bytes(
         if clean:
             pass
         elif len(data) > _REGION:
-            bin_regions = [(a, b) for a, b in _regions(data) if _looks_binary(data[a:b])]
-        elif len(data) >= _BINARY_MIN and _looks_binary(data):
+            bin_regions = [(a, b) for a, b in _regions(data) if looks_binary(data[a:b])]
+        elif len(data) >= _BINARY_MIN and looks_binary(data):
             bin_regions = [(0, len(data))]
         if bin_regions:
             n_bin = sum(_nlines(data[a:b]) for a, b in bin_regions)
@@ -733,7 +733,7 @@ def _lines_from_bytes(
         # CRLF -> LF; a bare CR redraws the line: keep the text after the last non-final CR.
         s = s.str.strip_suffix("\r").str.replace(r"(?s)^.*\r", "")
     if not clean and "\x1b[" in text:
-        s = s.str.replace_all(_ANSI_RE.pattern, "")
+        s = s.str.replace_all(ANSI_RE.pattern, "")
     if not clean and _CTRL_RE.search(text):
         s = _escape_controls(s, text)
     cap = lim.max_line_bytes
