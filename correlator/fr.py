@@ -77,29 +77,10 @@ def _desc(row: dict[str, Any], what: str) -> str:
     return name
 
 
-def analyze(t: pl.DataFrame) -> Verdict | None:
-    """The FR verdict for one attempt's rows ``t`` (the event table; only ``layer == 'fr'`` rows are read,
-    plus text rows of the same (pg, seq) as linked evidence). None when FR shows no disagreement."""
-    fr = t.filter(
-        (pl.col("kind") == Kind.FR_COLLECTIVE) & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
-    )
-    if fr.height == 0:
-        return None
-    fr = fr.with_columns(
-        pl.col("raw").str.json_path_match("$.is_p2p").alias("__p2p"),
-        pl.col("raw").str.json_path_match("$.profiling_name").alias("profiling"),
-        pl.col("raw").str.json_path_match("$.input_sizes").alias("sizes"),
-    )
-    coll = fr.filter(pl.col("__p2p") != "true")
-    dumped = sorted(int(r) for r in fr["rank"].unique().to_list())
-    # Ring-buffer wrap: keep what every rank still holds — the largest first record_id across ranks (as
-    # torchfrtrace does; record ids count every entry of a rank, so this holds only when all ranks are in
-    # the same PGs), then per PG the largest first seq (always).
-    pgs = coll.group_by("rank").agg(pl.col("pg").unique().sort().alias("pgs"))
-    if pgs["pgs"].n_unique() == 1:
-        first_rid = coll.group_by("rank").agg(pl.col("record_id").min())["record_id"].max()
-        if first_rid is not None:
-            coll = coll.filter(pl.col("record_id") >= first_rid)
+def _first_disagreement(coll: pl.DataFrame) -> tuple[Any, ...] | None:
+    """Of every process group of ``coll`` (FR collective rows, wrap trimmed): the first seq where the
+    ranks' signatures differ or a rank never got there, the earliest by time across PGs, as ``(sort key,
+    pg, seq, rows present by rank, ranks absent, signatures by rank, rows by seq and rank, ranks)``."""
     best: tuple[Any, ...] | None = None
     for (pg,), g in coll.group_by("pg", maintain_order=True):
         ranks = sorted(int(r) for r in g["rank"].unique().to_list())
@@ -146,12 +127,74 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         key = (t0 is None, t0, first)
         if best is None or key < best[0]:
             best = (key, str(pg), first, present, absent, sigs, by_seq, ranks)
+    return best
+
+
+#: What a minority's kind of difference is about (the part of the signature a claim names).
+_WHAT = {
+    "op_mismatch": "op",
+    "size_mismatch": "size",
+    "skipped": "size",
+    "extra": "size",
+    "dtype_mismatch": "dtype",
+}
+
+
+def _minority_kinds(
+    sigs: dict[int, tuple[Any, ...]],
+    minority: list[int],
+    first_major: int,
+    by_seq: dict[int, dict[int, dict[str, Any]]],
+    seq: int,
+    top_sig: tuple[Any, ...],
+) -> dict[int, str]:
+    """How each rank of ``minority`` differs from the majority's signature ``top_sig`` at ``seq``."""
+    kinds = {}
+    for r in minority:
+        s = sigs[r]
+        if s[0] != top_sig[0]:
+            kinds[r] = "op_mismatch"
+        elif _skipped(by_seq, first_major, seq, top_sig, s):
+            kinds[r] = "skipped"
+        elif _sig_at(by_seq, r, seq + 1) == top_sig:
+            kinds[r] = "extra"  # its next collective is the one the others ran here
+        elif s[1] != top_sig[1]:
+            kinds[r] = "size_mismatch"
+        else:
+            kinds[r] = "dtype_mismatch"
+    return kinds
+
+
+def analyze(t: pl.DataFrame) -> Verdict | None:
+    """The FR verdict for one attempt's rows ``t`` (the event table; only ``layer == 'fr'`` rows are read,
+    plus text rows of the same (pg, seq) as linked evidence). None when FR shows no disagreement."""
+    fr = t.filter(
+        (pl.col("kind") == Kind.FR_COLLECTIVE) & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
+    )
+    if fr.height == 0:
+        return None
+    fr = fr.with_columns(
+        pl.col("raw").str.json_path_match("$.is_p2p").alias("__p2p"),
+        pl.col("raw").str.json_path_match("$.profiling_name").alias("profiling"),
+        pl.col("raw").str.json_path_match("$.input_sizes").alias("sizes"),
+    )
+    coll = fr.filter(pl.col("__p2p") != "true")
+    dumped = sorted(int(r) for r in fr["rank"].unique().to_list())
+    # Ring-buffer wrap: keep what every rank still holds — the largest first record_id across ranks (as
+    # torchfrtrace does; record ids count every entry of a rank, so this holds only when all ranks are in
+    # the same PGs), then per PG the largest first seq (always).
+    pgs = coll.group_by("rank").agg(pl.col("pg").unique().sort().alias("pgs"))
+    if pgs["pgs"].n_unique() == 1:
+        first_rid = coll.group_by("rank").agg(pl.col("record_id").min())["record_id"].max()
+        if first_rid is not None:
+            coll = coll.filter(pl.col("record_id") >= first_rid)
+    best = _first_disagreement(coll)
     p2p = _p2p_verdict(t, fr)
     if best is None:
         return p2p or _state_verdict(t, coll)
     if p2p is not None and p2p.t0 is not None and (best[0][1] is None or p2p.t0 < best[0][1]):
         return p2p  # the P2P op that was left waiting came first
-    _, pg, seq, present, absent, sigs, by_seq, ranks = best
+    _, pg, seq, present, absent, sigs, by_seq, _ranks = best
     reasons: list[Note] = []
     pg_members = _members(t, pg)
     no_dump = sorted(set(pg_members) - set(dumped)) if pg_members else []
@@ -166,27 +209,9 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         majority = sorted(r for r, s in sigs.items() if s == top_sig)
         minority = sorted(r for r, s in sigs.items() if s != top_sig)
         m_row = present[majority[0]]
-        kinds = {}
-        for r in minority:
-            s = sigs[r]
-            if s[0] != top_sig[0]:
-                kinds[r] = "op_mismatch"
-            elif _skipped(by_seq, majority[0], seq, top_sig, s):
-                kinds[r] = "skipped"
-            elif _sig_at(by_seq, r, seq + 1) == top_sig:
-                kinds[r] = "extra"  # its next collective is the one the others ran here
-            elif s[1] != top_sig[1]:
-                kinds[r] = "size_mismatch"
-            else:
-                kinds[r] = "dtype_mismatch"
+        kinds = _minority_kinds(sigs, minority, majority[0], by_seq, seq, top_sig)
         kind = Counter(kinds.values()).most_common(1)[0][0]
-        what = {
-            "op_mismatch": "op",
-            "size_mismatch": "size",
-            "skipped": "size",
-            "extra": "size",
-            "dtype_mismatch": "dtype",
-        }[kind]
+        what = _WHAT[kind]
         odd = present[minority[0]]
         claim = (
             f"{_who(minority)} called {_desc(odd, what)} at pg {pg} seq {seq} where {_who(majority)} called "
