@@ -390,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         help="coll: the generator's COLL-heavy job; app: an application-heavy job (Python logging, warnings, "
         "tqdm, no NCCL line) in the plain attempt_0/<rank>/ layout (generate.py --shape app); comma-separated",
     )
+    ap.add_argument(
+        "--app-lines", type=int, default=0, help="lines per rank of the app workload (0: --lines)"
+    )
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, 1 round)")
@@ -424,15 +427,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runs = [(w, int(x)) for w in a.workloads.split(",") if w for x in a.sizes.split(",") if x]
         for workload, ranks in runs:
-            data = os.path.join(work, f"logs-{workload}-{ranks}x{a.lines}")
+            lines = a.app_lines or a.lines if workload == "app" else a.lines
+            data = os.path.join(work, f"logs-{workload}-{ranks}x{lines}")
             if not os.path.exists(data + ".json"):
                 gen = generate_app if workload == "app" else generate
-                info = gen(data, ranks, a.lines, seed=0)
+                info = gen(data, ranks, lines, seed=0)
                 Path(data + ".json").write_text(json.dumps(info))
             else:
                 info = json.loads(Path(data + ".json").read_text())
             print(
-                f"\n{workload}: {ranks} ranks x ~{a.lines} lines: {info['lines']:,} lines, "
+                f"\n{workload}: {ranks} ranks x ~{lines} lines: {info['lines']:,} lines, "
                 f"{int(info['bytes']) / 1e6:,.0f} MB",
                 flush=True,
             )
@@ -443,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "workload": workload,
                     "ranks": ranks,
-                    "lines_per_rank": a.lines,
+                    "lines_per_rank": lines,
                     "lines": info["lines"],  # type: ignore[union-attr]
                     "bytes": info["bytes"],
                     "files": info["files"],
