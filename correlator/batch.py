@@ -46,7 +46,7 @@ from correlator.schema import Kind, to_write_arrow
 #: over several batches per worker.
 PROCESS_MIN_BYTES = 128 * 1024**2
 #: Fewest workers for which batches run in processes. Below it threads win: on 2 busy cores (2026-12-05,
-#: ``timeline`` of the 32-rank COLL job, 127 MB, RESULTS.md) threads took 6.2-6.7 CPU-s against 11.3-11.5
+#: ``timeline`` of the 32-rank COLL job, 127 MB, RESULTS.md) threads took 6.4-6.7 CPU-s against 11.5-11.6
 #: in 2 worker processes (their start-up, the parts pickled back, polars one thread each); threads stop
 #: scaling past ~4 workers (the per-batch Python holds the GIL: issue #32, 16 cores, 8-16 threads no faster
 #: than 4), which is where processes are for.

@@ -21,7 +21,7 @@ import polars as pl
 from correlator.schema import Kind
 from parsers import flight_recorder as frp
 
-FR_KINDS = ["fr_collective", "fr_status", "fr_waiting"]
+FR_KINDS = [Kind.FR_COLLECTIVE, Kind.FR_STATUS, Kind.FR_WAITING]
 #: Entries before the first disagreement read for the "skipped a collective" pattern.
 HISTORY = 256
 
