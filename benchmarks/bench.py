@@ -54,7 +54,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from generate import generate
+from generate import generate, generate_app
 
 _COLL_RE = re.compile(
     r"NCCL INFO (?P<op>[A-Za-z]+): opCount (?P<seq>[0-9a-f]+) sendbuff \S+ recvbuff \S+ "
@@ -196,7 +196,11 @@ def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str 
 REF: Path | None = None
 
 
-def commands(root: str, work: str) -> dict[str, list[str]]:
+#: ``grep``'s pattern per workload: one field of the lines that make up the bulk of it.
+GREP_FIELD = {"coll": "opCount [0-9a-f]+", "app": "step=[0-9]+"}
+
+
+def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str]]:
     py = sys.executable
     tl = os.path.join(work, "t.parquet")
     ref = (
@@ -219,7 +223,7 @@ def commands(root: str, work: str) -> dict[str, list[str]]:
         | peer
         | {
             "cat": ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "sh", root],
-            "grep": ["env", "LC_ALL=C", "grep", "-rhoE", "opCount [0-9a-f]+", root],
+            "grep": ["env", "LC_ALL=C", "grep", "-rhoE", GREP_FIELD[workload], root],
             "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
             "timeline": [py, "-m", "correlator", "timeline", root, "-o", tl, "-q"],
             "diagnose_dir": [
@@ -239,10 +243,12 @@ def commands(root: str, work: str) -> dict[str, list[str]]:
     )
 
 
-def measure(root: str, info: dict[str, object], which: list[str], work: str, rounds: int) -> dict[str, dict]:
+def measure(
+    root: str, info: dict[str, object], which: list[str], work: str, rounds: int, workload: str = "coll"
+) -> dict[str, dict]:
     nbytes = int(info["bytes"])  # type: ignore[arg-type]
     nlines = int(info["lines"])  # type: ignore[arg-type]
-    cmds = commands(root, work)
+    cmds = commands(root, work, workload)
     warm_bytecode(sorted({c[0] for c in cmds.values() if c[0].endswith("python") or c[0] == sys.executable}))
     which = [w for w in which if w in cmds]  # (the peer only where its script is)
     runs: dict[str, list[dict[str, float]]] = {w: [] for w in which}
@@ -378,6 +384,15 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="ranks for diagnosis on synthetic reduced tables, e.g. 1024,4096,16384",
     )
+    ap.add_argument(
+        "--workloads",
+        default="coll",
+        help="coll: the generator's COLL-heavy job; app: an application-heavy job (Python logging, warnings, "
+        "tqdm, no NCCL line) in the plain attempt_0/<rank>/ layout (generate.py --shape app); comma-separated",
+    )
+    ap.add_argument(
+        "--app-lines", type=int, default=0, help="lines per rank of the app workload (0: --lines)"
+    )
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, 1 round)")
@@ -410,23 +425,29 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, object] = {"machine": machine(), "runs": [], "diag_scale": []}
     print("machine:", json.dumps(report["machine"]), flush=True)
     try:
-        for ranks in [int(x) for x in a.sizes.split(",") if x]:
-            data = os.path.join(work, f"logs-{ranks}x{a.lines}")
+        runs = [(w, int(x)) for w in a.workloads.split(",") if w for x in a.sizes.split(",") if x]
+        for workload, ranks in runs:
+            lines = a.app_lines or a.lines if workload == "app" else a.lines
+            data = os.path.join(work, f"logs-{workload}-{ranks}x{lines}")
             if not os.path.exists(data + ".json"):
-                info = generate(data, ranks, a.lines, seed=0)
+                gen = generate_app if workload == "app" else generate
+                info = gen(data, ranks, lines, seed=0)
                 Path(data + ".json").write_text(json.dumps(info))
             else:
                 info = json.loads(Path(data + ".json").read_text())
             print(
-                f"\n{ranks} ranks x ~{a.lines} lines: {info['lines']:,} lines, {int(info['bytes']) / 1e6:,.0f} MB",
+                f"\n{workload}: {ranks} ranks x ~{lines} lines: {info['lines']:,} lines, "
+                f"{int(info['bytes']) / 1e6:,.0f} MB",
                 flush=True,
             )
-            res = measure(data, info, which, work, a.rounds)
+            res = measure(data, info, which, work, a.rounds, workload)
+            print(f"workload {workload}", end="")
             print_table(ranks, info, res)
             report["runs"].append(
                 {
+                    "workload": workload,
                     "ranks": ranks,
-                    "lines_per_rank": a.lines,
+                    "lines_per_rank": lines,
                     "lines": info["lines"],  # type: ignore[union-attr]
                     "bytes": info["bytes"],
                     "files": info["files"],

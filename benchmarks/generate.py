@@ -368,6 +368,105 @@ def _tiny_rank_lines(r: int, world: int, culprit: int, rng: random.Random) -> tu
     return so, se
 
 
+def _app_rank_lines(
+    r: int, world: int, lines: int, culprit: int, rng: random.Random
+) -> tuple[list[str], list[str]]:
+    """stdout and stderr of one rank of an application-heavy job (no NCCL line): Python logging (trainer,
+    data loader, eval), ``warnings`` output and tqdm progress bars (~20% of the lines, on stderr); the culprit
+    dies of a CUDA OOM traceback on stderr, the others time out in the c10d watchdog 600 s later. Shapes from
+    ``fixtures/cases`` (python logging ``%(asctime)s %(levelname)s [%(name)s]``, warnings'
+    ``FILE:LINE: Category: message``, tqdm's ``desc: NN%|bar| n/total [elapsed<left, rate]``)."""
+    so: list[str] = []
+    se: list[str] = []
+    t = _T0 + dt.timedelta(seconds=30, milliseconds=r % 1000)
+    so.append(f"{_py_ts(t)} INFO [trainer] rank={r} step=- starting worker world_size={world}")
+    total = max(10, lines // 5)
+    for i in range(lines):
+        t += dt.timedelta(milliseconds=40 + rng.randrange(20))
+        k = i % 10
+        if k < 4:
+            so.append(
+                f"{_py_ts(t)} INFO [trainer] rank={r} step={i // 10} loss={2 + rng.random():.4f} lr=3.0e-04"
+            )
+        elif k == 4:
+            so.append(
+                f"{_py_ts(t)} INFO [data] worker {rng.randrange(8)} prefetched shard {rng.randrange(4096)} (1024 samples)"
+            )
+        elif k == 5:
+            so.append(
+                f"{_py_ts(t)} INFO [eval] step={i // 10} val_loss={2 + rng.random():.4f} accuracy={rng.random():.3f}"
+            )
+        elif k == 6:
+            se.append(
+                "/opt/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py:560: UserWarning: This "
+                "DataLoader will create 16 worker processes in total."
+            )
+        elif k == 7:
+            so.append(
+                f"{_py_ts(t)} WARNING [trainer] rank={r} gradient norm {rng.random() * 10:.2f} clipped to 1.0"
+            )
+        else:
+            n = i // 5
+            pct = 100 * n // total
+            se.append(
+                f"Epoch 0: {pct:3d}%|#####     | {n}/{total} [00:{n % 60:02d}<00:10, {40 + rng.random():.2f}it/s]"
+            )
+    if r == culprit:
+        se += [
+            "Traceback (most recent call last):",
+            '  File "/workspace/train.py", line 274, in main',
+            "    loss.backward()",
+            (
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity "
+                "of 79.19 GiB of which 2.31 GiB is free."
+            ),
+        ]
+    else:
+        ts = _c10_ts(t + dt.timedelta(seconds=600), rng)
+        se.append(
+            f"[rank{r}]:[E{ts} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+            "Timeout(ms)=600000) ran for 600049 milliseconds before timing out."
+        )
+    return so, se
+
+
+def generate_app(out: str | Path, ranks: int = 16, lines: int = 20000, seed: int = 0) -> dict[str, object]:
+    """An application-heavy job (see :func:`_app_rank_lines`) in the plain torchrun ``--log-dir`` layout of
+    one node, not the generator's node folders: ``out/attempt_0/<rank>/{stdout,stderr}.log``."""
+    out = Path(out)
+    rng = random.Random(seed)
+    culprit = rng.randrange(ranks)
+    total_bytes = n_lines = files = 0
+    for r in range(ranks):
+        so, se = _app_rank_lines(r, ranks, lines, culprit, rng)
+        d = out / "attempt_0" / str(r)
+        d.mkdir(parents=True, exist_ok=True)
+        b, n, f = _write_bodies([(d / "stdout.log", so), (d / "stderr.log", se)])
+        total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
+    return {
+        "dir": str(out),
+        "shape": "app",
+        "ranks": ranks,
+        "culprit": culprit,
+        "files": files,
+        "bytes": total_bytes,
+        "lines": n_lines,
+        "seed": seed,
+    }
+
+
+def _write_bodies(bodies: list[tuple[Path, list[str]]]) -> tuple[int, int, int]:
+    """Write each (path, lines); returns (bytes, lines, files) written."""
+    nbytes = nlines = 0
+    for path, body in bodies:
+        text = "\n".join(body) + "\n"
+        path.write_text(text)
+        nbytes += len(text.encode())
+        nlines += len(body)
+    return nbytes, nlines, len(bodies)
+
+
 def generate_many_files(
     out: str | Path, files: int = 200_000, layout: str = "torchrun", seed: int = 0
 ) -> dict[str, object]:
@@ -390,12 +489,8 @@ def generate_many_files(
             bodies = [(out / f"rank{r}.log", so + se)]
         else:
             raise ValueError(f"unknown layout {layout!r}")
-        for path, body in bodies:
-            text = "\n".join(body) + "\n"
-            path.write_text(text)
-            total_bytes += len(text)
-            lines += len(body)
-            written += 1
+        b, n, f = _write_bodies(bodies)
+        total_bytes, lines, written = total_bytes + b, lines + n, written + f
     return {
         "dir": str(out),
         "shape": "files",
@@ -451,9 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--shape",
-        choices=("job", "files", "ranks"),
+        choices=("job", "files", "ranks", "app"),
         default="job",
-        help="job: the torchrun job above; files: --files tiny per-rank files; ranks: one log naming --ranks ranks",
+        help="job: the torchrun job above; app: an application-heavy job (no NCCL line); files: --files tiny per-rank files; ranks: one log naming --ranks ranks",
     )
     ap.add_argument("--files", type=int, default=200_000, help="files written by --shape files")
     ap.add_argument("--layout", choices=("torchrun", "flat"), default="torchrun", help="for --shape files")
@@ -465,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
         info = generate_many_files(a.out, a.files, a.layout, a.seed)
     elif a.shape == "ranks":
         info = generate_many_ranks(a.out, a.ranks, a.seed, a.faults)
+    elif a.shape == "app":
+        info = generate_app(a.out, a.ranks, a.lines, a.seed)
     else:
         info = generate(a.out, a.ranks, a.lines, a.seed)
     json.dump(info, sys.stdout)

@@ -259,6 +259,31 @@ def _walk(rootp: Path, follow: bool) -> tuple[list[tuple[Path, int]], list[str]]
     return [(Path(p), size) for p, size, _rel in files], warnings
 
 
+def _link_stat(
+    path: str, rel: str, follow: bool, root_real: str, warnings: list[str]
+) -> os.stat_result | None:
+    """The stat of what the symlink ``path`` points at; None (with a warning) for a broken link, or a link
+    out of the input folder when links are not followed."""
+    target = os.path.realpath(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        warnings.append(f"{rel}: skipped (not a regular file or a broken link)")
+        return None
+    if not follow and not _inside(target, root_real):
+        warnings.append(
+            _note(
+                f"{rel}: skipped, symlink pointing outside the input folder (not followed; "
+                "use --follow-symlinks or RANKSCOPE_FOLLOW_SYMLINKS=1)",
+                rel,
+                None,
+                "symlink outside the input",
+            )
+        )
+        return None
+    return st
+
+
 def _walk_rel(rootp: Path, follow: bool) -> tuple[list[tuple[str, int, str]], list[str]]:
     """As :func:`_walk`, each file as ``(path, size, path relative to rootp with / separators)``, in
     path-component order. The per-file work is one ``stat`` and string slicing (no ``Path`` nor
@@ -307,24 +332,10 @@ def _walk_rel(rootp: Path, follow: bool) -> tuple[list[tuple[str, int, str]], li
             except OSError:
                 link = False
             if link:
-                rel = rel_of(path)
-                target = os.path.realpath(e.path)
-                try:
-                    st = os.stat(e.path)
-                except OSError:
-                    warnings.append(f"{rel}: skipped (not a regular file or a broken link)")
+                lst = _link_stat(path, rel_of(path), follow, root_real, warnings)
+                if lst is None:
                     continue
-                if not follow and not _inside(target, root_real):
-                    warnings.append(
-                        _note(
-                            f"{rel}: skipped, symlink pointing outside the input folder (not followed; "
-                            "use --follow-symlinks or RANKSCOPE_FOLLOW_SYMLINKS=1)",
-                            rel,
-                            None,
-                            "symlink outside the input",
-                        )
-                    )
-                    continue
+                st = lst
             else:
                 try:
                     st = e.stat(follow_symlinks=False)

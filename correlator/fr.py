@@ -1,8 +1,9 @@
 """Flight Recorder in the pipeline: dumps into the event table, and what they say about who went wrong.
 
-Two halves, both pure functions apart from reading the dump files:
+Two halves, both pure functions apart from reading the dump files; the first lives in
+:mod:`correlator.fr_load` (ingest), the second here (diagnosis):
 
-- :func:`collect` (called once from ingest): every FR dump found under the input directory (by name and
+- :func:`correlator.fr_load.collect` (called once from ingest): every FR dump found under the input directory (by name and
   content, see :func:`parsers.flight_recorder.detect`) and under an extra ``--fr`` directory becomes rows
   of the event table (``layer = fr``): one ``fr_collective`` per entry and one ``fr_status`` per (rank,
   process group) with the dump's ``pg_status``. The status row is ``fr_waiting`` (a fault kind, an
@@ -20,209 +21,19 @@ Two halves, both pure functions apart from reading the dump files:
 from __future__ import annotations
 
 import bisect
-import os
 from collections import Counter
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from correlator.confidence import Note, Reason
+from correlator.fr_load import HISTORY, p2p_unmatched
 from correlator.schema import Kind
 from parsers import flight_recorder as frp
 
+
 #: The layer and kinds this module writes (see correlator.schema.Kind).
-FR_KINDS = ["fr_collective", "fr_status", "fr_waiting"]
-#: Entries before the first disagreement read for the "skipped a collective" pattern.
-HISTORY = 256
-
-
-@dataclass
-class Collected:
-    """FR rows (not yet conformed, no event_id), the files they came from, and problems met."""
-
-    table: pl.DataFrame
-    paths: set[Path] = field(default_factory=set)
-    warnings: list[str] = field(default_factory=list)
-
-
-def _walk(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        out.extend(Path(dirpath) / f for f in sorted(filenames))
-    return out
-
-
-def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None = None) -> Collected:
-    """Read the FR dumps ``found`` by discovery ((path, path relative to the input) pairs) and every file
-    under ``extra`` (the ``--fr`` directory; its rows get the path ``fr/<relative to extra>``).
-
-    A file under ``extra`` that is not a dump is a warning; a dump that fails to load (a crafted pickle,
-    truncated, bad JSON) is a warning naming the file, never an exception, and is not read as text either.
-    """
-    found = list(found)
-    known = {p.resolve() for p, _ in found}
-    res = Collected(pl.DataFrame())
-    if extra is not None:
-        ex = Path(extra)
-        if not ex.exists():
-            res.warnings.append(
-                f"{extra}: --fr directory does not exist; no Flight Recorder dumps read from it"
-            )
-        for p in _walk(ex) if ex.exists() else []:
-            rel = "fr/" + (p.relative_to(ex).as_posix() if ex.is_dir() else p.name)
-            if not p.is_file() or p.resolve() in known:  # already found under the log directory
-                continue
-            if frp.sniff(p) is None:
-                res.warnings.append(f"{rel}: not a Flight Recorder dump; skipped")
-                continue
-            found.append((p, rel))
-    dumps: list[frp.Dump] = []
-    for p, rel in found:
-        res.paths.add(p)
-        try:
-            d = frp.read(p, rel)
-        except frp.FlightRecorderError as e:
-            res.warnings.append(str(e).replace(str(p), rel))
-            continue
-        res.warnings.extend(d.warnings)
-        dumps.append(d)
-    seen: dict[int, str] = {}
-    for d in dumps:
-        if d.rank in seen:
-            res.warnings.append(
-                f"{d.rel}: a second Flight Recorder dump of rank {d.rank} (also {seen[d.rank]}); "
-                "both are read"
-            )
-        seen.setdefault(d.rank, d.rel)
-    res.table = _frame(dumps)
-    return res
-
-
-def with_ids(df: pl.DataFrame) -> pl.DataFrame:
-    """FR rows alone (dumps without any text log) as an event table body: sorted, with ``event_id``."""
-    return (
-        df.sort("path", "line", maintain_order=True)
-        .with_row_index("event_id")
-        .with_columns(pl.col("event_id").cast(pl.Int64))
-    )
-
-
-def _mark_waiting(r: dict[str, Any], e: frp.Entry, seq: int | None, where: str) -> None:
-    """Turn a ``fr_status`` row into ``fr_waiting``: the rank was left inside entry ``e`` (``where`` says
-    which seq and why), stamped at the entry's creation."""
-    r.update(
-        kind=Kind.FR_WAITING,
-        severity="warning",
-        seq=seq,
-        op=frp.op_type(e.name),
-        ts=frp._ts(e.time_created_ns),
-        ts_quality="exact",
-        message=r["message"] + f"; left inside {e.profiling_name} {where}",
-    )
-
-
-def _sig(e: frp.Entry) -> tuple[Any, ...]:
-    return (e.name, tuple(map(tuple, e.input_sizes)), tuple(e.input_dtypes))
-
-
-def _left_inside(dumps: list[frp.Dump]) -> set[tuple[int, str]]:
-    """(rank, pg) pairs whose last collective of the PG was not entered the same way by every other
-    dumped rank of that PG (gloo's pg_status cannot say it: timed-out work counts as completed)."""
-    last: dict[str, dict[int, frp.Entry]] = {}
-    for d in dumps:
-        for e in d.entries:
-            if not e.is_p2p and e.collective_seq_id is not None:
-                last.setdefault(e.pg, {})[d.rank] = e
-    # Signatures only at the seqs that are some rank's last (a dump holds thousands of entries).
-    wanted = {(pg, e.collective_seq_id) for pg, per_rank in last.items() for e in per_rank.values()}
-    at: dict[tuple[str, int], dict[int, tuple[Any, ...]]] = {}
-    for d in dumps:
-        for e in d.entries:
-            if not e.is_p2p and e.collective_seq_id is not None and (e.pg, e.collective_seq_id) in wanted:
-                at.setdefault((e.pg, e.collective_seq_id), {})[d.rank] = _sig(e)
-    out: set[tuple[int, str]] = set()
-    for pg, per_rank in last.items():
-        ranks = set(per_rank)
-        for r, e in per_rank.items():
-            others = at.get((pg, e.collective_seq_id or 0), {})
-            if set(others) != ranks or len(set(others.values())) > 1:
-                out.add((r, pg))
-    return out
-
-
-def _p2p_waiting(dumps: list[frp.Dump]) -> dict[tuple[int, str], tuple[frp.Entry, int]]:
-    """(rank, pg) -> (the P2P entry it was left waiting in, the peer that never posted its half)."""
-    items = [
-        {
-            "rank": d.rank,
-            "pg": e.pg,
-            "profiling": e.profiling_name,
-            "ranks": d.pg_ranks.get(e.pg) or [],
-            "state": e.state,
-            "in_sizes": e.input_sizes,
-            "out_sizes": e.output_sizes,
-            "entry": e,
-        }
-        for d in dumps
-        for e in d.entries
-        if e.is_p2p
-    ]
-    if not items:
-        return {}
-    dumped = {d.rank for d in dumps}
-    wrapped = {d.rank for d in dumps if min((e.record_id or 0 for e in d.entries), default=0) > 0}
-    return {
-        (int(w["rank"]), pg): (w["entry"], culprit)
-        for pg, _s, _d, w, culprit, _done in _p2p_unmatched(items, dumped, wrapped)
-    }
-
-
-def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
-    from correlator.schema import POLARS_SCHEMA
-
-    inside = _left_inside(dumps)
-    p2p_wait = _p2p_waiting(dumps)
-    rows: list[dict[str, Any]] = []
-    for d in dumps:
-        for r in frp.rows(d):
-            w = p2p_wait.get((d.rank, r["pg"])) if r["kind"] == Kind.FR_STATUS else None
-            if w is not None and (d.rank, r["pg"]) not in inside:
-                e, peer = w
-                _mark_waiting(
-                    r, e, e.p2p_seq_id, f"p2p seq {e.p2p_seq_id} (rank {peer} never posted its half)"
-                )
-            if r["kind"] == Kind.FR_STATUS and (d.rank, r["pg"]) in inside:
-                last = max(
-                    (
-                        e
-                        for e in d.entries
-                        if e.pg == r["pg"] and not e.is_p2p and e.collective_seq_id is not None
-                    ),
-                    key=lambda e: e.collective_seq_id or 0,
-                    default=None,
-                )
-                if last is not None:
-                    _mark_waiting(
-                        r,
-                        last,
-                        last.collective_seq_id,
-                        f"seq {last.collective_seq_id} (not entered the same way by every other dumped rank)",
-                    )
-            rows.append(r)
-    schema = {k: v for k, v in POLARS_SCHEMA.items() if k != "event_id"}
-    if not rows:
-        return pl.DataFrame(schema=schema)
-    return pl.DataFrame(rows, schema=schema, strict=False)
-
-
-# ----------------------------------------------------------------------------------------------- analysis
-
-
 @dataclass
 class Verdict:
     """What FR shows at the first disagreement. ``kind``: op_mismatch | size_mismatch | dtype_mismatch |
@@ -266,29 +77,10 @@ def _desc(row: dict[str, Any], what: str) -> str:
     return name
 
 
-def analyze(t: pl.DataFrame) -> Verdict | None:
-    """The FR verdict for one attempt's rows ``t`` (the event table; only ``layer == 'fr'`` rows are read,
-    plus text rows of the same (pg, seq) as linked evidence). None when FR shows no disagreement."""
-    fr = t.filter(
-        (pl.col("kind") == Kind.FR_COLLECTIVE) & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
-    )
-    if fr.height == 0:
-        return None
-    fr = fr.with_columns(
-        pl.col("raw").str.json_path_match("$.is_p2p").alias("__p2p"),
-        pl.col("raw").str.json_path_match("$.profiling_name").alias("profiling"),
-        pl.col("raw").str.json_path_match("$.input_sizes").alias("sizes"),
-    )
-    coll = fr.filter(pl.col("__p2p") != "true")
-    dumped = sorted(int(r) for r in fr["rank"].unique().to_list())
-    # Ring-buffer wrap: keep what every rank still holds — the largest first record_id across ranks (as
-    # torchfrtrace does; record ids count every entry of a rank, so this holds only when all ranks are in
-    # the same PGs), then per PG the largest first seq (always).
-    pgs = coll.group_by("rank").agg(pl.col("pg").unique().sort().alias("pgs"))
-    if pgs["pgs"].n_unique() == 1:
-        first_rid = coll.group_by("rank").agg(pl.col("record_id").min())["record_id"].max()
-        if first_rid is not None:
-            coll = coll.filter(pl.col("record_id") >= first_rid)
+def _first_disagreement(coll: pl.DataFrame) -> tuple[Any, ...] | None:
+    """Of every process group of ``coll`` (FR collective rows, wrap trimmed): the first seq where the
+    ranks' signatures differ or a rank never got there, the earliest by time across PGs, as ``(sort key,
+    pg, seq, rows present by rank, ranks absent, signatures by rank, rows by seq and rank, ranks)``."""
     best: tuple[Any, ...] | None = None
     for (pg,), g in coll.group_by("pg", maintain_order=True):
         ranks = sorted(int(r) for r in g["rank"].unique().to_list())
@@ -335,12 +127,74 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         key = (t0 is None, t0, first)
         if best is None or key < best[0]:
             best = (key, str(pg), first, present, absent, sigs, by_seq, ranks)
+    return best
+
+
+#: What a minority's kind of difference is about (the part of the signature a claim names).
+_WHAT = {
+    "op_mismatch": "op",
+    "size_mismatch": "size",
+    "skipped": "size",
+    "extra": "size",
+    "dtype_mismatch": "dtype",
+}
+
+
+def _minority_kinds(
+    sigs: dict[int, tuple[Any, ...]],
+    minority: list[int],
+    first_major: int,
+    by_seq: dict[int, dict[int, dict[str, Any]]],
+    seq: int,
+    top_sig: tuple[Any, ...],
+) -> dict[int, str]:
+    """How each rank of ``minority`` differs from the majority's signature ``top_sig`` at ``seq``."""
+    kinds = {}
+    for r in minority:
+        s = sigs[r]
+        if s[0] != top_sig[0]:
+            kinds[r] = "op_mismatch"
+        elif _skipped(by_seq, first_major, seq, top_sig, s):
+            kinds[r] = "skipped"
+        elif _sig_at(by_seq, r, seq + 1) == top_sig:
+            kinds[r] = "extra"  # its next collective is the one the others ran here
+        elif s[1] != top_sig[1]:
+            kinds[r] = "size_mismatch"
+        else:
+            kinds[r] = "dtype_mismatch"
+    return kinds
+
+
+def analyze(t: pl.DataFrame) -> Verdict | None:
+    """The FR verdict for one attempt's rows ``t`` (the event table; only ``layer == 'fr'`` rows are read,
+    plus text rows of the same (pg, seq) as linked evidence). None when FR shows no disagreement."""
+    fr = t.filter(
+        (pl.col("kind") == Kind.FR_COLLECTIVE) & pl.col("rank").is_not_null() & pl.col("seq").is_not_null()
+    )
+    if fr.height == 0:
+        return None
+    fr = fr.with_columns(
+        pl.col("raw").str.json_path_match("$.is_p2p").alias("__p2p"),
+        pl.col("raw").str.json_path_match("$.profiling_name").alias("profiling"),
+        pl.col("raw").str.json_path_match("$.input_sizes").alias("sizes"),
+    )
+    coll = fr.filter(pl.col("__p2p") != "true")
+    dumped = sorted(int(r) for r in fr["rank"].unique().to_list())
+    # Ring-buffer wrap: keep what every rank still holds — the largest first record_id across ranks (as
+    # torchfrtrace does; record ids count every entry of a rank, so this holds only when all ranks are in
+    # the same PGs), then per PG the largest first seq (always).
+    pgs = coll.group_by("rank").agg(pl.col("pg").unique().sort().alias("pgs"))
+    if pgs["pgs"].n_unique() == 1:
+        first_rid = coll.group_by("rank").agg(pl.col("record_id").min())["record_id"].max()
+        if first_rid is not None:
+            coll = coll.filter(pl.col("record_id") >= first_rid)
+    best = _first_disagreement(coll)
     p2p = _p2p_verdict(t, fr)
     if best is None:
         return p2p or _state_verdict(t, coll)
     if p2p is not None and p2p.t0 is not None and (best[0][1] is None or p2p.t0 < best[0][1]):
         return p2p  # the P2P op that was left waiting came first
-    _, pg, seq, present, absent, sigs, by_seq, ranks = best
+    _, pg, seq, present, absent, sigs, by_seq, _ranks = best
     reasons: list[Note] = []
     pg_members = _members(t, pg)
     no_dump = sorted(set(pg_members) - set(dumped)) if pg_members else []
@@ -355,27 +209,9 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
         majority = sorted(r for r, s in sigs.items() if s == top_sig)
         minority = sorted(r for r, s in sigs.items() if s != top_sig)
         m_row = present[majority[0]]
-        kinds = {}
-        for r in minority:
-            s = sigs[r]
-            if s[0] != top_sig[0]:
-                kinds[r] = "op_mismatch"
-            elif _skipped(by_seq, majority[0], seq, top_sig, s):
-                kinds[r] = "skipped"
-            elif _sig_at(by_seq, r, seq + 1) == top_sig:
-                kinds[r] = "extra"  # its next collective is the one the others ran here
-            elif s[1] != top_sig[1]:
-                kinds[r] = "size_mismatch"
-            else:
-                kinds[r] = "dtype_mismatch"
+        kinds = _minority_kinds(sigs, minority, majority[0], by_seq, seq, top_sig)
         kind = Counter(kinds.values()).most_common(1)[0][0]
-        what = {
-            "op_mismatch": "op",
-            "size_mismatch": "size",
-            "skipped": "size",
-            "extra": "size",
-            "dtype_mismatch": "dtype",
-        }[kind]
+        what = _WHAT[kind]
         odd = present[minority[0]]
         claim = (
             f"{_who(minority)} called {_desc(odd, what)} at pg {pg} seq {seq} where {_who(majority)} called "
@@ -428,63 +264,6 @@ def analyze(t: pl.DataFrame) -> Verdict | None:
     )
 
 
-def _p2p_peer(profiling: str, pg_ranks: list[int]) -> tuple[str, int] | None:
-    """``nccl:send 0->1`` -> ("send", global rank of PG rank 1); ``nccl:recv 1<-0`` -> ("recv", that of 0).
-
-    ProcessGroupNCCL names P2P entries ``"nccl:send " rank_ "->" dstRank`` / ``"nccl:recv " rank_ "<-"
-    srcRank`` with ranks of the PG (torch ``ProcessGroupNCCL.cpp``; the FR analyzer's ``Op`` maps them with
-    ``sorted(memberships[pg])[dst]``). Without the PG's ranks they are taken as global (the default PG)."""
-    _b, name, meta = frp.op_of(profiling)
-    sep = {"send": "->", "recv": "<-"}.get(name)
-    if sep is None or not meta or sep not in meta:
-        return None
-    try:
-        peer = int(meta.split(sep, 1)[1])
-    except ValueError:
-        return None
-    ranks = sorted(pg_ranks)
-    if ranks:
-        if not 0 <= peer < len(ranks):
-            return None
-        peer = ranks[peer]
-    return name, peer
-
-
-def _p2p_unmatched(
-    items: list[dict[str, Any]], dumped: set[int], wrapped: set[int]
-) -> list[tuple[str, int, int, dict[str, Any], int, list[dict[str, Any]]]]:
-    """(pg, src, dst, waiting item, culprit rank, the culprit's matched items) per unmatched channel.
-
-    ``items``: P2P entries in record order per rank, dicts with rank, pg, profiling, ranks (the PG's),
-    state, in_sizes, out_sizes (the rule is :func:`_p2p_verdict`'s)."""
-    chans: dict[tuple[str, int, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-    for it in items:
-        hit = _p2p_peer(it["profiling"] or "", it["ranks"])
-        if hit is None:
-            continue
-        name, peer = hit
-        me = int(it["rank"])
-        key = (str(it["pg"]), me, peer) if name == "send" else (str(it["pg"]), peer, me)
-        chans.setdefault(key, ([], []))[0 if name == "send" else 1].append(it)
-    out = []
-    for (pg, src, dst), (sends, recvs) in chans.items():
-        if not {src, dst} <= dumped or {src, dst} & wrapped or src == dst:
-            continue
-        n = min(len(sends), len(recvs))
-        if any(sends[i]["in_sizes"] != recvs[i]["out_sizes"] for i in range(n)):
-            continue
-        if len(sends) > n:
-            waiting, culprit, done = sends[n], dst, recvs
-        elif len(recvs) > n:
-            waiting, culprit, done = recvs[n], src, sends
-        else:
-            continue
-        if waiting["state"] == "completed":
-            continue  # it went through (an eager send): nobody waits in it
-        out.append((pg, src, dst, waiting, culprit, done))
-    return out
-
-
 def _p2p_verdict(t: pl.DataFrame, fr: pl.DataFrame) -> Verdict | None:
     """P2P matching per (PG, sender, receiver): NCCL pairs the k-th send from A to B with the k-th recv on B
     from A (the FR analyzer's rule 3: sends to one peer and recvs from one peer keep their order;
@@ -509,7 +288,7 @@ def _p2p_verdict(t: pl.DataFrame, fr: pl.DataFrame) -> Verdict | None:
         items.append({**row, "ranks": ranks, "in_sizes": row["sizes"], "out_sizes": row["__out"]})
     found = [
         (w["ts"] is None, w["ts"], pg, src, dst, w, culprit, done)
-        for pg, src, dst, w, culprit, done in _p2p_unmatched(items, dumped, wrapped)
+        for pg, src, dst, w, culprit, done in p2p_unmatched(items, dumped, wrapped)
     ]
     if not found:
         return None

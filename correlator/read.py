@@ -40,7 +40,7 @@ import polars as pl
 
 from correlator import limits as _limits
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: Control characters escaped in text (tab and newline are kept; CR is handled as a line end / redraw).
 _CTRL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
 #: Every ASCII control byte but tab, newline and CR (with an ASCII-only file: none of _CTRL_RE, no binary).
@@ -375,7 +375,7 @@ def _decompress_zstd(
 _CONTROL_BYTES = bytes(b for b in range(32) if b < 9 or (13 < b < 32 and b != 27))
 
 
-def _looks_binary(data: bytes | bytearray) -> bool:
+def looks_binary(data: bytes | bytearray) -> bool:
     """More than 10% control bytes (not tab/newline/CR/ESC; runs of 16+ NULs, i.e. holes, excluded) in
     ``data`` (a region of at most about 64 KiB). Tiny regions (< 64 bytes) are always text: a stray
     control byte in a one-line file is not worth losing the line."""
@@ -603,6 +603,117 @@ def _escape_controls(s: pl.Series, text: str) -> pl.Series:
     return s
 
 
+def _cap_lines(
+    s: pl.Series, max_lines: int, rel: str, warnings: list[str], skipped: list[dict[str, object]]
+) -> tuple[pl.Series, int]:
+    """The first ``max_lines`` lines of ``s`` (the rest counted, with a warning); and how many were cut."""
+    extra = s.len() - max_lines
+    warnings.append(
+        f"{rel}: {extra} lines past the line cap ({max_lines} lines per file; raise RANKSCOPE_MAX_LINES) not read"
+    )
+    rest = s.slice(max_lines)
+    skipped.append(skip_entry(rel, int(rest.str.len_chars().sum() or 0) + extra, extra, "line cap"))
+    return s.head(max_lines), extra
+
+
+def _truncate_long(
+    s: pl.Series, cap: int, rel: str, warnings: list[str], skipped: list[dict[str, object]]
+) -> pl.Series:
+    """``s`` with each line longer than ``cap`` bytes cut to ``cap`` and marked (with a warning)."""
+    long = s.str.len_bytes() > cap
+    n_long = int(long.sum())
+    if n_long:
+        longest = int(s.str.len_bytes().max())  # type: ignore[arg-type]
+        dropped = int((s.filter(long).str.len_bytes() - cap).sum())
+        s = pl.select(
+            pl.when(long)
+            .then(
+                pl.concat_str(
+                    [
+                        s.str.slice(0, cap),
+                        pl.lit(" …[truncated: line of "),
+                        s.str.len_bytes().cast(pl.String),
+                        pl.lit(" bytes]"),
+                    ]
+                )
+            )
+            .otherwise(s)
+            .alias("text")
+        ).to_series()
+        # str.slice counts characters: bring multi-byte lines under the cap too.
+        warnings.append(
+            f"{rel}: {n_long} line(s) longer than {cap} bytes kept truncated (longest {longest} "
+            "bytes; raise RANKSCOPE_MAX_LINE_KB)"
+        )
+        skipped.append(skip_entry(rel, dropped, 0, "line truncated"))
+    return s
+
+
+def _drop_binary(
+    data: bytes | bytearray, clean: bool, rel: str, warnings: list[str], skipped: list[dict[str, object]]
+) -> tuple[bytes | bytearray, int | None, bool]:
+    """``data`` without its binary regions (judged per region: text around a binary blob is kept), the
+    lines they held (None: no binary region), and whether the whole file is binary (then the lines are the
+    file's)."""
+    bin_regions: list[tuple[int, int]] = []
+    if clean:
+        return data, None, False
+    if len(data) > _REGION:
+        bin_regions = [(a, b) for a, b in _regions(data) if looks_binary(data[a:b])]
+    elif len(data) >= _BINARY_MIN and looks_binary(data):
+        bin_regions = [(0, len(data))]
+    if not bin_regions:
+        return data, None, False
+    n_bin = sum(_nlines(data[a:b]) for a, b in bin_regions)
+    nbytes = sum(b - a for a, b in bin_regions)
+    if nbytes >= len(data) * 0.9:
+        n = _nlines(data)
+        warnings.append(f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)")
+        skipped.append(skip_entry(rel, len(data), n, "binary content"))
+        return data, n, True
+    parts, last = [], 0
+    for a, b in bin_regions:
+        parts.append(data[last:a])
+        last = b
+    parts.append(data[last:])
+    # A binary region that ends without a newline leaves its line count in n_bin.
+    warnings.append(
+        f"{rel}: skipped {len(bin_regions)} binary region(s) ({nbytes} bytes, {n_bin} lines); "
+        "the text around them is kept (line numbers after them count kept lines)"
+    )
+    skipped.append(skip_entry(rel, nbytes, n_bin, "binary content"))
+    return b"".join(parts), n_bin, False
+
+
+def _utf16_text(data: bytes | bytearray) -> tuple[str | None, str]:
+    """(the UTF-16 encoding of ``data`` and its text) when it is UTF-16 text, else (None, "")."""
+    enc = _utf16(data) if data else None
+    if not enc:
+        return None, ""
+    text = data.decode(enc, errors="replace").lstrip("\ufeff")
+    sample = text[:4096]
+    ascii_ish = sum(1 for c in sample if " " <= c < "\x7f" or c in "\t\n\r")
+    if not sample or "\ufffd" in sample or ascii_ish < 0.9 * len(sample):
+        return None, ""  # a BOM-like start on bytes that are not UTF-16 text: read as bytes
+    return enc, text
+
+
+def _drop_nuls(
+    data: bytes | bytearray, clean: bool, rel: str, warnings: list[str]
+) -> tuple[bytes | bytearray, bool, bool]:
+    """``data`` without NUL bytes (with a warning), whether it was only NULs, and whether it ended in a
+    line of only NULs with no newline after it."""
+    only_nul = not clean and data[:1] == b"\x00" and not data.strip(b"\x00")
+    if clean or b"\x00" not in data:
+        return data, only_nul, False
+    nul = data.count(b"\x00")
+    warnings.append(f"{rel}: {nul} NUL bytes dropped")
+    # A last line of only NULs with no newline after it stays, empty, like any other NUL-only line
+    # (without the NULs the text would end in the newline before it, and the line would be gone).
+    nul_tail = data.endswith(b"\x00") and data.rstrip(b"\x00").endswith(b"\n")
+    return data.replace(b"\x00", b""), only_nul, nul_tail
+
+
 def _lines_from_bytes(
     data: bytes | bytearray,
     rel: str,
@@ -613,16 +724,10 @@ def _lines_from_bytes(
 ) -> ReadResult:
     skipped_lines = 0
     reason: str | None = None
-    enc = _utf16(data) if data else None
+    enc, text = _utf16_text(data)
     only_nul = False
     nul_tail = False
     clean = False
-    if enc:
-        text = data.decode(enc, errors="replace").lstrip("\ufeff")
-        sample = text[:4096]
-        ascii_ish = sum(1 for c in sample if " " <= c < "\x7f" or c in "\t\n\r")
-        if not sample or "\ufffd" in sample or ascii_ish < 0.9 * len(sample):
-            enc = None  # a BOM-like start on bytes that are not UTF-16 text: read as bytes
     if enc:
         warnings.append(f"{rel}: UTF-16 text ({enc}); decoded")
         data = b""
@@ -633,45 +738,15 @@ def _lines_from_bytes(
         # Binary judged per region: text around a binary blob is kept. One C-speed pass first: a file
         # without any control byte (the usual log) has no binary region and nothing to escape.
         clean = data.translate(_CONTROL_TO_HIGH).isascii()
-        bin_regions: list[tuple[int, int]] = []
-        if clean:
-            pass
-        elif len(data) > _REGION:
-            bin_regions = [(a, b) for a, b in _regions(data) if _looks_binary(data[a:b])]
-        elif len(data) >= _BINARY_MIN and _looks_binary(data):
-            bin_regions = [(0, len(data))]
-        if bin_regions:
-            n_bin = sum(_nlines(data[a:b]) for a, b in bin_regions)
-            nbytes = sum(b - a for a, b in bin_regions)
-            if nbytes >= len(data) * 0.9:
-                n = _nlines(data)
-                warnings.append(f"{rel}: skipped, binary content ({len(data)} bytes, {n} lines)")
-                skipped.append(skip_entry(rel, len(data), n, "binary content"))
-                return ReadResult(_empty(), n, n, warnings, skip_reason="binary content", skipped=skipped)
-            parts, last = [], 0
-            for a, b in bin_regions:
-                parts.append(data[last:a])
-                last = b
-            parts.append(data[last:])
-            # A binary region that ends without a newline leaves its line count in n_bin.
-            data = b"".join(parts)
+        data, n_bin, whole = _drop_binary(data, clean, rel, warnings, skipped)
+        if whole and n_bin is not None:
+            return ReadResult(_empty(), n_bin, n_bin, warnings, skip_reason="binary content", skipped=skipped)
+        if n_bin is not None:
             skipped_lines += n_bin
             reason = "binary content"
-            warnings.append(
-                f"{rel}: skipped {len(bin_regions)} binary region(s) ({nbytes} bytes, {n_bin} lines); "
-                "the text around them is kept (line numbers after them count kept lines)"
-            )
-            skipped.append(skip_entry(rel, nbytes, n_bin, "binary content"))
         # A clean file (ASCII, no control byte) has no NUL, no invalid UTF-8 and no ANSI escape: the
         # whole-text scans below are skipped for it.
-        only_nul = not clean and data[:1] == b"\x00" and not data.strip(b"\x00")
-        if not clean and b"\x00" in data:
-            nul = data.count(b"\x00")
-            warnings.append(f"{rel}: {nul} NUL bytes dropped")
-            # A last line of only NULs with no newline after it stays, empty, like any other NUL-only line
-            # (without the NULs the text would end in the newline before it, and the line would be gone).
-            nul_tail = data.endswith(b"\x00") and data.rstrip(b"\x00").endswith(b"\n")
-            data = data.replace(b"\x00", b"")
+        data, only_nul, nul_tail = _drop_nuls(data, clean, rel, warnings)
         text = data.decode("ascii") if clean else data.decode("utf-8", errors="replace")
         bad = (
             text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
@@ -718,52 +793,19 @@ def _lines_from_bytes(
     n = s.len()
     bin_lines = skipped_lines
     if n > lim.max_lines:
-        extra = n - lim.max_lines
-        warnings.append(
-            f"{rel}: {extra} lines past the line cap ({lim.max_lines} lines per file; raise "
-            "RANKSCOPE_MAX_LINES) not read"
-        )
-        rest = s.slice(lim.max_lines)
-        skipped.append(skip_entry(rel, int(rest.str.len_chars().sum() or 0) + extra, extra, "line cap"))
-        del rest
-        s = s.head(lim.max_lines)
+        s, extra = _cap_lines(s, lim.max_lines, rel, warnings, skipped)
         skipped_lines += extra
         reason = reason or "line cap"
     if has_cr:
         # CRLF -> LF; a bare CR redraws the line: keep the text after the last non-final CR.
         s = s.str.strip_suffix("\r").str.replace(r"(?s)^.*\r", "")
     if not clean and "\x1b[" in text:
-        s = s.str.replace_all(_ANSI_RE.pattern, "")
+        s = s.str.replace_all(ANSI_RE.pattern, "")
     if not clean and _CTRL_RE.search(text):
         s = _escape_controls(s, text)
     cap = lim.max_line_bytes
     if len(text) > cap:
-        long = s.str.len_bytes() > cap
-        n_long = int(long.sum())
-        if n_long:
-            longest = int(s.str.len_bytes().max())  # type: ignore[arg-type]
-            dropped = int((s.filter(long).str.len_bytes() - cap).sum())
-            s = pl.select(
-                pl.when(long)
-                .then(
-                    pl.concat_str(
-                        [
-                            s.str.slice(0, cap),
-                            pl.lit(" …[truncated: line of "),
-                            s.str.len_bytes().cast(pl.String),
-                            pl.lit(" bytes]"),
-                        ]
-                    )
-                )
-                .otherwise(s)
-                .alias("text")
-            ).to_series()
-            # str.slice counts characters: bring multi-byte lines under the cap too.
-            warnings.append(
-                f"{rel}: {n_long} line(s) longer than {cap} bytes kept truncated (longest {longest} "
-                "bytes; raise RANKSCOPE_MAX_LINE_KB)"
-            )
-            skipped.append(skip_entry(rel, dropped, 0, "line truncated"))
+        s = _truncate_long(s, cap, rel, warnings, skipped)
     exact = clean and not has_cr and n <= lim.max_lines and len(text) <= cap  # lines are the text, split
     text_bytes = len(text) + (0 if final_nl else 1) if exact else None
     return ReadResult(

@@ -14,6 +14,7 @@ into several rows; the extra rows have ``line_count`` 0.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import ClassVar
 
 import polars as pl
 import pyarrow as pa
@@ -173,6 +174,16 @@ class Kind(StrEnum):
     PROCESS_EXIT = "process_exit"  #: scheduler-reported exit (``srun: error: … Exited with exit code N``)
     JOB_CANCELLED = "job_cancelled"  #: ``slurmstepd: … CANCELLED AT … DUE TO …``
 
+    # -- the kind sets that reduce a table (declared once; set below the class, see correlator.reduce)
+    #: kinds routine at volume, reduced by ``correlator.reduce`` (``log`` only when it is NCCL INFO chatter)
+    ROUTINE: ClassVar[frozenset[str]]
+    #: routine kinds with a sequence number: their last rows per (rank, process group) are kept
+    SEQUENCED: ClassVar[frozenset[str]]
+    #: routine kinds whose last rows per rank are kept (progress; ``log`` = NCCL INFO chatter)
+    TAIL: ClassVar[frozenset[str]]
+    #: the kinds a live watcher also reduces in its store (structure and noise: blank and unparsed lines)
+    WATCH_ROUTINE: ClassVar[frozenset[str]]
+
 
 #: The words users filter by (``rankscope events --kind WORD``) -> the kinds they cover. A line's words are
 #: not always its row's kind: ``NCCL watchdog thread terminated with exception: [Rank 1] Watchdog caught
@@ -297,6 +308,11 @@ EFFECT_KINDS: frozenset[str] = frozenset(
 GENERIC_KINDS: frozenset[str] = frozenset(
     {Kind.BLANK, Kind.UNPARSED, Kind.LOG, Kind.STEP_PROGRESS, Kind.PROGRESS_BAR}
 )
+
+Kind.SEQUENCED = frozenset({Kind.NCCL_COLL, Kind.COLLECTIVE_FINGERPRINT})
+Kind.TAIL = frozenset({Kind.STEP_PROGRESS, Kind.LOG})
+Kind.ROUTINE = Kind.SEQUENCED | Kind.TAIL
+Kind.WATCH_ROUTINE = Kind.ROUTINE | {Kind.BLANK, Kind.UNPARSED}
 
 #: (column, Arrow type, documentation). The order is the column order of the table.
 COLUMNS: list[tuple[str, pa.DataType, str]] = [

@@ -24,40 +24,47 @@ holding L's folders, every other row by the first chunk (:class:`Batch`). Each b
 shadow directory of symlinks that mirrors the relative paths, so ``path`` in the table is the same as in a
 normal run, and ``event_id`` is made unique across batches.
 
-Batches run on a few threads of this process (one per core, at most 4; polars releases the GIL in its
-kernels, so one batch's Python steps overlap another's polars steps) and are taken in order, so the output
-does not depend on the number of threads. Peak memory is a few batches' ingest (~0.4 GiB each for the
-default 32 MiB batches) plus the reduced table (tens of rows per rank), independent of the total input
-size.
+Each batch is one call of the pure function :func:`correlator.batch.ingest_batch` (files -> table part,
+reduced rows, summary). Batches run in worker processes started with ``spawn`` for large inputs (one per
+core within a memory budget; polars' thread pool does not survive ``fork``), on threads of this process
+for small ones, and are taken in order, so the output depends on neither. Peak memory is a few batches'
+ingest (~0.4 GiB each for the default 32 MiB batches) per worker plus the reduced table (tens of rows per
+rank), independent of the total input size; at most ``workers`` batches are in flight.
 """
 
 from __future__ import annotations
 
 import contextvars
 import os
-import re
-import resource
 import shutil
 import tempfile
-from collections import deque
 from collections.abc import Callable, Generator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from correlator.batch import (
+    Batch,
+    BatchJob,
+    BatchResult,
+    Want,
+    batch_workers,
+    in_order,
+    ingest_batch,
+    pool_kind,
+    source_bytes,
+)
 from correlator.discover import (
     DiscoveryError,
     Source,
     discover,
-    following_symlinks,
     input_size,
-    learned_from,
     skipped_entries,
 )
-from correlator.ingest import compact, ingest
+from correlator.reduce import KEEP_LAST, kept, nccl_topology, reduce_for_diagnosis, select
 from correlator.schema import (
     EVENT_SCHEMA,
     WRITE_SCHEMA,
@@ -65,7 +72,6 @@ from correlator.schema import (
     conform,
     empty_table,
     parquet_options,
-    to_write_arrow,
 )
 
 #: Input size above which ``rankscope diagnose DIR`` streams by default (``--streaming`` forces it); below
@@ -80,13 +86,8 @@ TABLE_STREAMING_THRESHOLD_BYTES = 64 * 1024**2
 #: ingested, 2026-12-03).
 DEFAULT_BATCH_BYTES = 32 * 1024**2
 
-#: How many of the last rows per group the reduced table keeps (``keep_last``; ``ingest(keep_coll=...)``).
-KEEP_LAST = 4
-#: Kinds that are routine at volume and reduced (see the module docstring); other rows are kept whole.
-ROUTINE_KINDS = frozenset({"nccl_coll", "collective_fingerprint", "step_progress", "log"})
-_SEQ_KINDS = ["nccl_coll", "collective_fingerprint"]
-#: NCCL INFO chatter that is kept whole: it maps addresses to hosts (peer errors name an address).
-_NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
+#: Kinds that are routine at volume and reduced (``Kind.ROUTINE``; see :mod:`correlator.reduce`).
+ROUTINE_KINDS = Kind.ROUTINE
 
 
 def input_bytes(root: str | os.PathLike[str]) -> int:
@@ -97,38 +98,6 @@ def input_bytes(root: str | os.PathLike[str]) -> int:
 def should_stream(root: str | os.PathLike[str], threshold: int = STREAMING_THRESHOLD_BYTES) -> bool:
     """True when the input under ``root`` is larger than ``threshold`` bytes."""
     return input_bytes(root) > threshold
-
-
-def _size(src: Source) -> int:
-    s = getattr(src, "size", None)
-    if s is not None:
-        return int(s)
-    try:
-        return src.path.stat().st_size
-    except OSError:
-        return 0
-
-
-@dataclass
-class Batch:
-    """One batch of files: ``files`` give the rows; ``context`` files (the rest of a node that had to be
-    split: launcher log, error.json files, small per-rank files) are read with every chunk of the node, for
-    rank identity (node offsets, launcher pairing, pids) and tee de-duplication, and each of their rows is
-    kept by one chunk: a row of local rank L (a ``--tee`` copy ``[defaultL]:``, the launcher's line about L)
-    by the chunk that holds the torchrun folders of L, of every attempt (``owned``; there its copy in the
-    rank's own files is found, so ``duplicate`` is as in one ingest of the whole node; the local rank is read
-    from the line itself, while a row's attempt may be resolved differently from one chunk to another), every
-    other row by the chunk with ``keeps_rest`` (the first). ``claimed``: the local ranks some chunk owns."""
-
-    files: list[Source]
-    context: list[Source] = field(default_factory=list)
-    owned: frozenset[int] = frozenset()
-    claimed: frozenset[int] = frozenset()
-    keeps_rest: bool = False
-
-    @property
-    def nbytes(self) -> int:
-        return sum(_size(s) for s in self.files)
 
 
 def _units(sources: list[Source]) -> dict[str, list[Source]]:
@@ -171,7 +140,7 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
     ctx = [s for s in unit if s not in bulk]
     if (
-        sum(_size(s) for s in ctx) > batch_bytes // 2
+        sum(source_bytes(s) for s in ctx) > batch_bytes // 2
     ):  # then only what pairs a node: launcher output, error.json
         keep = [s for s in ctx if s.layout == "error_json" or s.stream == "launcher"]
         bulk += [s for s in ctx if s not in keep]
@@ -179,13 +148,13 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     folders: dict[str, list[Source]] = {}
     for s in bulk:
         folders.setdefault(_folder(s), []).append(s)
-    room = max(1, batch_bytes - sum(_size(s) for s in ctx))
+    room = max(1, batch_bytes - sum(source_bytes(s) for s in ctx))
     chunks: list[list[Source]] = []
     cur: list[Source] = []
     cur_bytes = 0
     for key in sorted(folders):
         grp = folders[key]
-        gb = sum(_size(s) for s in grp)
+        gb = sum(source_bytes(s) for s in grp)
         if cur and cur_bytes + gb > room:
             chunks.append(cur)
             cur, cur_bytes = [], 0
@@ -215,7 +184,7 @@ def plan(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[
     units = _units(sources)
     for key in sorted(units):
         unit = units[key]
-        ub = sum(_size(s) for s in unit)
+        ub = sum(source_bytes(s) for s in unit)
         if ub > batch_bytes and len(unit) > 1:
             if cur:
                 batches.append(Batch(cur))
@@ -243,7 +212,7 @@ def context_bounded(root: str | os.PathLike[str], batch_bytes: int | None = None
         sources, _w = discover(Path(root))
     except DiscoveryError:
         return True
-    return all(sum(_size(s) for s in b.context) <= bb for b in plan(sources, bb))
+    return all(sum(source_bytes(s) for s in b.context) <= bb for b in plan(sources, bb))
 
 
 def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[list[Source]]:
@@ -252,219 +221,119 @@ def plan_batches(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) 
     return [b.files for b in plan(sources, batch_bytes)]
 
 
-def _kept(
-    t: pl.LazyFrame | pl.DataFrame,
-    order: str,
-    keep_last: int,
-    ident: str | None = None,
-    chatter: pl.Expr | None = None,
-    frame: bool = False,
-) -> pl.LazyFrame:
-    """The ``ident`` (default ``order``) values of the rows of ``t`` the reduced table keeps: the rows kept
-    whole, the last ``keep_last`` sequence rows per (rank or file, process group) by (``seq``, ``order``),
-    and the last ``keep_last`` tail rows per (rank or file, kind) by ``order``.
+class _Totals:
+    """The job's summary, summed over the batches' summaries in batch order (the second pass over the
+    batches: event ids made unique across them, the job's ranks, hosts and attempts)."""
 
-    Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, message``; ``message`` is
-    read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
-    NCCL INFO chatter test when it was decided beforehand (then ``message`` is not read)."""
-    kind, layer = pl.col("kind"), pl.col("layer")
-    nccl_chatter = (
-        chatter
-        if chatter is not None
-        else (
-            (kind == "log")
-            & (layer == "nccl")
-            & pl.col("world_size").is_null()
-            & ~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False)
+    def __init__(self, warnings: list[str], skipped_list: list[dict[str, object]]) -> None:
+        self.disc_warnings = set(warnings)
+        self.warnings = list(warnings)
+        self.skipped_list = skipped_list
+        self.kinds: dict[str, int] = {}
+        self.skipped_by_reason: dict[str, int] = {}
+        self.ranks: set[int] = set()
+        self.hosts: set[str] = set()
+        self.attempts: set[int] = set()
+        self.lines_read = self.skipped = self.rows = self.unparsed = self.peak_rss = 0
+        self.reduced: list[pl.DataFrame] = []
+
+    def add(self, out: BatchResult) -> int:
+        """Count ``out`` in; its reduced rows (event ids moved past the earlier batches') kept. Returns the
+        offset of its event ids."""
+        self.warnings.extend(w for w in out.warnings if w not in self.disc_warnings)
+        self.peak_rss = max(self.peak_rss, out.maxrss_kib)
+        offset = self.rows
+        if out.reduced is None:
+            return offset
+        self.reduced.append(out.reduced.with_columns((pl.col("event_id") + offset).alias("event_id")))
+        self.rows += out.rows
+        self.lines_read += out.lines_read
+        self.skipped += out.skipped
+        self.skipped_list.extend(out.skipped_list)
+        self.unparsed += out.unparsed
+        for k, v in out.skipped_by_reason.items():
+            self.skipped_by_reason[k] = self.skipped_by_reason.get(k, 0) + v
+        for k, v in out.kinds.items():
+            self.kinds[k] = self.kinds.get(k, 0) + v
+        self.ranks.update(out.ranks)
+        self.hosts.update(out.hosts)
+        self.attempts.update(out.attempts)
+        return offset
+
+    def summary(self, sources: list[Source], batches: int, table: pl.DataFrame) -> dict[str, object]:
+        return {
+            "files": len(sources),
+            "lines_read": self.lines_read,
+            "lines_skipped": self.skipped,
+            "skipped_by_reason": self.skipped_by_reason,
+            "skipped": self.skipped_list,
+            "rows": self.rows,
+            "ranks": sorted(self.ranks),
+            "hosts": sorted(self.hosts),
+            "attempts": sorted(self.attempts),
+            "rows_by_kind": dict(sorted(self.kinds.items(), key=lambda kv: -kv[1])),
+            "lines_not_understood": self.unparsed,
+            "warnings": len(self.warnings),
+            "warning_lines": self.warnings[:50],
+            "batches": batches,
+            "peak_rss_mib": round(self.peak_rss / 1024, 1),
+            "input_bytes": sum(source_bytes(s) for s in sources),
+            "reduced_rows": table.height,
+        }
+
+
+def _with_offset(part: pl.DataFrame | pa.Table, offset: int) -> pl.DataFrame | pa.Table:
+    """``part`` with its ``event_id`` values moved by ``offset`` (ids unique across the batches)."""
+    if isinstance(part, pl.DataFrame):
+        return part.with_columns((pl.col("event_id") + offset).alias("event_id"))
+    i = part.schema.get_field_index("event_id")
+    return part.set_column(i, part.schema.field(i), pc.add(part.column(i), pa.scalar(offset, pa.int64())))
+
+
+class _Sink:
+    """Where the batches' table parts go, in batch order: one parquet file (row groups), a hive-partitioned
+    dataset (one part file per batch and partition), or nowhere."""
+
+    def __init__(
+        self, out: str | os.PathLike[str] | None, partition_by: str | None, row_group_rows: int
+    ) -> None:
+        self.out, self.partition_by, self.row_group_rows = out, partition_by, row_group_rows
+        self.writer: pq.ParquetWriter | None = None
+        if partition_by is not None:
+            from correlator.export import PARTITION_KEYS
+
+            if partition_by not in PARTITION_KEYS:
+                raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
+        elif out is not None:
+            self.writer = pq.ParquetWriter(str(out), WRITE_SCHEMA, **parquet_options())
+
+    @property
+    def want(self) -> Want:
+        return (
+            "frame"
+            if self.partition_by is not None and self.out is not None
+            else "arrow"
+            if self.writer
+            else "none"
         )
-    )
-    seqish = kind.is_in(_SEQ_KINDS)
-    tails = (kind == "step_progress") | nccl_chatter
-    is_coll = kind == "nccl_coll"
-    cols = dict.fromkeys([order, ident or order])
-    base = t.lazy().select(
-        *cols,
-        pl.col("seq"),
-        kind.alias("__k"),
-        seqish.alias("__s"),
-        tails.alias("__t"),
-        pl.col("rank").alias("__wr"),
-        pl.when(pl.col("rank").is_null()).then(pl.col("path")).alias("__wp"),
-        is_coll.alias("__c"),
-        # NCCL COLL rows without a commId are one group of their own; other rows without a PG are the default PG.
-        pl.when(is_coll).then(pl.col("pg")).otherwise(pl.coalesce(pl.col("pg"), pl.lit("0"))).alias("__pg"),
-    )
-    kept = _select(base, order, keep_last)
-    return kept if frame else kept.select(ident or order)
 
+    def write(self, i: int, part: pl.DataFrame | pa.Table) -> None:
+        if self.writer is not None:
+            self.writer.write_table(part, row_group_size=self.row_group_rows)  # type: ignore[arg-type]
+        elif self.partition_by is not None and self.out is not None:
+            from correlator.export import write_partitioned
 
-def _select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
-    """The kept rows of a key frame made by :func:`_kept` (all its columns). Applying it again to the union
-    of its results over parts of a table gives its result over the whole table (top-k of top-k's)."""
-    whole = base.filter(~pl.col("__s") & ~pl.col("__t"))
-    # The last keep_last by (seq, order), a missing seq lowest: a top-k per group, no sort of the rows.
-    seq_key = pl.col("seq").fill_null(-(2**63))
-    groups = ("__wr", "__wp", "__c", "__pg")
-    seq_rows = (
-        base.filter(pl.col("__s"))
-        # Only rows whose seq reaches the group's keep_last-th largest seq (counted with repeats) can be
-        # among its last keep_last by (seq, order): a cheap window test first, so the top-k over every
-        # column runs on a few rows per group (0.41 s -> 0.21 s on the 4.9 M COLL rows of the 256-rank bench).
-        .filter(seq_key >= seq_key.top_k(keep_last).min().over(groups))
-        .group_by(*groups)
-        .agg(pl.all().top_k_by([seq_key, pl.col(order)], keep_last))
-        .explode(pl.all().exclude(groups))  # type: ignore[arg-type]
-    )
-    tail_rows = (
-        base.filter(pl.col("__t"))
-        .group_by("__wr", "__wp", "__k")
-        .agg(pl.all().top_k_by(order, keep_last))
-        .explode(pl.all().exclude("__wr", "__wp", "__k"))  # type: ignore[arg-type]
-    )
-    cols = base.collect_schema().names()
-    return pl.concat([whole.select(cols), seq_rows.select(cols), tail_rows.select(cols)], how="vertical")
+            write_partitioned(
+                part,  # type: ignore[arg-type]
+                self.out,
+                by=self.partition_by,
+                part_name=f"part-{i:05d}.parquet",
+                row_group_rows=self.row_group_rows,
+            )
 
-
-def reduce_for_diagnosis(table: pl.DataFrame, keep_last: int = KEEP_LAST) -> pl.DataFrame:
-    """The rows of ``table`` that diagnosis needs (see the module docstring); same schema, same order."""
-    if table.height == 0:
-        return table
-    rows = _kept(table.with_row_index("__i"), "__i", keep_last).collect()["__i"].sort()
-    return table[rows]
-
-
-@dataclass
-class _BatchOut:
-    """What one batch gives back (from one ingest of its shadow directory)."""
-
-    table: pl.DataFrame | None
-    reduced: pl.DataFrame | None
-    lines_read: int = 0
-    skipped: int = 0
-    skipped_by_reason: dict[str, int] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    maxrss_kib: int = 0
-    skipped_list: list[dict[str, object]] = field(default_factory=list)
-
-
-def _shadow(batch: list[Source], tmp: Path) -> Path:
-    """A directory of symlinks mirroring ``batch``'s relative paths (so ``path`` in the table is unchanged)."""
-    shadow = Path(tempfile.mkdtemp(prefix="batch-", dir=tmp))
-    for s in batch:
-        dst = shadow / s.rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(os.path.abspath(s.path), dst)
-    return shadow
-
-
-def _rank_key_in(local_ranks: frozenset[int]) -> pl.Expr:
-    """Rows whose ``local_rank`` is one of ``local_ranks`` (a null local rank is in none)."""
-    if not local_ranks:
-        return pl.lit(False)
-    return pl.col("local_rank").cast(pl.Int64).is_in(sorted(local_ranks)).fill_null(False)
-
-
-def _keeps(batch: Batch) -> pl.Expr:
-    """The context rows ``batch`` keeps (see :class:`Batch`)."""
-    keep = _rank_key_in(batch.owned)
-    if batch.keeps_rest:
-        keep = keep | ~_rank_key_in(batch.claimed)
-    return keep
-
-
-_SKIP_RE = re.compile(r"skipped, binary content \(\d+ bytes, (\d+) lines\)")
-
-
-def _run_batch(
-    batch: Batch, single_file: str | None, tz: str | None, keep_last: int, tmp: str, base: str
-) -> _BatchOut:
-    everything = batch.files + batch.context
-    target = Path(single_file) if single_file else _shadow(everything, Path(tmp))
-    try:
-        # the shadow's links point at files discovery already vetted; file-name ranks were learned from all files
-        with following_symlinks(), learned_from(everything):
-            res = ingest(target, tz=tz)
-    except DiscoveryError as e:  # a batch of only empty/binary files
-        return _BatchOut(None, None, warnings=[str(e).replace(str(target), base)])
-    finally:
-        if not single_file:
-            shutil.rmtree(target, ignore_errors=True)
-    t = res.table
-    lines_read, skipped, warnings = res.lines_read, res.skipped_lines, list(res.warnings)
-    by_reason = dict(getattr(res, "skipped_by_reason", None) or {})
-    ctx = {s.rel for s in batch.context}
-    if ctx:
-        drop = pl.col("path").is_in(list(ctx)) & ~_keeps(batch)
-        lines_read -= int(t.filter(drop)["line_count"].sum() or 0)
-        t = t.filter(~drop)
-    if ctx and not batch.keeps_rest:  # the warnings and skipped lines of context files: the keeper's
-        mine = []
-        for w in warnings:
-            rel = w.split(": ", 1)[0]
-            if rel not in ctx:
-                mine.append(w)
-                continue
-            m = _SKIP_RE.search(w)
-            if m:  # a binary context file: its lines are counted by the batch that keeps it
-                n = int(m.group(1))
-                lines_read -= n
-                skipped -= n
-                by_reason["binary content"] = by_reason.get("binary content", 0) - n
-        warnings = mine
-        by_reason = {k: v for k, v in by_reason.items() if v}
-    skipped_list = [
-        e for e in getattr(res, "skipped", []) if batch.keeps_rest or not ctx or e.get("path") not in ctx
-    ]
-    return _BatchOut(
-        t,
-        compact(reduce_for_diagnosis(t, keep_last)),
-        lines_read,
-        skipped,
-        by_reason,
-        warnings,
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        skipped_list,
-    )
-
-
-def _batch_workers(workers: int | None) -> int:
-    """Batches ingested at once: ``workers``, else ``RANKSCOPE_BATCH_WORKERS``, else the cores (at most 4)."""
-    if workers is None:
-        env = os.environ.get("RANKSCOPE_BATCH_WORKERS", "")
-        workers = int(env) if env.isdigit() else min(4, os.cpu_count() or 1)
-    return max(1, workers)
-
-
-def _in_order(
-    run: Callable[[Batch], _BatchOut], batches: list[Batch], workers: int
-) -> Generator[_BatchOut, None, None]:
-    """``run`` of each batch, yielded in batch order, with up to ``workers`` batches ingested at once on
-    threads (polars releases the GIL in its kernels; the Python steps of one batch overlap the polars steps
-    of another). At most ``workers`` batches are running or waiting to be taken, besides the one the caller
-    holds: the next starts only when the caller asks for it. An error in a batch is raised when its turn
-    comes; closing the generator early cancels the batches not started and waits for those running."""
-    if workers <= 1 or len(batches) <= 1:
-        yield from (run(b) for b in batches)
-        return
-    pool = ThreadPoolExecutor(max_workers=workers)
-    pending: deque[Future[_BatchOut]] = deque()
-    try:
-        it = iter(batches)
-        for b in it:
-            pending.append(pool.submit(run, b))
-            if len(pending) >= workers:
-                break
-        while pending:
-            out = pending.popleft().result()
-            yield out
-            del out
-            nxt = next(it, None)  # only now: while a batch is taken (written), one fewer is ingested
-            if nxt is not None:
-                pending.append(pool.submit(run, nxt))
-    finally:
-        # Stopped early (an error, Ctrl-C, the consumer closed us): batches not started never start, and
-        # those running are waited for, so the caller can remove their files afterwards.
-        pool.shutdown(wait=True, cancel_futures=True)
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 def stream_ingest(
@@ -487,121 +356,60 @@ def stream_ingest(
 
     Returns ``(reduced_table, summary)``: the rows diagnosis needs (event-table schema; pass it to
     :func:`correlator.diagnose`) and the same counts as ``IngestResult.summary()`` (over the whole input)
-    plus ``batches``, ``input_bytes``, ``reduced_rows`` and ``peak_rss_mib`` (this process, so far).
+    plus ``batches``, ``input_bytes``, ``reduced_rows`` and ``peak_rss_mib`` (the largest of the processes
+    that ingested a batch).
 
-    ``batch_bytes``: input per batch (default :data:`DEFAULT_BATCH_BYTES`). ``workers``: batches ingested at
-    once on threads (default ``RANKSCOPE_BATCH_WORKERS``, else the cores, at most 4; see :func:`_in_order`);
-    the table written, the reduced table and the summary do not depend on it. Peak memory is about
-    ``workers`` batches' ingest plus the reduced table (256-rank bench, 32 MiB batches, 2 workers on 2 cores:
-    ~0.7 GiB). ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when
-    ``root`` is missing, empty, or no batch had a readable line.
+    Each batch is :func:`correlator.batch.ingest_batch`; ``workers`` batches run at once (default
+    ``RANKSCOPE_BATCH_WORKERS``, else the cores within the memory budget, see
+    :func:`correlator.batch.batch_workers`), in worker processes for large inputs and on threads for small
+    ones (:func:`correlator.batch.pool_kind`); the table written, the reduced table and the summary do not
+    depend on either. ``batch_bytes``: input per batch (default :data:`DEFAULT_BATCH_BYTES`).
+    ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when ``root``
+    is missing, empty, or no batch had a readable line.
     """
     rootp = Path(root)
     batch_bytes = DEFAULT_BATCH_BYTES if batch_bytes is None else batch_bytes
     sources, disc_warnings = discover(rootp)
     single = str(rootp) if rootp.is_file() else None
     batches = [Batch(sources)] if single else plan(sources, batch_bytes)
-    kinds: dict[str, int] = {}
-    ranks: set[int] = set()
-    hosts: set[str] = set()
-    attempts: set[int] = set()
-    skipped_by_reason: dict[str, int] = {}
-    reduced: list[pl.DataFrame] = []
-    warnings: list[str] = list(disc_warnings)
-    skipped_list = skipped_entries(disc_warnings)
-    lines_read = skipped = rows = unparsed = 0
-    peak_rss = 0
-    writer: pq.ParquetWriter | None = None
-    results: Generator[_BatchOut, None, None] | None = None
+    totals = _Totals(list(disc_warnings), skipped_entries(disc_warnings))
+    results: Generator[BatchResult, None, None] | None = None
     tmp = tempfile.mkdtemp(prefix="rankscope-stream-")
     base = str(rootp.parent if single else rootp)
-    event_offset = 0
+    sink: _Sink | None = None
     try:
-        if partition_by is not None:
-            from correlator.export import PARTITION_KEYS, write_partitioned
-
-            if partition_by not in PARTITION_KEYS:
-                raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
-        elif out_parquet is not None:
-            writer = pq.ParquetWriter(str(out_parquet), WRITE_SCHEMA, **parquet_options())
-        # Each batch runs in a copy of the caller's context (context variables such as
-        # ``discover.following_symlinks`` hold on the worker threads too).
-        ctx = contextvars.copy_context()
-        results = _in_order(
-            lambda b: ctx.copy().run(_run_batch, b, single, tz, keep_last, tmp, base),
-            batches,
-            _batch_workers(workers),
-        )
+        sink = _Sink(out_parquet, partition_by, row_group_rows)
+        jobs = [BatchJob(b, single, tz, keep_last, tmp, base, sink.want) for b in batches]
+        n = batch_workers(workers, batch_bytes)
+        kind = pool_kind(sum(b.nbytes for b in batches), len(batches), n)
+        results = in_order(_in_context(kind), jobs, n, kind)
         for i, out in enumerate(results):  # closed in ``finally`` below, before the batches' files go
-            warnings.extend(w for w in out.warnings if w not in disc_warnings)
-            peak_rss = max(peak_rss, out.maxrss_kib)
-            if out.table is not None and out.reduced is not None:
-                t = out.table.with_columns((pl.col("event_id") + event_offset).alias("event_id"))
-                red = out.reduced.with_columns((pl.col("event_id") + event_offset).alias("event_id"))
-                event_offset += t.height
-                lines_read += out.lines_read
-                skipped += out.skipped
-                skipped_list.extend(out.skipped_list)
-                rows += t.height
-                for k, v in out.skipped_by_reason.items():
-                    skipped_by_reason[k] = skipped_by_reason.get(k, 0) + v
-                for k, v in t.group_by("kind").len().iter_rows():
-                    kinds[k] = kinds.get(k, 0) + v
-                unparsed += int(t.filter(pl.col("kind") == Kind.UNPARSED)["line_count"].sum() or 0)
-                ranks.update(int(r) for r in t["rank"].drop_nulls().unique().to_list())
-                hosts.update(t["host"].drop_nulls().unique().to_list())
-                attempts.update(int(a) for a in t["attempt"].drop_nulls().unique().to_list())
-                if partition_by is not None and out_parquet is not None:
-                    write_partitioned(
-                        t,
-                        out_parquet,
-                        by=partition_by,
-                        part_name=f"part-{i:05d}.parquet",
-                        row_group_rows=row_group_rows,
-                    )
-                    del t
-                elif writer is not None:
-                    arrow = to_write_arrow(t)
-                    out.table = None  # the Arrow table holds the buffers the write reads
-                    del t
-                    writer.write_table(arrow, row_group_size=row_group_rows)
-                    del arrow
-                else:
-                    del t
-                reduced.append(red)
-                del red
-            del out
+            offset = totals.add(out)
+            part, out.table = out.table, None
+            if part is not None:
+                sink.write(i, _with_offset(part, offset))
+            del part, out
             if progress:
                 progress(i + 1, len(batches))
     finally:
         if results is not None:
-            results.close()  # an early stop: waits for the batches still running (see _in_order)
-        if writer is not None:
-            writer.close()
+            results.close()  # an early stop: waits for the batches still running (see in_order)
+        if sink is not None:
+            sink.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    if rows == 0:
+    if totals.rows == 0:
         raise DiscoveryError(f"{root}: no log lines to read in {len(sources)} file(s)")
-    table = pl.concat(reduced, how="vertical") if reduced else empty_table()
-    summary: dict[str, object] = {
-        "files": len(sources),
-        "lines_read": lines_read,
-        "lines_skipped": skipped,
-        "skipped_by_reason": skipped_by_reason,
-        "skipped": skipped_list,
-        "rows": rows,
-        "ranks": sorted(ranks),
-        "hosts": sorted(hosts),
-        "attempts": sorted(attempts),
-        "rows_by_kind": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
-        "lines_not_understood": unparsed,
-        "warnings": len(warnings),
-        "warning_lines": warnings[:50],
-        "batches": len(batches),
-        "peak_rss_mib": round(peak_rss / 1024, 1),
-        "input_bytes": sum(_size(s) for s in sources),
-        "reduced_rows": table.height,
-    }
-    return table, summary
+    table = pl.concat(totals.reduced, how="vertical") if totals.reduced else empty_table()
+    return table, totals.summary(sources, len(batches), table)
+
+
+def _in_context(kind: str) -> Callable[[BatchJob], BatchResult]:
+    """:func:`ingest_batch` as threads run it (each in a copy of the caller's context: context variables such
+    as ``discover.following_symlinks`` hold on the worker threads too), or itself for worker processes."""
+    if kind == "processes":
+        return ingest_batch
+    ctx = contextvars.copy_context()
+    return lambda job: ctx.copy().run(ingest_batch, job)
 
 
 #: Columns that decide which rows the reduced table keeps (see :func:`_reduced_parts`); ``message`` is read only
@@ -640,13 +448,13 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
     row = by == "__row"
     # NCCL INFO chatter: its few rows' messages decide (read by predicate push-down), as ids.
     msgs = scan(row).filter(chatter).select(by, "message").collect()
-    chatty = msgs.filter(~pl.col("message").str.contains_any(list(_NCCL_KEEP)).fill_null(False))[by]
+    chatty = msgs.filter(~nccl_topology(pl.col("message")))[by]
     del msgs
     # The key columns in chunks of row groups (bounded memory), each chunk's kept rows, then the kept rows of
-    # their union (see _select).
+    # their union (see correlator.reduce.select).
     chatter_ids = chatter & pl.col(by).is_in(chatty.implode())
     cand = [
-        _kept(
+        kept(
             scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])),
             "event_id",
             keep_last,
@@ -656,13 +464,13 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
         ).collect()
         for off in range(0, max(n, 1), _CHUNK_ROWS)
     ]
-    rows = _select(pl.concat(cand, how="vertical").lazy(), "event_id", keep_last).collect()[by].sort()
+    rows = select(pl.concat(cand, how="vertical").lazy(), "event_id", keep_last).collect()[by].sort()
     del cand
     cols = list(EVENT_SCHEMA.names)
-    kept = (
+    rows_kept = (
         scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect(engine="streaming")
     )
-    out = conform(kept).sort("path", "line", "event_id")
+    out = conform(rows_kept).sort("path", "line", "event_id")
     if out["event_id"].n_unique() != out.height:  # files of separate ingest runs (one per node)
         out = out.with_columns(pl.int_range(0, out.height, dtype=pl.Int64).alias("event_id"))
     return out

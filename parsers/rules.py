@@ -334,7 +334,19 @@ def apply_rules(
     if pos.len() == 0:
         return df
     txt = txt_all.gather(pos).fill_null("")
-    hits: list[tuple[Rule, pl.Series, pl.DataFrame]] = []
+    hits = _hits(rules, pos, txt)
+    if not hits:
+        return df
+    return _write_hits(df, hits)
+
+
+_Hit = tuple[Rule, pl.Series, pl.DataFrame]
+
+
+def _hits(rules: list[Rule], pos: pl.Series, txt: pl.Series) -> list[_Hit]:
+    """For each rule in order (first match wins): the rows of ``df`` it claims among the open ones (``pos``,
+    their text ``txt``) and the fields of its named groups there."""
+    hits: list[_Hit] = []
     for rule in rules:
         if pos.len() == 0:
             break
@@ -359,8 +371,12 @@ def apply_rules(
         # Drop the claimed rows from the open subset.
         keep = pl.Series([True]).extend_constant(True, pos.len() - 1).scatter(loc, False)
         pos, txt = pos.filter(keep), txt.filter(keep)
-    if not hits:
-        return df
+    return hits
+
+
+def _write_hits(df: pl.DataFrame, hits: list[_Hit]) -> pl.DataFrame:
+    """``df`` with the rules' kind, rule name, layer, severity and fields scattered into the rows they
+    claimed (fields only where the column is still null)."""
     n = df.height
     idx_all = pl.concat([h[1] for h in hits]).cast(pl.UInt32)
 

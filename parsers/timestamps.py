@@ -50,6 +50,35 @@ def _col(df: pl.DataFrame, name: str) -> pl.Expr:
     return pl.col(name) if name in df.columns else pl.lit(None, dtype=pl.String)
 
 
+def _yearless(df: pl.DataFrame, ref_year: int, ref_month: int) -> pl.Expr:
+    """The naive time of year-less stamps (glog ``MMDD hh:mm:ss.uuuuuu``, ``mm``/``dd`` columns) in
+    ``ref_year``; a month far after ``ref_month`` is December of the year before (Dec -> Jan rollover)."""
+    mmdd = _col(df, "mmdd")
+    month = pl.coalesce(mmdd.str.slice(0, mmdd.str.len_chars() - 2), _col(df, "mm")).cast(
+        pl.Int32, strict=False
+    )
+    day = pl.coalesce(mmdd.str.slice(-2), _col(df, "dd")).cast(pl.Int32, strict=False)
+    # A month far after the reference month is December of the previous year (Dec -> Jan rollover).
+    year = pl.when(month > ref_month + 6).then(ref_year - 1).otherwise(ref_year)
+    frac = pl.when(_col(df, "usec").is_not_null()).then(pl.lit(".") + _col(df, "usec")).otherwise(pl.lit(""))
+    yearless = pl.concat_str(
+        [
+            year.cast(pl.String),
+            pl.lit("-"),
+            month.cast(pl.String).str.zfill(2),
+            pl.lit("-"),
+            day.cast(pl.String).str.zfill(2),
+            pl.lit(" "),
+            _col(df, "hms"),
+            frac,
+        ]
+    )
+    yearless_ts = yearless.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    has_yearless = _col(df, "hms").is_not_null() & _col(df, "yyyy").is_null()
+
+    return pl.when(has_yearless).then(yearless_ts).otherwise(None)
+
+
 def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.DataFrame:
     """Add ``ts`` (Datetime[us, UTC]) and ``ts_quality`` from the stamp columns prefixes left.
 
@@ -100,30 +129,7 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
         full = pl.concat([df["__exact"], df["__full"]]).drop_nulls()
         ref_month = int(full.filter(full.dt.year() == ref_year).max().month)  # type: ignore[union-attr]
 
-    mmdd = _col(df, "mmdd")
-    month = pl.coalesce(mmdd.str.slice(0, mmdd.str.len_chars() - 2), _col(df, "mm")).cast(
-        pl.Int32, strict=False
-    )
-    day = pl.coalesce(mmdd.str.slice(-2), _col(df, "dd")).cast(pl.Int32, strict=False)
-    # A month far after the reference month is December of the previous year (Dec -> Jan rollover).
-    year = pl.when(month > ref_month + 6).then(ref_year - 1).otherwise(ref_year)
-    frac = pl.when(_col(df, "usec").is_not_null()).then(pl.lit(".") + _col(df, "usec")).otherwise(pl.lit(""))
-    yearless = pl.concat_str(
-        [
-            year.cast(pl.String),
-            pl.lit("-"),
-            month.cast(pl.String).str.zfill(2),
-            pl.lit("-"),
-            day.cast(pl.String).str.zfill(2),
-            pl.lit(" "),
-            _col(df, "hms"),
-            frac,
-        ]
-    )
-    yearless_ts = yearless.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-    has_yearless = _col(df, "hms").is_not_null() & _col(df, "yyyy").is_null()
-
-    df = df.with_columns(pl.when(has_yearless).then(yearless_ts).otherwise(None).alias("__yearless"))
+    df = df.with_columns(_yearless(df, ref_year, ref_month).alias("__yearless"))
 
     # Stamps of a shape no fast path knows: dateparser, once per distinct string.
     unknown = (

@@ -296,7 +296,7 @@ def test_mismatch_line_states_the_other_ranks_collective(tmp_path: Path) -> None
 def _lines_frame(root: Path) -> pl.DataFrame:
     """The lines frame ``correlator.ingest`` parses, for the plain files under ``root``."""
     from correlator.discover import discover
-    from correlator.ingest import _plain_lines
+    from correlator.ingest import plain_lines
     from correlator.read import read_lines
 
     srcs = sorted(
@@ -305,7 +305,7 @@ def _lines_frame(root: Path) -> pl.DataFrame:
     parts = [(i, s, r.lines) for i, s in enumerate(srcs) if (r := read_lines(s.path, s.rel)).lines.len()]
     if not parts:
         pytest.skip("Flight Recorder dumps only: no text log")
-    return _plain_lines(parts).drop("__src")
+    return plain_lines(parts).drop("__src")
 
 
 @pytest.mark.parametrize(

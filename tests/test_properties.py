@@ -23,7 +23,7 @@ set_hypothesis_home_dir(
 
 import parsers
 from correlator.discover import classify
-from correlator.ingest import _plain_lines, ingest
+from correlator.ingest import ingest, plain_lines
 
 FAST = settings(
     database=None,
@@ -119,7 +119,7 @@ def test_every_rule_example_parses():
     """All example lines of all modules in one file (two rules of one module filling one field: a bug once)."""
     assert len(EXAMPLES) > 30
     src = classify(Path("combined.log"), Path("."))
-    df = _plain_lines([(0, src, pl.Series("raw", EXAMPLES, dtype=pl.String))]).drop("__src")
+    df = plain_lines([(0, src, pl.Series("raw", EXAMPLES, dtype=pl.String))]).drop("__src")
     out = parsers.parse_lines(df)
     assert int(out["line_count"].sum()) == len(EXAMPLES)
 
@@ -128,7 +128,7 @@ def test_every_rule_example_parses():
 @given(lines=st.lists(line_text.map(lambda s: s.replace("\n", " ")), min_size=1, max_size=30))
 def test_parse_lines_never_raises_and_conserves_lines(lines):
     src = classify(Path("combined.log"), Path("."))
-    df = _plain_lines([(0, src, pl.Series("raw", lines, dtype=pl.String))]).drop("__src")
+    df = plain_lines([(0, src, pl.Series("raw", lines, dtype=pl.String))]).drop("__src")
     out = parsers.parse_lines(df)
     assert int(out["line_count"].sum()) == len(lines)
     assert out["kind"].null_count() == 0

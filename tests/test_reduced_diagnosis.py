@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from correlator import streaming
+from correlator import fastrows, streaming
 from correlator.diagnose import diagnose
 from correlator.ingest import ingest
 from correlator.report import to_json
@@ -213,14 +213,14 @@ def test_keep_coll_cuts_only_lines_the_reduction_drops(tmp_path: Path, variant: 
 def test_cut_batch_by_batch_equals_one_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str, batch: int
 ) -> None:
-    """The cut runs per batch of files while reading (``ingest.CUT_BATCH_BYTES``); batches of one file
+    """The cut runs per batch of files while reading (``fastrows.CUT_BATCH_BYTES``); batches of one file
     (``batch=1``) or of a few files give the table, the lines cut and the warnings of one batch of all."""
     ingest_mod = importlib.import_module("correlator.ingest")  # (correlator.ingest is also a function)
 
     root, _ = _job(tmp_path, variant)
     one = ingest(root, keep_coll=4)
     assert len(ingest_mod.discover(root)[0]) > 10  # several batches below
-    monkeypatch.setattr(ingest_mod, "CUT_BATCH_BYTES", batch)
+    monkeypatch.setattr(fastrows, "CUT_BATCH_BYTES", batch)
     many = ingest(root, keep_coll=4)
     assert many.table.equals(one.table)
     assert (many.coll_lines_dropped, many.warnings) == (one.coll_lines_dropped, one.warnings)
@@ -231,15 +231,14 @@ def test_an_error_in_the_cut_thread_reaches_the_caller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cut runs in a worker thread; what it raises is raised by ``ingest`` (not lost, no hang)."""
-    ingest_mod = importlib.import_module("correlator.ingest")  # (correlator.ingest is also a function)
 
     root, _ = _job(tmp_path, "plain")
 
     def boom(frame: pl.DataFrame, keep: int) -> None:
         raise MemoryError("cut failed")
 
-    monkeypatch.setattr(ingest_mod, "_cut_batch", boom)
-    monkeypatch.setattr(ingest_mod, "CUT_BATCH_BYTES", 1)
+    monkeypatch.setattr(fastrows, "_cut_batch", boom)
+    monkeypatch.setattr(fastrows, "CUT_BATCH_BYTES", 1)
     with pytest.raises(MemoryError, match="cut failed"):
         ingest(root, keep_coll=4)
 

@@ -7,6 +7,7 @@ whose rows and line counts add up to the normal table's, and a reduced table tha
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -344,7 +345,7 @@ def test_in_order_yields_in_batch_order_with_bounded_batches_in_flight() -> None
     import threading
     import time
 
-    from correlator.streaming import _in_order
+    from correlator.batch import in_order as _in_order
 
     running = 0
     most = 0
@@ -366,7 +367,7 @@ def test_in_order_yields_in_batch_order_with_bounded_batches_in_flight() -> None
 
 
 def test_in_order_raises_a_batch_error_at_its_turn() -> None:
-    from correlator.streaming import _in_order
+    from correlator.batch import in_order as _in_order
 
     def run(b: int) -> int:
         if b == 2:
@@ -435,3 +436,47 @@ def test_a_node_split_by_rank_folder_marks_the_same_tee_copies(name: str, tmp_pa
     assert written["duplicate"].sum() == want["duplicate"].sum() > 0
     assert written.equals(want)
     assert summary["lines_read"] == full.lines_read
+
+
+def _pid_of(b: int) -> tuple[int, int]:
+    """(batch, the pid that ran it): run in a worker process by the tests below (module level: it pickles)."""
+    if b == 3:
+        raise ValueError("batch 3 is bad")
+    return b, os.getpid()
+
+
+def test_in_order_in_worker_processes_keeps_the_order_and_the_error() -> None:
+    from correlator.batch import in_order
+
+    it = in_order(_pid_of, list(range(6)), 2, "processes")
+    got = [next(it) for _ in range(3)]
+    assert [b for b, _ in got] == [0, 1, 2]
+    assert all(pid != os.getpid() for _, pid in got)  # ran in other processes
+    with pytest.raises(ValueError, match="batch 3 is bad"):  # the worker's exception, at its turn
+        next(it)
+
+
+def test_batches_in_processes_write_what_one_thread_writes(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _info = gen
+    one, many = tmp_path / "one.parquet", tmp_path / "many.parquet"
+    bb = _node_bytes(root) // 3
+    red1, s1 = stream_ingest(root, one, batch_bytes=bb, workers=1)
+    monkeypatch.setenv("RANKSCOPE_BATCH_POOL", "processes")
+    red2, s2 = stream_ingest(root, many, batch_bytes=bb, workers=2)
+    assert s1["batches"] == s2["batches"] > 3
+    assert pl.read_parquet(one).equals(pl.read_parquet(many))
+    assert red1.equals(red2)
+    assert {k: v for k, v in s1.items() if k != "peak_rss_mib"} == {
+        k: v for k, v in s2.items() if k != "peak_rss_mib"
+    }
+
+
+def test_pool_kind_by_size() -> None:
+    from correlator.batch import PROCESS_MIN_BYTES, pool_kind
+
+    assert pool_kind(PROCESS_MIN_BYTES - 1, 100, 4) == "threads"  # small input: no worker start-up
+    assert pool_kind(PROCESS_MIN_BYTES, 7, 4) == "threads"  # fewer than two batches per worker
+    assert pool_kind(PROCESS_MIN_BYTES, 8, 4) == "processes"
+    assert pool_kind(10 * PROCESS_MIN_BYTES, 40, 2) == "threads"  # 2 cores: threads cost less CPU

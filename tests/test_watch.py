@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 
 import correlator
 from correlator.cli import app
-from correlator.watch import Alert, Watcher, _Exec, _restart_line, parse_duration
+from correlator.tail import restart_line
+from correlator.watch import Alert, Watcher, _Exec, parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "fixtures" / "cases"
@@ -306,11 +307,11 @@ def test_traceback_split_across_passes_is_one_record(tmp_path: Path) -> None:
 
 def test_restart_line_keeps_open_records() -> None:
     # one stream: restart at its last record
-    assert _restart_line([(1, 1, ()), (2, 1, ()), (3, 4, ())], 1) == 2  # one context row before it
+    assert restart_line([(1, 1, ()), (2, 1, ()), (3, 4, ())], 1) == 2  # one context row before it
     # two interleaved streams: stream a's multi-line record starting at 2 may still run past 5
     rows = [(1, 1, ("a",)), (2, 3, ("a",)), (5, 1, ("b",)), (6, 1, ("b",)), (8, 1, ("a",))]
-    assert _restart_line(rows, 1) <= 2
-    assert _restart_line([], 7) == 7
+    assert restart_line(rows, 1) <= 2
+    assert restart_line([], 7) == 7
 
 
 def test_stall_rules_silent_rank_and_collective_straggler(tmp_path: Path) -> None:
@@ -496,7 +497,7 @@ def test_ctrl_c_prints_the_verdict_so_far_and_exits_130(tmp_path: Path) -> None:
 
 def test_restart_line_ignores_a_stream_that_stopped_long_ago() -> None:
     rows = [(1, 1, ("quiet",))] + [(i, 1, ("busy",)) for i in range(2, 1000)]
-    assert _restart_line(rows, 1) == 998  # the busy stream's last record, one context row before it
+    assert restart_line(rows, 1) == 998  # the busy stream's last record, one context row before it
 
 
 def test_collective_every_rank_but_one_entered(tmp_path: Path) -> None:

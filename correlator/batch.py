@@ -1,0 +1,358 @@
+"""One batch of files -> its table part, its reduced rows and its summary: the one ingest step that
+``rankscope timeline`` (:func:`correlator.streaming.stream_ingest`), streaming ``diagnose`` and the
+Ray engine (:mod:`correlator.engines`) run per batch.
+
+:func:`ingest_batch` is a pure function of a :class:`BatchJob` (the files, the context files whose rows
+other batches keep, the zone, what to return): it reads nothing but the files, writes nothing but its own
+temporary shadow directory, and returns a :class:`BatchResult` that pickles (an Arrow table shares its
+buffers with the pickle stream), so it runs the same on a thread, in a worker process or as a Ray task.
+Identity that needs the whole job (event ids across batches, the job's ranks, hosts and attempts) is the
+small second pass of the caller over the results' summaries.
+
+:func:`in_order` runs it over a list of jobs with a bounded number in flight and yields the results in
+job order: on threads of this process for small inputs (no start-up), in a pool of worker processes
+started with ``spawn`` (polars' thread pool does not survive ``fork``) for large ones, each worker's
+polars pool sized to its share of the cores (:func:`pool_kind`, :func:`batch_workers`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import re
+import resource
+import shutil
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import polars as pl
+import pyarrow as pa
+
+from correlator.discover import DiscoveryError, Source, following_symlinks, learned_from
+from correlator.errors import InputError
+from correlator.reduce import reduce_for_diagnosis
+from correlator.schema import Kind, to_write_arrow
+
+#: Input bytes of a streaming run below which batches run on threads of this process: a worker process
+#: costs ~1 CPU-s to start (Python, polars, pyarrow and the parsers imported again), which only pays off
+#: over several batches per worker.
+PROCESS_MIN_BYTES = 128 * 1024**2
+#: Fewest workers for which batches run in processes. Below it threads win: on 2 busy cores (2026-12-05,
+#: ``timeline`` of the 32-rank COLL job, 127 MB, RESULTS.md) threads took 6.4-6.7 CPU-s against 11.5-11.6
+#: in 2 worker processes (their start-up, the parts pickled back, polars one thread each); threads stop
+#: scaling past ~4 workers (the per-batch Python holds the GIL: issue #32, 16 cores, 8-16 threads no faster
+#: than 4), which is where processes are for.
+PROCESS_MIN_WORKERS = 4
+#: Memory one batch's ingest takes at most, as a multiple of its input bytes (32 MiB batches of the bench:
+#: ~0.3-0.4 GiB), plus the ~0.2 GiB of a worker's imports: the total budget below bounds the workers.
+_BATCH_MEMORY_FACTOR = 12
+_WORKER_BASE_BYTES = 200 * 1024**2
+
+Want = Literal["arrow", "frame", "none"]
+
+
+def source_bytes(src: Source) -> int:
+    s = getattr(src, "size", None)
+    if s is not None:
+        return int(s)
+    try:
+        return src.path.stat().st_size
+    except OSError:
+        return 0
+
+
+@dataclass
+class Batch:
+    """One batch of files: ``files`` give the rows; ``context`` files (the rest of a node that had to be
+    split: launcher log, error.json files, small per-rank files) are read with every chunk of the node, for
+    rank identity (node offsets, launcher pairing, pids) and tee de-duplication, and each of their rows is
+    kept by one chunk: a row of local rank L (a ``--tee`` copy ``[defaultL]:``, the launcher's line about L)
+    by the chunk that holds the torchrun folders of L, of every attempt (``owned``; there its copy in the
+    rank's own files is found, so ``duplicate`` is as in one ingest of the whole node; the local rank is read
+    from the line itself, while a row's attempt may be resolved differently from one chunk to another), every
+    other row by the chunk with ``keeps_rest`` (the first). ``claimed``: the local ranks some chunk owns."""
+
+    files: list[Source]
+    context: list[Source] = field(default_factory=list)
+    owned: frozenset[int] = frozenset()
+    claimed: frozenset[int] = frozenset()
+    keeps_rest: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return sum(source_bytes(s) for s in self.files)
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """The arguments of :func:`ingest_batch` (all picklable). ``single_file``: the input is this one file
+    (no shadow directory); ``tmp``: where the shadow directory goes; ``base``: the input root as the user
+    named it (warnings name it instead of the shadow); ``want``: the table part as an Arrow table of
+    ``WRITE_SCHEMA`` (``arrow``, to be written), a polars frame (``frame``) or not at all (``none``: only
+    the reduced rows and the summary)."""
+
+    batch: Batch
+    single_file: str | None
+    tz: str | None
+    keep_last: int
+    tmp: str
+    base: str
+    want: Want = "frame"
+
+
+@dataclass
+class BatchResult:
+    """What one batch gives back: the table part (as ``want`` asked), the reduced rows, and its summary
+    (counts and sets the caller sums over batches). ``event_id`` counts from 0 in each part."""
+
+    table: pl.DataFrame | pa.Table | None
+    reduced: pl.DataFrame | None
+    rows: int = 0
+    lines_read: int = 0
+    skipped: int = 0
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    maxrss_kib: int = 0
+    skipped_list: list[dict[str, object]] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)
+    unparsed: int = 0
+    ranks: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    attempts: list[int] = field(default_factory=list)
+
+
+def _shadow(batch: list[Source], tmp: Path) -> Path:
+    """A directory of symlinks mirroring ``batch``'s relative paths (so ``path`` in the table is unchanged)."""
+    shadow = Path(tempfile.mkdtemp(prefix="batch-", dir=tmp))
+    for s in batch:
+        dst = shadow / s.rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.abspath(s.path), dst)
+    return shadow
+
+
+def _rank_key_in(local_ranks: frozenset[int]) -> pl.Expr:
+    """Rows whose ``local_rank`` is one of ``local_ranks`` (a null local rank is in none)."""
+    if not local_ranks:
+        return pl.lit(False)
+    return pl.col("local_rank").cast(pl.Int64).is_in(sorted(local_ranks)).fill_null(False)
+
+
+def _keeps(batch: Batch) -> pl.Expr:
+    """The context rows ``batch`` keeps (see :class:`Batch`)."""
+    keep = _rank_key_in(batch.owned)
+    if batch.keeps_rest:
+        keep = keep | ~_rank_key_in(batch.claimed)
+    return keep
+
+
+_SKIP_RE = re.compile(r"skipped, binary content \(\d+ bytes, (\d+) lines\)")
+
+
+def _context_warnings(
+    warnings: list[str], ctx: set[str], by_reason: dict[str, int]
+) -> tuple[list[str], int, dict[str, int]]:
+    """The warnings of a batch that does not keep its context files' rows: theirs left out, and the lines of
+    a binary context file (counted by the batch that keeps it) as the count to take off."""
+    mine: list[str] = []
+    dropped = 0
+    for w in warnings:
+        rel = w.split(": ", 1)[0]
+        if rel not in ctx:
+            mine.append(w)
+            continue
+        m = _SKIP_RE.search(w)
+        if m:
+            n = int(m.group(1))
+            dropped += n
+            by_reason["binary content"] = by_reason.get("binary content", 0) - n
+    return mine, dropped, {k: v for k, v in by_reason.items() if v}
+
+
+def _summarize(out: BatchResult, t: pl.DataFrame) -> None:
+    """The per-batch counts and sets of ``t`` that the caller sums over batches."""
+    out.rows = t.height
+    out.kinds = dict(t.group_by("kind").len().iter_rows())
+    out.unparsed = int(t.filter(pl.col("kind") == Kind.UNPARSED)["line_count"].sum() or 0)
+    out.ranks = [int(r) for r in t["rank"].drop_nulls().unique().to_list()]
+    out.hosts = t["host"].drop_nulls().unique().to_list()
+    out.attempts = [int(a) for a in t["attempt"].drop_nulls().unique().to_list()]
+
+
+def ingest_batch(job: BatchJob) -> BatchResult:
+    """Ingest one batch (``correlator.ingest.ingest`` of a shadow directory of its files), drop the context
+    rows other batches keep, reduce it for diagnosis and summarize it. Raises what ``ingest`` raises, except
+    a batch of only empty or binary files, which gives an empty result with the warning."""
+    from correlator.ingest import compact, ingest
+
+    batch = job.batch
+    everything = batch.files + batch.context
+    target = Path(job.single_file) if job.single_file else _shadow(everything, Path(job.tmp))
+    try:
+        # the shadow's links point at files discovery already vetted; file-name ranks were learned from all files
+        with following_symlinks(), learned_from(everything):
+            res = ingest(target, tz=job.tz)
+    except DiscoveryError as e:  # a batch of only empty/binary files
+        return BatchResult(None, None, warnings=[str(e).replace(str(target), job.base)])
+    finally:
+        if not job.single_file:
+            shutil.rmtree(target, ignore_errors=True)
+    t = res.table
+    lines_read, skipped, warnings = res.lines_read, res.skipped_lines, list(res.warnings)
+    by_reason = dict(getattr(res, "skipped_by_reason", None) or {})
+    ctx = {s.rel for s in batch.context}
+    if ctx:
+        drop = pl.col("path").is_in(list(ctx)) & ~_keeps(batch)
+        lines_read -= int(t.filter(drop)["line_count"].sum() or 0)
+        t = t.filter(~drop)
+    if ctx and not batch.keeps_rest:  # the warnings and skipped lines of context files: the keeper's
+        warnings, n, by_reason = _context_warnings(warnings, ctx, by_reason)
+        lines_read -= n
+        skipped -= n
+    skipped_list = [
+        e for e in getattr(res, "skipped", []) if batch.keeps_rest or not ctx or e.get("path") not in ctx
+    ]
+    out = BatchResult(
+        None,
+        compact(reduce_for_diagnosis(t, job.keep_last)),
+        lines_read=lines_read,
+        skipped=skipped,
+        skipped_by_reason=by_reason,
+        warnings=warnings,
+        skipped_list=skipped_list,
+    )
+    _summarize(out, t)
+    out.table = to_write_arrow(t) if job.want == "arrow" else t if job.want == "frame" else None
+    out.maxrss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return out
+
+
+def batch_workers(workers: int | None, batch_bytes: int | None = None) -> int:
+    """Batches ingested at once: ``workers``, else ``RANKSCOPE_BATCH_WORKERS``, else the cores this process
+    may use, at most as many as the memory budget holds (``RANKSCOPE_MEMORY_MB``, else half the machine's
+    memory, over :data:`_BATCH_MEMORY_FACTOR` x ``batch_bytes`` + a worker's imports each)."""
+    if workers is None:
+        env = os.environ.get("RANKSCOPE_BATCH_WORKERS", "")
+        workers = int(env) if env.isdigit() else _cores()
+        if batch_bytes:
+            per = _BATCH_MEMORY_FACTOR * batch_bytes + _WORKER_BASE_BYTES
+            workers = min(workers, max(1, _memory_budget() // per))
+    return max(1, workers)
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _memory_budget() -> int:
+    env = os.environ.get("RANKSCOPE_MEMORY_MB", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env) * 1024**2
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3
+
+
+def pool_kind(input_bytes: int, batches: int, workers: int) -> Literal["threads", "processes"]:
+    """Where batches run: ``RANKSCOPE_BATCH_POOL`` (``threads`` or ``processes``) if set; else processes
+    when there are at least :data:`PROCESS_MIN_WORKERS` workers, two batches per worker to share their
+    start-up and at least :data:`PROCESS_MIN_BYTES` of input; else threads."""
+    env = os.environ.get("RANKSCOPE_BATCH_POOL", "").strip().lower()
+    if env in ("threads", "processes"):
+        return env  # type: ignore[return-value]
+    if workers >= PROCESS_MIN_WORKERS and batches >= 2 * workers and input_bytes >= PROCESS_MIN_BYTES:
+        return "processes"
+    return "threads"
+
+
+_ENV_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _child_env(threads: int) -> Iterator[None]:
+    """While worker processes start: their polars pool sized to their share of the cores (a spawned child
+    reads ``POLARS_MAX_THREADS`` when it imports polars), unless the user set it."""
+    with _ENV_LOCK:
+        had = os.environ.get("POLARS_MAX_THREADS")
+        if had is None:
+            os.environ["POLARS_MAX_THREADS"] = str(threads)
+        try:
+            yield
+        finally:
+            if had is None:
+                os.environ.pop("POLARS_MAX_THREADS", None)
+
+
+def _executor(kind: str, workers: int) -> Executor:
+    if kind == "processes":
+        return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rankscope-batch")
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _result(fut: Future[R]) -> R:
+    try:
+        return fut.result()
+    except BrokenProcessPool as e:  # a worker killed (out of memory, a signal): no traceback to pass on
+        raise InputError(
+            "a batch worker process died (out of memory? lower RANKSCOPE_BATCH_WORKERS or RANKSCOPE_MEMORY_MB)"
+        ) from e
+
+
+def in_order(
+    run: Callable[[T], R], jobs: list[T], workers: int, kind: Literal["threads", "processes"] = "threads"
+) -> Generator[R, None, None]:
+    """``run`` of each job, yielded in job order, with up to ``workers`` jobs running at once on threads or
+    in worker processes (``kind``; ``run`` and the jobs must then pickle). At most ``workers`` jobs are
+    running or waiting to be taken, besides the one the caller holds: the next starts only when the caller
+    asks for it, so memory is bounded by ``workers`` batches. An error in a job is raised when its turn
+    comes, as the same exception (a worker's is pickled back); closing the generator early cancels the
+    jobs not started and waits for those running."""
+    if workers <= 1 or len(jobs) <= 1:
+        yield from (run(j) for j in jobs)
+        return
+    pool = _executor(kind, workers)
+    pending: deque[Future[R]] = deque()
+    try:
+        it = iter(jobs)
+        with _child_env(max(1, _cores() // workers)) if kind == "processes" else contextlib.nullcontext():
+            for j in it:  # the workers start here, while the environment holds
+                pending.append(pool.submit(run, j))
+                if len(pending) >= workers:
+                    break
+        while pending:
+            out = _result(pending.popleft())
+            yield out
+            del out
+            nxt = next(it, None)  # only now: while a batch is taken (written), one fewer is ingested
+            if nxt is not None:
+                pending.append(pool.submit(run, nxt))
+    finally:
+        # Stopped early (an error, Ctrl-C, the consumer closed us): jobs not started never start, and
+        # those running are waited for, so the caller can remove their files afterwards.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+__all__ = [
+    "PROCESS_MIN_BYTES",
+    "PROCESS_MIN_WORKERS",
+    "Batch",
+    "BatchJob",
+    "BatchResult",
+    "batch_workers",
+    "in_order",
+    "ingest_batch",
+    "pool_kind",
+]
