@@ -190,6 +190,9 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             role = "a rank waiting in a collective"
         ids.append((ev, role if G.graph["initiators"] else "fault (no rank named)"))
     t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
+    ids.extend(
+        (ev, r) for ev, r in focus.get("reports") or []
+    )  # NCCL RAS / Inspector (initiators._with_reports)
     # A rank found by its silence: its last sign of life is the evidence.
     if G.graph["basis"].is_silence:
         quiet_kinds = [Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.BLANK]
@@ -237,6 +240,8 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
                 "initiating fault"
                 if r["rank"] == init
                 else f"points at rank {init} (reported by rank {r['rank']})"
+                if r["rank"] is not None
+                else f"points at rank {init} ({r['layer']} report)"
             )
         use_message = (
             r["kind"]
@@ -250,6 +255,11 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
                 Kind.FR_STATUS,
                 Kind.FR_WAITING,
                 Kind.STACK_DUMP,
+                Kind.RAS_DEAD,
+                Kind.RAS_MISSING,
+                Kind.RAS_MISMATCH,
+                Kind.RAS_OK,
+                Kind.INSPECTOR_OP,
             )
             or r["stream"] == "error_json"
         )
@@ -502,7 +512,7 @@ def diagnose_attempt(table: pl.DataFrame, attempt: int | None = None) -> Diagnos
         focus={
             k: v
             for k, v in (G.graph.get("focus") or {}).items()
-            if k not in ("evidence", "own", "evidence_role", "host")
+            if k not in ("evidence", "own", "evidence_role", "host", "reports")
         },
     )
     d.summary = _summary(G, table, d.collateral_ranks)

@@ -48,6 +48,7 @@ class Basis(StrEnum):
     ODD_CALL_SITE = "odd one out by call site"
     DISOWNED = "disowned by all the others"
     STACKS = "stack dumps"
+    RAS = "named by NCCL RAS / Inspector"
     STOPPED = "stopped from outside"
     FIRST_FAULT = "first fault"
     COMMON_MODE = "common mode"

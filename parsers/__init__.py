@@ -217,9 +217,10 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(pl.col("body").alias("message"))
     df = apply_rules(df, stack.RULES, text="record", where=df["layer"].fill_null("") == "")
     df = stack.dump_rows(df, STREAM_KEYS)  # one row per stack dump: rows merge, so before ``layer`` below
+    df = ras.json_rows(df)  # one row per RAS JSON document (status report, monitor event): rows merge
     layer = df["layer"].fill_null("")
-    df = apply_rules(df, ras.RULES[:3], text="record", where=layer == "")
-    df = apply_rules(df, ras.RULES[3:], where=layer.is_in(["", "app"]))
+    df = apply_rules(df, ras.RECORD_RULES, text="record", where=layer == "")
+    df = apply_rules(df, ras.LINE_RULES, where=layer.is_in(["", "app"]))
     df = apply_rules(df, elastic.RECORD_RULES, text="record")
     df = apply_rules(df, paddle.RECORD_RULES, text="record")
     df = apply_rules(df, system.RULES)
