@@ -55,7 +55,12 @@ def test_monitor_peer_dead(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ JSON (``ncclras -f json``, NCCL >= 2.28.7)
 
-RECON01 = Path(__file__).resolve().parents[1] / "fixtures" / "cases" / "recon-01-straggler-silent-rank13-allreduce-16r"
+RECON01 = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "cases"
+    / "recon-01-straggler-silent-rank13-allreduce-16r"
+)
 
 
 def test_json_status_document_is_one_row(tmp_path: Path) -> None:
