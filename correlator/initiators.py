@@ -349,6 +349,7 @@ def nccl_reports(e: Evidence) -> Finding | None:
         ("dead", FailureKind.RANK_CRASH),
         ("missing", FailureKind.STRAGGLER_HANG),
         ("behind", FailureKind.STRAGGLER_HANG),
+        ("late", FailureKind.STRAGGLER_HANG),
     ):
         ranks = said.get(state, [])
         n = max(e.world or 0, len(e.seen))

@@ -10,6 +10,8 @@ size is the world size) — and says what each report states:
 - ``missing``: RAS could not get the rank's data (``INCOMPLETE``, ``unresponsive``, ``PEER_UNRESPONSIVE``);
 - ``behind``: the rank launched fewer operations than the others of its communicator (RAS ``MISMATCH`` of
   operation counts; Inspector: its last completed ``coll_sn`` is below the others');
+- ``late``: the rank arrives last at its communicator's recent collectives (Inspector: its execution time is
+  the shortest, the others' kernels wait for it; :func:`_late`);
 - ``ok``: a RAS status report in which every communicator is ``OK``.
 
 :func:`disagreement` compares those claims with the verdict of the logs, on typed fields only: a report that
@@ -88,7 +90,7 @@ def inspector_claims(t: pl.DataFrame, world: int | None, pids: dict[int, int]) -
     stop earlier stopped completing first). Ranks by pid, else by the communicator rank when the
     communicator spans the job. One claim per communicator with such ranks (its evidence: the lagging rank's
     last record)."""
-    rows = t.filter(pl.col("kind") == Kind.INSPECTOR_OP)
+    rows = t.filter((pl.col("kind") == Kind.INSPECTOR_OP) & pl.col("seq").is_not_null())
     if not rows.height:
         return []
     last = (
@@ -114,6 +116,50 @@ def inspector_claims(t: pl.DataFrame, world: int | None, pids: dict[int, int]) -
             elif cr is not None and world is not None and size == world:
                 ranks.append(int(cr))
         out.append(Claim("behind", sorted(set(ranks)), int(lag["ev"][0]), "NCCL Inspector", comm))
+    out.extend(_late(rows, world, pids))
+    return out
+
+
+#: Inspector: the recent operations compared per communicator, and how much shorter the late rank's execution
+#: time must be than the others' median to count.
+LATE_OPS = 16
+LATE_FACTOR = 0.5
+
+
+def _late(rows: pl.DataFrame, world: int | None, pids: dict[int, int]) -> list[Claim]:
+    """A rank that arrives last at a collective spends the least time in it: the others' kernels wait for it.
+    Per communicator, over the last :data:`LATE_OPS` operations every member recorded: the rank with the
+    shortest execution time in most of them, whose median is under :data:`LATE_FACTOR` of the others', is
+    ``late`` (the straggler they wait for). Execution times are the records' own (``coll_exec_time_us``)."""
+    from parsers import inspector
+
+    t = rows.select(
+        "event_id", "pg", "ranks_named", "seq", "pid", "world_size", inspector.exec_us().alias("us")
+    )
+    out: list[Claim] = []
+    for (comm,), g in t.drop_nulls(["seq", "us", "ranks_named"]).group_by("pg", maintain_order=True):
+        members = g["ranks_named"].n_unique()
+        common = g.group_by("seq").agg(pl.len().alias("n")).filter(pl.col("n") == members)["seq"]
+        if members < 3 or not common.len():
+            continue
+        recent = g.filter(pl.col("seq").is_in(common.sort().tail(LATE_OPS).implode()))
+        fastest = recent.sort("us").group_by("seq").agg(pl.col("ranks_named").first().alias("r"))["r"]
+        (who, n), *_ = fastest.value_counts(sort=True).iter_rows()
+        if 2 * n <= fastest.len():
+            continue
+        mine = recent.filter(pl.col("ranks_named") == who)
+        others = recent.filter(pl.col("ranks_named") != who)
+        if float(mine["us"].median() or 0) >= LATE_FACTOR * float(others["us"].median() or 0):  # type: ignore[arg-type]
+            continue
+        last = mine.sort("event_id").row(-1, named=True)
+        rank = None
+        if last["pid"] is not None and int(last["pid"]) in pids:
+            rank = pids[int(last["pid"])]
+        elif world is not None and last["world_size"] == world:
+            rank = int(who)
+        out.append(
+            Claim("late", [rank] if rank is not None else [], int(last["event_id"]), "NCCL Inspector", comm)
+        )
     return out
 
 
@@ -158,7 +204,7 @@ def disagreement(cs: list[Claim], initiators: list[int], waiting: list[int]) -> 
         n = sum(1 for c in cs if c.source == "NCCL RAS")
         return f"NCCL RAS reports every communicator healthy ({n} report{'s' if n > 1 else ''}) while {what}"
     said = named(cs)
-    blamed = sorted({r for k in ("dead", "missing", "behind") for r in said.get(k, [])})
+    blamed = sorted({r for k in ("dead", "missing", "behind", "late") for r in said.get(k, [])})
     if blamed and initiators and not set(blamed) & set(initiators):
         parts = "; ".join(f"rank{'s' if len(v) > 1 else ''} {_ranks(v)} {k}" for k, v in said.items())
         src = " and ".join(sorted({c.source for c in cs if c.state != "ok" and c.ranks}))
