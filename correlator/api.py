@@ -86,15 +86,19 @@ def load_path(
     fr: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
     keep_coll: int | None = None,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> IngestResult:
     """``ingest(path)`` with the checks the CLI makes: the path and ``fr`` exist, ``tz`` is an IANA zone;
     then :func:`correlator.redact.redact_result` under ``redact``. ``path`` may be a tar or zip archive or
     ``-`` (standard input): see :func:`correlator.archive.opened`. Raises :class:`InputError`, or
     :class:`~correlator.discover.DiscoveryError` when nothing readable is found. ``keep_coll``: see
-    :func:`correlator.ingest.ingest` (only the rows diagnosis needs)."""
+    :func:`correlator.ingest.ingest` (only the rows diagnosis needs). ``stacks``: a folder of stack dumps
+    kept apart from the logs (:func:`correlator.stacks.add_dumps`)."""
     notes: list[str] = []
     with archive.opened(path, notes) as p:
-        res = _load_path(p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=keep_coll)
+        res = _load_path(
+            p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=keep_coll, stacks=stacks
+        )
     res.warnings[:0] = notes
     return res
 
@@ -107,11 +111,14 @@ def _load_path(
     fr: str | os.PathLike[str] | None,
     progress: Progress | None,
     keep_coll: int | None,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> IngestResult:
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     if fr is not None and not Path(fr).exists():
         raise InputError(f"--fr {fr}: no such file or directory")
+    if stacks is not None and not Path(stacks).exists():
+        raise InputError(f"--stacks {stacks}: no such file or directory")
     _check_tz(tz)
     if progress is None:
         res = ingest(p, tz=tz, fr=fr, keep_coll=keep_coll)
@@ -143,6 +150,10 @@ def _load_path(
             keep_coll=keep_coll,
             on_progress=within,
         )
+    if stacks is not None:
+        from correlator.stacks import add_dumps
+
+        res = add_dumps(res, stacks, tz=tz)
     if redact:
         from correlator.redact import redact_result
 
@@ -339,6 +350,7 @@ def diagnose_path(
     progress: Progress | None = None,
     on_warnings: Callable[[list[str]], None] | None = None,
     full_table: bool = False,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> PathDiagnosis:
     """The verdict on ``path``, the same as ``rankscope diagnose path`` prints.
 
@@ -352,7 +364,9 @@ def diagnose_path(
     signature TOML files. ``require_lines``: raise when no distributed-training line was recognised.
     ``progress``: see :data:`Progress`. ``on_warnings`` gets the ingest warnings as soon as they are known.
     ``full_table``: keep every line in ``table`` (a folder of logs read in memory: by default the NCCL COLL
-    lines diagnosis does not read are cut before parsing); the verdict is the same either way.
+    lines diagnosis does not read are cut before parsing); the verdict is the same either way. ``stacks``: a
+    folder of stack dumps (py-spy, faulthandler) kept apart from the logs, read as if they lay under
+    ``path/stacks/`` (forces the in-memory ingest; :func:`correlator.stacks.add_dumps`).
 
     Returns a :class:`PathDiagnosis`. Raises :class:`InputError` (a missing path or ``fr``, an unknown
     ``tz``, a parquet that is not a timeline, an ``attempt`` that is not in the logs: the message names the
@@ -377,6 +391,7 @@ def diagnose_path(
             progress=progress,
             on_warnings=on_warnings,
             full_table=full_table,
+            stacks=stacks,
         )
 
 
@@ -394,6 +409,7 @@ def _diagnose_path(
     progress: Progress | None,
     on_warnings: Callable[[list[str]], None] | None,
     full_table: bool = False,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> PathDiagnosis:
     if notes and on_warnings is not None:
         on_warnings(list(notes))
@@ -429,7 +445,7 @@ def _diagnose_path(
             )
         if on_warnings is not None:
             on_warnings(warnings)
-    elif fr is None and want_streaming(p, streaming):
+    elif fr is None and stacks is None and want_streaming(p, streaming):
         from correlator.streaming import stream_ingest
 
         if not p.exists():
@@ -462,7 +478,13 @@ def _diagnose_path(
         # Only the rows diagnosis needs: most NCCL COLL lines are cut before parsing (issue #13 item 4;
         # tests/test_reduced_diagnosis.py checks the verdict against the full table's).
         res = load_path(
-            p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=None if full_table else KEEP_LAST
+            p,
+            tz=tz,
+            redact=redact,
+            fr=fr,
+            progress=progress,
+            keep_coll=None if full_table else KEEP_LAST,
+            stacks=stacks,
         )
         warnings = list(res.warnings)
         if on_warnings is not None:
