@@ -340,3 +340,25 @@ def test_stacks_dir_kept_apart_from_the_logs(tmp_path: Path) -> None:
     assert alone.initiating_ranks == [] and alone.failure_kind == "unknown"
     with pytest.raises(InputError, match="--stacks"):
         open_job(logs, stacks=tmp_path / "nope").diagnose()
+
+
+def test_debug_server_stacks_dump_gives_each_rank(tmp_path: Path) -> None:
+    """torch's debug server dump file (``stacks_<time>.txt``: ``=== Rank N: addr ===`` + that rank's
+    faulthandler dump; RECONSTRUCTED from stk-01's real faulthandler blocks, tests/data/stacks/debug-server):
+    each block is one dump of rank N (the handler thread's frameless block is part of it, not the main
+    thread), and the log-only copy of stk-01 gets its rank from them."""
+    src = Path(__file__).resolve().parent / "data" / "stacks" / "debug-server" / "stacks_20261204_231448.txt"
+    logs = tmp_path / "logs"
+    shutil.copytree(CASES / "stk-01-dataloader-read-hang-logs-only" / "logs", logs)
+    (logs / "debug").mkdir()
+    shutil.copy(src, logs / "debug" / src.name)
+    t = correlator.load(logs)
+    dumps = t.filter(pl.col("kind") == "stack_dump").sort("line")
+    heads = [i + 1 for i, x in enumerate(src.read_text().splitlines()) if x.startswith("=== Rank ")]
+    assert dumps["line"].to_list() == [h + 1 for h in heads]  # the dump starts below its rank line
+    assert dumps["rank"].to_list() == [0, 1, 2, 3]
+    assert dumps["op"].to_list() == ["ALLREDUCE", None, "ALLREDUCE", "ALLREDUCE"]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.failure_kind, d.initiator_basis) == ([1], "straggler_hang", "stack dumps")
+    alone = correlator.diagnose(correlator.load(CASES / "stk-01-dataloader-read-hang-logs-only" / "logs"))
+    assert alone.initiating_ranks == []
