@@ -995,6 +995,7 @@ CORPUS: dict[str, list[str]] = {
     "public-05": ["host-oom-kill"],
     "public-07": ["rank0-preprocessing-straggler"],
     "recon-01": ["silent-straggler-hang"],
+    "recon-18": ["silent-straggler-hang"],  # with NCCL RAS JSON and Inspector logs (named by RAS)
     "recon-02": ["nccl-ib-retry-exceeded", "nccl-remote-error"],
     "recon-03": ["data-pipeline-exception", "nccl-socket-closed", "nccl-remote-error"],
     "recon-04": ["cuda-oom-one-rank"],

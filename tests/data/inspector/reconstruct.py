@@ -55,11 +55,11 @@ def record(r: int, sn: int, exec_us: int, t_us: int) -> str:
 
 if __name__ == "__main__":
     HERE.mkdir(exist_ok=True)
-    t0 = 1732920000000000  # 2024-11-29 22:40:00 UTC
+    t0 = 1732920538000000  # 2024-11-29 22:48:58 UTC (recon-01: step 1110 at 22:48:58, the hang from 22:49:02)
     for r in range(16):
         host, pid = ("node-a", 41237 + r) if r < 8 else ("node-b", 52011 + r - 8)
         lines = []
         for k, sn in enumerate(range(4460, 4471)):
             exec_us = 2113 + 7 * k if r == 13 else 61974 + 211 * ((r * 7 + k) % 5)
-            lines.append(record(r, sn, exec_us, t0 + k * 1_000_000 + 900_000))
+            lines.append(record(r, sn, exec_us, t0 + k * 300_000 + 100_000))
         (HERE / f"{host}-pid{pid}.log").write_text("".join(lines))
