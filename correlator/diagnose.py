@@ -190,9 +190,6 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
             role = "a rank waiting in a collective"
         ids.append((ev, role if G.graph["initiators"] else "fault (no rank named)"))
     t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == G.graph["attempt"]))  # this attempt's rows
-    ids.extend(
-        (ev, r) for ev, r in focus.get("reports") or []
-    )  # NCCL RAS / Inspector (initiators._with_reports)
     # A rank found by its silence: its last sign of life is the evidence.
     if G.graph["basis"].is_silence:
         quiet_kinds = [Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.BLANK]
@@ -223,6 +220,8 @@ def _evidence(table: pl.DataFrame, G: nx.DiGraph) -> list[Evidence]:
         seen_edges.add(data["edge"])
         for ev in data["evidence"][:1]:
             ids.append((ev, f"collateral: rank {a} {data['edge'].replace('_', ' ')} rank {b}"))
+    # NCCL RAS / Inspector reports (initiators._with_reports), after the logs' own evidence
+    ids.extend((ev, r) for ev, r in focus.get("reports") or [])
     out: list[Evidence] = []
     done: set[int] = set()
     rows = {

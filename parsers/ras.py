@@ -162,8 +162,13 @@ def block_fields(df: pl.DataFrame) -> pl.DataFrame:
             ("rule", pl.String),
         )
     ]
-    ranks, procs, seqs = [], [], []
-    for rec, pid, node, jr, jp, jseq, rule in idx.select(text_col, *cols, *js).iter_rows():
+    ranks, procs, seqs, msgs = [], [], [], []
+    for rec, pid, node, jr, jp, jseq, rule, msg in idx.select(text_col, *cols, *js, "message").iter_rows():
+        msgs.append(
+            f"NCCL RAS: every communicator OK ({len((rec or '').splitlines()) - 2} group(s) in the table)"
+            if rule == "ras_ok"
+            else msg
+        )
         if rule == "ras_json":  # read from the JSON document (json_rows)
             ranks.append(jr)
             procs.append(jp)
@@ -183,6 +188,7 @@ def block_fields(df: pl.DataFrame) -> pl.DataFrame:
         df["ranks_named"].scatter(at, pl.Series(ranks, dtype=pl.String)),
         df["peer_addr"].scatter(at, pl.Series(procs, dtype=pl.String)),
         df["seq"].scatter(at, pl.Series(seqs, dtype=pl.Int64)),
+        df["message"].scatter(at, pl.Series(msgs, dtype=pl.String)),
     ).drop([c for c in ("ras_ranks", "ras_procs", "ras_seq") if c in df.columns])
 
 

@@ -106,7 +106,9 @@ def test_json_monitor_event(tmp_path: Path) -> None:
 
 def test_text_table_all_ok_and_monitor_unresponsive(tmp_path: Path) -> None:
     t = _load(tmp_path, "recon01-status-ok.txt")
-    assert t.filter(pl.col("layer") == "ras")["kind"].to_list() == ["ras_ok"]
+    ok = t.filter(pl.col("layer") == "ras")
+    assert ok["kind"].to_list() == ["ras_ok"]
+    assert ok["message"][0] == "NCCL RAS: every communicator OK (1 group(s) in the table)"
     (tmp_path / "mon.txt").write_text(
         "[2025-12-19 13:06:40] PEER_UNRESPONSIVE: Process 1524345 on node 172.16.64.245 managing GPU 1 "
         "peer not responding for 5s (connect timeout)\n"
