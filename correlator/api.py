@@ -93,7 +93,7 @@ def load_path(
     ``-`` (standard input): see :func:`correlator.archive.opened`. Raises :class:`InputError`, or
     :class:`~correlator.discover.DiscoveryError` when nothing readable is found. ``keep_coll``: see
     :func:`correlator.ingest.ingest` (only the rows diagnosis needs). ``stacks``: a folder of stack dumps
-    kept apart from the logs (:func:`correlator.stacks.add_dumps`)."""
+    kept apart from the logs (:func:`correlator.stackdir.add_dumps`)."""
     notes: list[str] = []
     with archive.opened(path, notes) as p:
         res = _load_path(
@@ -151,7 +151,7 @@ def _load_path(
             on_progress=within,
         )
     if stacks is not None:
-        from correlator.stacks import add_dumps
+        from correlator.stackdir import add_dumps
 
         res = add_dumps(res, stacks, tz=tz)
     if redact:
@@ -366,7 +366,7 @@ def diagnose_path(
     ``full_table``: keep every line in ``table`` (a folder of logs read in memory: by default the NCCL COLL
     lines diagnosis does not read are cut before parsing); the verdict is the same either way. ``stacks``: a
     folder of stack dumps (py-spy, faulthandler) kept apart from the logs, read as if they lay under
-    ``path/stacks/`` (forces the in-memory ingest; :func:`correlator.stacks.add_dumps`).
+    ``path/stacks/`` (forces the in-memory ingest; :func:`correlator.stackdir.add_dumps`).
 
     Returns a :class:`PathDiagnosis`. Raises :class:`InputError` (a missing path or ``fr``, an unknown
     ``tz``, a parquet that is not a timeline, an ``attempt`` that is not in the logs: the message names the

@@ -55,7 +55,7 @@ class Job:
     on_warnings: Callable[[list[str]], None] | None = None
     #: keep every line in :meth:`table` (renderers: the timeline draws every collective); the verdict is the same
     full_table: bool = False
-    #: a folder of stack dumps kept apart from the logs (``correlator.stacks.add_dumps``)
+    #: a folder of stack dumps kept apart from the logs (``correlator.stackdir.add_dumps``)
     stacks: str | os.PathLike[str] | None = None
     _result: PathDiagnosis | None = field(default=None, repr=False)
     _graph: nx.DiGraph | None = field(default=None, repr=False)

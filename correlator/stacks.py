@@ -14,7 +14,7 @@ member, so the ranks inside it wait for the ranks that are not (or that sit in a
   error of its own) is not a failure of its launcher: ``none`` when every rank advanced until the stop,
   ``unknown`` (a likely hang, rank not known) when they had all stopped advancing long before;
 - :func:`assign_ranks` — the rank of a dump that its file does not give, from its pid;
-- :func:`add_dumps` — dumps kept apart from the logs (``open_job(path, stacks=DIR)``, ``--stacks DIR``).
+- :func:`correlator.stackdir.add_dumps` — dumps kept apart from the logs (``open_job(path, stacks=DIR)``).
 
 Frames are read by :func:`parsers.stack.place` (the producer's own reading of its record, as
 ``initiators.call_site_odd_one_out`` reads tracebacks with :func:`parsers.python.call_site`).
@@ -23,18 +23,13 @@ Frames are read by :func:`parsers.stack.place` (the producer's own reading of it
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from correlator.schema import Kind
 from parsers import stack
-
-if TYPE_CHECKING:
-    from correlator.ingest import IngestResult
 
 #: A job is stalled when every rank's last progress line came this many seconds before the end of the logs,
 #: and at least :data:`STALL_STEPS` of its usual step intervals (a slow job logs seldom).
@@ -242,49 +237,4 @@ def assign_ranks(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
         pl.when(hit).then(by).otherwise(pl.col("rank")).alias("rank"),
         pl.when(hit).then(src).otherwise(pl.col("rank_source")).alias("rank_source"),
-    )
-
-
-def add_dumps(
-    res: IngestResult, stacks_dir: str | os.PathLike[str], *, tz: str | None = None
-) -> IngestResult:
-    """``res`` with the stack dumps found anywhere under ``stacks_dir`` (``--stacks DIR``: dumps kept apart
-    from the logs, e.g. ``py-spy dump --pid P > /scratch/stacks/$(hostname)-P.txt``).
-
-    Every file under ``stacks_dir`` is read as ``ingest`` reads logs (its rows keep the line accounting:
-    ``lines_read`` grows by its lines); its rows get the path ``stacks/<relative to stacks_dir>`` and event
-    ids after the logs'; the logs' attempt when the logs have one. A dump's rank comes from its file name
-    (``rank3.txt``), from its command line (``RANK=3``), or from its pid as the logs state it
-    (:func:`assign_ranks`, run again on the joined table). A folder that holds no stack dump is a warning."""
-    from correlator.ingest import IngestResult, ingest
-
-    extra = ingest(stacks_dir, tz=tz)
-    t = extra.table
-    warnings = [f"stacks/{w}" for w in extra.warnings]
-    if not t.filter(pl.col("kind") == Kind.STACK_DUMP).height:
-        warnings.append(
-            f"{stacks_dir}: --stacks holds no stack dump (py-spy dump, faulthandler) that rankscope reads"
-        )
-    base = res.table
-    start = int(base["event_id"].max() or -1) + 1 if base.height else 0  # type: ignore[arg-type]
-    attempts = base["attempt"].drop_nulls().unique().sort() if "attempt" in base.columns else pl.Series([])
-    t = t.with_columns(
-        (pl.lit("stacks/") + pl.col("path")).alias("path"),
-        (pl.col("event_id") + start).alias("event_id"),
-    )
-    if attempts.len() == 1:
-        t = t.with_columns(pl.lit(attempts[0], dtype=base["attempt"].dtype).alias("attempt"))
-    joined = assign_ranks(pl.concat([base, t], how="diagonal_relaxed"))
-    return IngestResult(
-        table=joined.select(base.columns) if set(t.columns) <= set(base.columns) else joined,
-        sources=[*res.sources, *extra.sources],
-        warnings=[*res.warnings, *warnings],
-        lines_read=res.lines_read + extra.lines_read,
-        skipped_lines=res.skipped_lines + extra.skipped_lines,
-        skipped_by_reason={
-            k: res.skipped_by_reason.get(k, 0) + extra.skipped_by_reason.get(k, 0)
-            for k in {*res.skipped_by_reason, *extra.skipped_by_reason}
-        },
-        skipped=[*res.skipped, *extra.skipped],
-        coll_lines_dropped=res.coll_lines_dropped,
     )
