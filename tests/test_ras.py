@@ -175,3 +175,32 @@ def test_ras_names_another_rank_than_the_logs(tmp_path: Path) -> None:
     assert rasview.disagreement(cs, [5], []) is None
     ok = [rasview.Claim("ok", [], 1, "NCCL RAS")]
     assert rasview.disagreement(ok, [], []) is None
+
+
+def test_ras_names_the_rank_of_a_hang_stopped_from_outside(tmp_path: Path) -> None:
+    """stk-01's log-only copy (every rank stopped advancing, then torchrun was SIGTERMed: ``unknown``, no rank)
+    with a RAS INCOMPLETE block naming communicator rank 1 (the text format of client_support.cc; the capture ran
+    gloo, so the block is added here only to test the rule): the verdict names rank 1 from RAS instead of
+    stopping at 'stopped from outside'."""
+    src = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures"
+        / "cases"
+        / "stk-01-dataloader-read-hang-logs-only"
+        / "logs"
+    )
+    d = tmp_path / "job"
+    shutil.copytree(src, d)
+    base = correlator.diagnose(correlator.load(d))
+    assert (base.initiating_ranks, base.failure_kind) == ([], "unknown")
+    (d / "ras.txt").write_text(
+        "#0-0 (0a1b2c3d4e5f6071) INCOMPLETE\n  Missing communicator data from 1 rank\n"
+        "  Rank 1 -- GPU 0 managed by process 17607 on node 192.0.2.10\n"
+    )
+    v = correlator.diagnose(correlator.load(d))
+    assert (v.initiating_ranks, v.failure_kind, v.initiator_basis) == (
+        [1],
+        "straggler_hang",
+        "named by NCCL RAS / Inspector",
+    )
+    assert [e.path for e in v.evidence if e.kind == "ras_missing"] == ["ras.txt"]
