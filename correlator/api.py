@@ -90,15 +90,19 @@ def load_path(
     fr: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
     keep_coll: int | None = None,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> IngestResult:
     """``ingest(path)`` with the checks the CLI makes: the path and ``fr`` exist, ``tz`` is an IANA zone;
     then :func:`correlator.redact.redact_result` under ``redact``. ``path`` may be a tar or zip archive or
     ``-`` (standard input): see :func:`correlator.archive.opened`. Raises :class:`InputError`, or
     :class:`~correlator.discover.DiscoveryError` when nothing readable is found. ``keep_coll``: see
-    :func:`correlator.ingest.ingest` (only the rows diagnosis needs)."""
+    :func:`correlator.ingest.ingest` (only the rows diagnosis needs). ``stacks``: a folder of stack dumps
+    kept apart from the logs (:func:`correlator.stackdir.add_dumps`)."""
     notes: list[str] = []
     with archive.opened(path, notes) as p:
-        res = _load_path(p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=keep_coll)
+        res = _load_path(
+            p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=keep_coll, stacks=stacks
+        )
     res.warnings[:0] = notes
     return res
 
@@ -111,11 +115,14 @@ def _load_path(
     fr: str | os.PathLike[str] | None,
     progress: Progress | None,
     keep_coll: int | None,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> IngestResult:
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     if fr is not None and not Path(fr).exists():
         raise InputError(f"--fr {fr}: no such file or directory")
+    if stacks is not None and not Path(stacks).exists():
+        raise InputError(f"--stacks {stacks}: no such file or directory")
     _check_tz(tz)
     if progress is None:
         res = ingest(p, tz=tz, fr=fr, keep_coll=keep_coll)
@@ -147,6 +154,10 @@ def _load_path(
             keep_coll=keep_coll,
             on_progress=within,
         )
+    if stacks is not None:
+        from correlator.stackdir import add_dumps
+
+        res = add_dumps(res, stacks, tz=tz)
     if redact:
         from correlator.redact import redact_result
 
@@ -322,6 +333,7 @@ def diagnose_path(
     progress: Progress | None = None,
     on_warnings: Callable[[list[str]], None] | None = None,
     full_table: bool = False,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> PathDiagnosis:
     """The verdict on ``path``, the same as ``rankscope diagnose path`` prints.
 
@@ -335,7 +347,9 @@ def diagnose_path(
     signature TOML files. ``require_lines``: raise when no distributed-training line was recognised.
     ``progress``: see :data:`Progress`. ``on_warnings`` gets the ingest warnings as soon as they are known.
     ``full_table``: keep every line in ``table`` (a folder of logs read in memory: by default the NCCL COLL
-    lines diagnosis does not read are cut before parsing); the verdict is the same either way.
+    lines diagnosis does not read are cut before parsing); the verdict is the same either way. ``stacks``: a
+    folder of stack dumps (py-spy, faulthandler) kept apart from the logs, read as if they lay under
+    ``path/stacks/`` (forces the in-memory ingest; :func:`correlator.stackdir.add_dumps`).
 
     Returns a :class:`PathDiagnosis`. Raises :class:`InputError` (a missing path or ``fr``, an unknown
     ``tz``, a parquet that is not a timeline, an ``attempt`` that is not in the logs: the message names the
@@ -360,6 +374,7 @@ def diagnose_path(
             progress=progress,
             on_warnings=on_warnings,
             full_table=full_table,
+            stacks=stacks,
         )
 
 
@@ -441,6 +456,7 @@ def _read_logs(
     fr: str | os.PathLike[str] | None,
     progress: Progress | None,
     full_table: bool,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> _Read:
     """A folder, file or archive of logs read in memory: only the rows diagnosis needs unless ``full_table``
     (most NCCL COLL lines are cut before parsing: issue #13 item 4; tests/test_reduced_diagnosis.py checks the
@@ -448,7 +464,13 @@ def _read_logs(
     from correlator.streaming import KEEP_LAST
 
     res = load_path(
-        p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=None if full_table else KEEP_LAST
+        p,
+        tz=tz,
+        redact=redact,
+        fr=fr,
+        progress=progress,
+        keep_coll=None if full_table else KEEP_LAST,
+        stacks=stacks,
     )
     summary = res.summary()
     attempts, ranks = list(summary["attempts"]), list(summary["ranks"])  # type: ignore[call-overload]
@@ -469,15 +491,16 @@ def _diagnose_path(
     progress: Progress | None,
     on_warnings: Callable[[list[str]], None] | None,
     full_table: bool = False,
+    stacks: str | os.PathLike[str] | None = None,
 ) -> PathDiagnosis:
     if notes and on_warnings is not None:
         on_warnings(list(notes))
     if is_parquet_input(p):  # a `rankscope timeline` parquet file or partitioned dataset
         got = _read_parquet(p, redact, tz)
-    elif fr is None and want_streaming(p, streaming):
+    elif fr is None and stacks is None and want_streaming(p, streaming):
         got = _read_streaming(p, redact, tz, progress)
     else:
-        got = _read_logs(p, redact, tz, fr, progress, full_table)
+        got = _read_logs(p, redact, tz, fr, progress, full_table, stacks)
     if on_warnings is not None:
         on_warnings(got.warnings)
     table, skipped, warnings = got.table, got.skipped, got.warnings

@@ -63,6 +63,16 @@ class Reason(enum.Enum):
         "ranks {ranks} left no stack dump",
         "Stack dumps name a rank, but some ranks of the job have no dump (one of them may be the culprit).",
     )
+    RAS_NAMED = (
+        0.2,
+        "named by {source} only ({state}); no log line of its own says what happened to it",
+        "NCCL RAS / Inspector name the rank (dead, missing, behind) where the logs name no one: what, not why.",
+    )
+    RAS_DISAGREES = (
+        0.15,
+        "{text}",
+        "NCCL RAS / Inspector and the logs disagree (RAS healthy while ranks timed out, or other ranks named).",
+    )
     DISOWNED_BY_ALL = (
         0.1,
         "all {n} other ranks say their model differs from rank {peer}'s; rank {peer} is the one that differs",

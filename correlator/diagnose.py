@@ -202,8 +202,15 @@ _MESSAGE_KINDS = frozenset(
         Kind.FR_STATUS,
         Kind.FR_WAITING,
         Kind.STACK_DUMP,
+        Kind.RAS_DEAD,
+        Kind.RAS_MISSING,
+        Kind.RAS_MISMATCH,
+        Kind.RAS_OK,
+        Kind.INSPECTOR_OP,
     }
 )
+#: Keys of a rule's focus that stay out of the verdict's ``focus`` (evidence ids and words, the host, reports).
+_NOT_IN_FOCUS = frozenset({"evidence", "own", "evidence_role", "host", "reports"})
 
 
 @dataclass(frozen=True)
@@ -217,12 +224,14 @@ class _Quote:
     text: str = ""
 
 
-def _role(q: _Quote, row_rank: int | None, edge: str = "") -> str:
+def _role(q: _Quote, row: dict[str, Any]) -> str:
     """The evidence row's ``role`` words, from its typed reason (never parsed back)."""
     if q.cite is Cite.INITIATING_FAULT:
-        if row_rank == q.about:
+        if row["rank"] == q.about:
             return "initiating fault"
-        return f"points at rank {q.about} (reported by rank {row_rank})"
+        if row["rank"] is None:  # a report that names the rank (NCCL RAS, Inspector)
+            return f"points at rank {q.about} ({row['layer']} report)"
+        return f"points at rank {q.about} (reported by rank {row['rank']})"
     if q.cite is Cite.LAST_SIGN_OF_LIFE:
         return f"last sign of life of rank {q.about}"
     return q.text
@@ -272,6 +281,8 @@ def _quotes(table: pl.DataFrame, F: Findings) -> list[_Quote]:
         for ev in e.evidence[:1]:
             text = f"collateral: rank {e.src} {e.kind.replace('_', ' ')} rank {e.dst}"
             out.append(_Quote(ev, Cite.COLLATERAL, e.src, text))
+    # NCCL RAS / Inspector reports (initiators._with_reports), after the logs' own evidence
+    out.extend(_Quote(ev, Cite.REPORT, text=role) for ev, role in F.focus.get("reports") or [])
     return out
 
 
@@ -303,7 +314,7 @@ def _evidence(table: pl.DataFrame, F: Findings) -> list[Evidence]:
                 _iso(r["ts"]),
                 r["kind"],
                 _first_line(text),
-                _role(q, r["rank"]),
+                _role(q, r),
                 int(q.event_id),
                 cite,
             )
@@ -573,7 +584,7 @@ def verdict(F: Findings, table: pl.DataFrame) -> Diagnosis:
         confidence_reasons=confidence.texts(list(F.reasons)),
         confidence_reason_codes=confidence.codes(list(F.reasons)),
         initiator_basis=F.initiator_basis,
-        focus={k: v for k, v in F.focus.items() if k not in ("evidence", "own", "evidence_role", "host")},
+        focus={k: v for k, v in F.focus.items() if k not in _NOT_IN_FOCUS},
         findings=F,
     )
 

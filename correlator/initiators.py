@@ -109,6 +109,58 @@ def stopped_from_outside(e: Evidence) -> Finding | None:
     return Finding([], Basis.STOPPED, kind, focus={"claim": claim}, reasons=[why.note()])
 
 
+def nccl_reports(e: Evidence) -> Finding | None:
+    """NCCL RAS / Inspector name ranks dead, missing or behind (:func:`correlator.rasview.claims`) where the
+    logs' own rules named no one: those ranks, if they are fewer than the others (a report that most of the
+    job is missing says nothing about who started it)."""
+    from correlator import rasview
+
+    cs = rasview.claims(e.t, e.world or (len(e.seen) or None))
+    said = rasview.named(cs)
+    for state, kind in (
+        ("dead", FailureKind.RANK_CRASH),
+        ("missing", FailureKind.STRAGGLER_HANG),
+        ("behind", FailureKind.STRAGGLER_HANG),
+        ("late", FailureKind.STRAGGLER_HANG),
+    ):
+        ranks = said.get(state, [])
+        n = max(e.world or 0, len(e.seen))
+        if ranks and 2 * len(ranks) < max(n, 2):
+            src = [c for c in cs if c.state == state and set(c.ranks) & set(ranks)]
+            return Finding(
+                ranks,
+                Basis.RAS,
+                kind,
+                cause_event={r: src[0].event_id for r in ranks},
+                focus={
+                    "evidence": [c.event_id for c in src][:3],
+                    "evidence_role": f"{src[0].source}: {state}",
+                },
+                reasons=[Reason.RAS_NAMED.note(source=src[0].source, state=state)],
+            )
+    return None
+
+
+def _with_reports(e: Evidence, found: Finding) -> Finding:
+    """Join the NCCL RAS / Inspector reports to the finding: their rows as evidence (``focus["reports"]``),
+    and a :attr:`Reason.RAS_DISAGREES` note when they and the logs disagree (:func:`rasview.disagreement`)."""
+    from correlator import rasview
+
+    cs = rasview.claims(e.t, e.world or (len(e.seen) or None))
+    if not cs:
+        return found
+    waiting = sorted(
+        set(e.fr.filter(pl.col("kind").is_in(rasview.WAITING_KINDS))["rank"].to_list())
+        - set(found.initiators)
+    )
+    text = rasview.disagreement(cs, found.initiators, waiting)
+    if text is not None and found.basis is not Basis.RAS:
+        found.reasons.append(Reason.RAS_DISAGREES.note(text=text))
+    role = "NCCL report (disagrees with the logs)" if text else "NCCL report"
+    found.focus = {**found.focus, "reports": [(c.event_id, f"{role}: {c.state}") for c in cs[:3]]}
+    return found
+
+
 def first_causes(e: Evidence) -> Finding | None:
     """Exceptions, CUDA errors, SIGKILL: every rank whose own cause came before anyone reacted."""
     causes = e.causes
@@ -434,6 +486,7 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     barrier_named,
     named_by_waiters,
     blamed_by_the_others,
+    nccl_reports,
     minority_progress,
     silence,
     bare_abort,
@@ -444,9 +497,16 @@ def find(e: Evidence) -> Finding:
     """Run :data:`RULES` in order (a job stopped from outside is returned without an initiator,
     :func:`stopped_from_outside`). Without an initiator: ``launcher_error`` when only the launcher
     failed, ``unknown`` when ranks report faults that explain nothing, else ``none``."""
+    return _with_reports(e, _find(e))
+
+
+def _find(e: Evidence) -> Finding:
     for rule in RULES:
         found = rule(e)
-        if found is not None and (found.initiators or found.basis is Basis.STOPPED):
+        if found is not None and found.basis is Basis.STOPPED and not found.initiators:
+            # a job stopped after a hang: NCCL's own reports may still say which rank it waited for
+            return nccl_reports(e) or found
+        if found is not None and found.initiators:
             return found
     if e.f.filter(pl.col("kind").is_in([Kind.LAUNCHER_ERROR, Kind.STORE_ERROR, Kind.JOB_CANCELLED])).height:
         return Finding([], Basis.LAUNCHER, FailureKind.LAUNCHER_ERROR)

@@ -57,6 +57,8 @@ class Job:
     on_warnings: Callable[[list[str]], None] | None = None
     #: keep every line in :meth:`table` (renderers: the timeline draws every collective); the verdict is the same
     full_table: bool = False
+    #: a folder of stack dumps kept apart from the logs (``correlator.stackdir.add_dumps``)
+    stacks: str | os.PathLike[str] | None = None
     _result: PathDiagnosis | None = field(default=None, repr=False)
     _graph: nx.DiGraph | None = field(default=None, repr=False)
     _read: IngestResult | None = field(default=None, repr=False)
@@ -70,7 +72,13 @@ class Job:
         p = Path(self.path)
         if str(self.path) != "-" and is_parquet_input(p):
             return "parquet" if p.is_file() else "dataset"
-        if str(self.path) != "-" and self.fr is None and p.exists() and want_streaming(p, self.streaming):
+        if (
+            str(self.path) != "-"
+            and self.fr is None
+            and self.stacks is None
+            and p.exists()
+            and want_streaming(p, self.streaming)
+        ):
             return "streaming"
         return "logs"
 
@@ -91,6 +99,7 @@ class Job:
                 progress=self.progress,
                 on_warnings=self.on_warnings,
                 full_table=self.full_table,
+                stacks=self.stacks,
             )
         return self._result
 
@@ -132,7 +141,14 @@ class Job:
         if self._read is None:
             from correlator.api import load_path
 
-            res = load_path(self.path, tz=self.tz, redact=self.redact, fr=self.fr, progress=self.progress)
+            res = load_path(
+                self.path,
+                tz=self.tz,
+                redact=self.redact,
+                fr=self.fr,
+                stacks=self.stacks,
+                progress=self.progress,
+            )
             if self.on_warnings is not None:
                 self.on_warnings(list(res.warnings))
             self._read = res
@@ -204,7 +220,7 @@ def _records_graph(d: Diagnosis) -> nx.DiGraph:
 def open_job(path: str | os.PathLike[str], **options: Any) -> Job:
     """A :class:`Job` over ``path`` with the options of :func:`correlator.api.diagnose_path` (``fr``,
     ``streaming``, ``attempt``, ``redact``, ``tz``, ``signatures``, ``require_lines``, ``progress``,
-    ``on_warnings``, ``full_table``). Nothing is read until a method asks; errors are those of ``diagnose_path``
+    ``on_warnings``, ``full_table``, ``stacks``). Nothing is read until a method asks; errors are those of ``diagnose_path``
     (:class:`correlator.errors.InputError`, :class:`correlator.discover.DiscoveryError`). Raises
     TypeError for an unknown option."""
     return Job(path, **options)

@@ -169,6 +169,9 @@ class Kind(StrEnum):
     RAS_DEAD = "ras_dead"  #: ``DEAD`` block / monitor ``PEER_DEAD``: processes the RAS network considers dead
     RAS_MISSING = "ras_missing"  #: ``#g-c (hash) INCOMPLETE``: ranks missing from a communicator's data
     RAS_MISMATCH = "ras_mismatch"  #: ``#g-c (hash) MISMATCH``: ranks that disagree (status, operation counts; seq = lowest)
+    RAS_OK = "ras_ok"  #: a RAS status report whose communicators are all ``OK`` (text table row, JSON with no missing rank)
+    #: one NCCL Inspector record (``coll_perf`` / ``p2p_perf``): pg = communicator id, seq = coll_sn, op, ``duration_ms``
+    INSPECTOR_OP = "inspector_op"
     # -- system
     PROCESS_KILLED = "process_killed"  #: ``Killed``, OOM killer, ``srun: … task N: Killed|Out Of Memory``
     PROCESS_EXIT = "process_exit"  #: scheduler-reported exit (``srun: error: … Exited with exit code N``)

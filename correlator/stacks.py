@@ -13,7 +13,8 @@ member, so the ranks inside it wait for the ranks that are not (or that sit in a
 - :func:`external_stop` — a job stopped from outside (torchrun received SIGTERM / SIGINT, every rank alive, no
   error of its own) is not a failure of its launcher: ``none`` when every rank advanced until the stop,
   ``unknown`` (a likely hang, rank not known) when they had all stopped advancing long before;
-- :func:`assign_ranks` — the rank of a dump that its file does not give, from its pid.
+- :func:`assign_ranks` — the rank of a dump that its file does not give, from its pid;
+- :func:`correlator.stackdir.add_dumps` — dumps kept apart from the logs (``open_job(path, stacks=DIR)``).
 
 Frames are read by :func:`parsers.stack.place` (the producer's own reading of its record, as
 ``initiators.call_site_odd_one_out`` reads tracebacks with :func:`parsers.python.call_site`).

@@ -48,6 +48,7 @@ class Basis(StrEnum):
     ODD_CALL_SITE = "odd one out by call site"
     DISOWNED = "disowned by all the others"
     STACKS = "stack dumps"
+    RAS = "named by NCCL RAS / Inspector"
     STOPPED = "stopped from outside"
     FIRST_FAULT = "first fault"
     COMMON_MODE = "common mode"
@@ -127,3 +128,4 @@ class Cite(StrEnum):
     NO_RANK = "fault (no rank named)"  #: a fault line while no rank could be named
     LAUNCHER = "launcher"  #: the launcher's view of an initiating rank (its exit status)
     COLLATERAL = "collateral"  #: one line per kind of edge that explains a collateral rank
+    REPORT = "report"  #: an NCCL RAS / Inspector report row (after the logs' own evidence)

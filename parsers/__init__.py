@@ -14,6 +14,7 @@
 - :mod:`parsers.app` — the training script's own logging and progress lines;
 - :mod:`parsers.lightning` — PyTorch Lightning's ``[rank: N]`` prefix, child-process observer and init lines;
 - :mod:`parsers.ras` — NCCL RAS reports (``ncclras``) and monitor events (reconstructed from NCCL's source);
+- :mod:`parsers.inspector` — NCCL Inspector's per-operation JSON records (reconstructed from NCCL's source);
 - :mod:`parsers.stack` — stack dumps of live processes (``py-spy dump``, ``faulthandler``), one row per dump;
 - :mod:`parsers.system` — Slurm, kernel OOM killer, Xid, shell job reports;
 - :mod:`parsers.timestamps` — timestamp parts to UTC ``ts``;
@@ -39,6 +40,7 @@ from parsers import (
     deepspeed,
     elastic,
     horovod,
+    inspector,
     lightning,
     mpi,
     nccl,
@@ -75,7 +77,7 @@ _SEV = {
 
 _KNOWN_START = (
     r"^(?:\[|[A-Za-z0-9][\w.-]*:\d+:\d+ |[VIWEFC]\d{4}|\d{4}-\d\d-\d\d|Traceback|[A-Za-z_][\w.]*(?:Error|Exception):|"
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\s)"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\s|\{\"header\":\{\"id\":\")"  # the last: NCCL Inspector's records
 )
 
 
@@ -217,9 +219,11 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(pl.col("body").alias("message"))
     df = apply_rules(df, stack.RULES, text="record", where=df["layer"].fill_null("") == "")
     df = stack.dump_rows(df, STREAM_KEYS)  # one row per stack dump: rows merge, so before ``layer`` below
+    df = ras.json_rows(df)  # one row per RAS JSON document (status report, monitor event): rows merge
     layer = df["layer"].fill_null("")
-    df = apply_rules(df, ras.RULES[:3], text="record", where=layer == "")
-    df = apply_rules(df, ras.RULES[3:], where=layer.is_in(["", "app"]))
+    df = apply_rules(df, ras.RECORD_RULES, text="record", where=layer == "")
+    df = apply_rules(df, ras.LINE_RULES, where=layer.is_in(["", "app"]))
+    df = apply_rules(df, inspector.RULES, where=layer == "")
     df = apply_rules(df, elastic.RECORD_RULES, text="record")
     df = apply_rules(df, paddle.RECORD_RULES, text="record")
     df = apply_rules(df, system.RULES)
@@ -254,6 +258,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
     if "nccl_level" in df.columns:
         df = apply_rules(df, [nccl.WARN_RULE], where=(df["nccl_level"] == "WARN").fill_null(False))
     df = ras.block_fields(df)
+    df = inspector.fields(df)
     df = lightning.rank_fields(df)
     df = app.progress_fields(df)
     df = nccl.normalize_ops(df)

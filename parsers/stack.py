@@ -86,6 +86,14 @@ FH_THREAD = Rule(
 )
 RULES = [PYSPY_PROCESS, PYSPY_THREAD, FH_THREAD]
 
+#: torch's distributed debug server (``torch.distributed.debug.start_debug_server(dump_dir=…)``, torch 2.10+;
+#: ``_debug_handlers.StacksHandler.dump`` / ``PySpyHandler.dump`` in 2.15) writes ``stacks_<%Y%m%d_%H%M%S>.txt``
+#: and ``pyspy_dump_<…>.txt``: per rank ``=== Rank {i}: {addr} ===`` (``addr`` =
+#: ``http://<host>:<port>/handler/dump_traceback?``, ``i`` the rank: ``fetch_all`` reads the store keys
+#: ``rank0``… in order) and that rank's answer: ``faulthandler.dump_traceback(all_threads=True)`` (the C++
+#: ``dump_traceback`` control-plane handler) or ``py-spy dump``. The dump after such a line is that rank's.
+DEBUG_SERVER_RANK = re.compile(r"^=== Rank (\d+): (\S+) ===$")
+
 _PYSPY_FRAME = re.compile(r"^    (?P<fn>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 _FH_FRAME = re.compile(r'^  File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<fn>.*)$')
 _THREAD = re.compile(
@@ -302,6 +310,17 @@ def dump_rows(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
     lc = sub["line_count"].to_list()
     body = sub["body"].to_list()
     heads, drops, new_raw, new_rec, new_lc, ops, msgs, bad = [], [], [], [], [], [], [], []
+    # the rank of the debug server's ``=== Rank N: addr ===`` line above each row, within its file
+    server_rank: list[int | None] = []
+    last: int | None = None
+    for i, b in enumerate(body):
+        if i and sub["path"][i] != sub["path"][i - 1]:
+            last = None
+        m = DEBUG_SERVER_RANK.match(b.strip())
+        if m:
+            last = int(m[1])
+        server_rank.append(last)
+    stated: list[int | None] = []
     for g in groups:
         h = g[0]
         if body[h].startswith("Process ") and (
@@ -321,6 +340,7 @@ def dump_rows(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
         if p is not None and p.thread not in ("current", "stack", "thread"):
             who += f", thread {p.thread}"
         msgs.append(f"{who}: {'no thread' if p is None else p.text()}")
+        stated.append(server_rank[h])
     sr = sub["__sr"]
     n = df.height
     out = df
@@ -344,6 +364,14 @@ def dump_rows(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
         }
         if "record" in out.columns:
             upd["record"] = out["record"].scatter(idx, pl.Series(new_rec, dtype=pl.String))
+        if any(r is not None for r in stated):
+            base = (
+                out["rank_stated"].cast(pl.Int32)
+                if "rank_stated" in out.columns
+                else pl.Series("rank_stated", [None] * n, dtype=pl.Int32)
+            )
+            ss = pl.Series(stated, dtype=pl.Int32)
+            upd["rank_stated"] = base.scatter(idx, ss.fill_null(base.gather(idx)))
         out = out.with_columns([s.alias(k) for k, s in upd.items()])
     if drops:
         keep = pl.Series([True] * n).scatter(sr.gather(drops), False)

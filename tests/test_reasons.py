@@ -670,6 +670,7 @@ ACCEPTED = [
     "tests/test_mutation_kills_rules.py",
     "tests/test_cli.py",
     "tests/test_stacks.py",
+    "tests/test_ras.py",
 ]
 
 

@@ -41,6 +41,22 @@ def _ids(tmp: Path, files: dict[str, str]) -> list[str]:
     return [h["id"] for h in match(diag, table, SIGS)]
 
 
+def _step(rank: int, step: int, hms: str) -> str:
+    """A captured trainer progress line (stk-01, fixtures/capture/train.py) as torchrun --tee prints it."""
+    return (
+        f"[default{rank}]:2026-12-04 {hms if ',' in hms else hms + ',000'} INFO [trainer] rank={rank} step={step} "
+        "loss=1.0143 avg_loss=0.9447 lr=0.05 step_time=0.024s"
+    )
+
+
+def _death(hms: str) -> str:
+    """torchrun's agent stopped from outside (stk-01's launcher.log, torch 2.13)."""
+    return (
+        f"W1204 {hms} 17044 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, "
+        "shutting down workers"
+    )
+
+
 def _wd(rank: int, seq: int, op: str, numel: int, timeout: int = 600000, pg_rank: int | None = None) -> str:
     """A torch 2.5 c10 watchdog line (docs/log-formats.md §3.5; the layout of recon-01/recon-11)."""
     r = rank if pg_rank is None else pg_rank
@@ -74,6 +90,23 @@ def _tb(rank: int, exc_line: str) -> str:
 
 # One entry per signature: (id, trigger files, near-miss files). Sources are quoted in the comments.
 EXAMPLES: list[tuple[str, dict[str, str], dict[str, str]]] = [
+    # stk-01 logs-only (captured): ranks stop advancing at step 3, 11 s later torchrun is SIGTERMed; near miss:
+    # the same job stopped while its ranks still advanced (stk-04): stopped from outside, not hung
+    (
+        "silent-hang-stopped-from-outside",
+        {
+            "launcher.log": "\n".join(
+                [_step(r, s, f"23:14:40,{300 + 10 * s + r:03d}") for s in range(4) for r in range(2)]
+                + [_death("23:14:51.071000")]
+            )
+        },
+        {
+            "launcher.log": "\n".join(
+                [_step(r, s, f"23:14:{40 + s // 10}") for s in range(0, 110, 10) for r in range(2)]
+                + [_death("23:14:51.071000")]
+            )
+        },
+    ),
     # recon-11 (reconstructed): 15 ranks NumelIn=5242880, rank 3 NumelIn=5505024, SeqNum=2, nothing else.
     (
         "fsdp-divergent-init-allgather",
@@ -962,6 +995,7 @@ CORPUS: dict[str, list[str]] = {
     "public-05": ["host-oom-kill"],
     "public-07": ["rank0-preprocessing-straggler"],
     "recon-01": ["silent-straggler-hang"],
+    "recon-18": ["silent-straggler-hang"],  # with NCCL RAS JSON and Inspector logs (named by RAS)
     "recon-02": ["nccl-ib-retry-exceeded", "nccl-remote-error"],
     "recon-03": ["data-pipeline-exception", "nccl-socket-closed", "nccl-remote-error"],
     "recon-04": ["cuda-oom-one-rank"],
@@ -1079,10 +1113,11 @@ CORPUS: dict[str, list[str]] = {
     "cap-tdl-06-use-env-sigkill": ["host-oom-kill"],
     "cap-tdl-07-local-rank-hang": ["silent-straggler-hang"],
     "stk-01-dataloader-read": ["silent-straggler-hang"],
-    "stk-01-dataloader-read-hang-logs": [],  # a hang no rank is named in: no specific cause
+    # a hang no rank is named in, then stopped from outside: what the logs can say, and what to collect next time
+    "stk-01-dataloader-read-hang-logs": ["silent-hang-stopped-from-outside"],
     "stk-02-checkpoint-write-hang-pid": ["silent-straggler-hang"],
     "stk-03-subgroup-barrier": ["collective-mismatch-desync"],
-    "stk-04-healthy-stopped-by": [],
+    "stk-04-healthy-stopped-by": ["slurm-time-limit-or-preemption"],  # stopped from outside while it ran
 }
 
 
@@ -1100,20 +1135,13 @@ def test_corpus_list_covers_every_case() -> None:
 #: parent-side ProcessRaisedException as python-exception-one-rank. strict: a fix shows up as XPASS.
 #: Of the issue #30 / #33 captures: cap-paddle-07's legacy ABORT line has no exit code (SIGKILL reads as a crash,
 #: its known_miss); Ray gives cap-ray-02's killed worker no signal (kind known_miss) and copies cap-ray-03's timed-out
-#: worker's exception, which reads as python-exception-one-rank; the stk cases match slurm-time-limit-or-preemption
-#: on torchrun's 'Received 15 death signal' (a job stopped from outside) and python-exception-one-rank on a stack
-#: dump row (signatures.toml does not know stack dumps yet).
+#: worker's exception, which reads as python-exception-one-rank.
 SIGNATURE_MISSES = {
     "cap-32",
     "cap-33",
     "cap-paddle-07-fleet",
     "cap-ray-02-trainer",
     "cap-ray-03-trainer",
-    "stk-01-dataloader-read",
-    "stk-01-dataloader-read-hang-logs",
-    "stk-02-checkpoint-write-hang-pid",
-    "stk-03-subgroup-barrier",
-    "stk-04-healthy-stopped-by",
 }
 
 

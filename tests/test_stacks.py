@@ -7,6 +7,7 @@ and, for ``--locals``, py-spy's own format strings (src/dump.rs write_trace)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -295,3 +296,69 @@ def test_stack_reasons_on_the_captured_hangs(tmp_path: Path) -> None:
     shutil.copytree(CASES / "stk-03-subgroup-barrier-deadlock" / "logs", part)
     (part / "stacks" / "rank1.txt").unlink()
     assert _verdict_of(part) == ([3], "collective_mismatch", ["STACKS", "STACKS_INCOMPLETE"])
+
+
+# ------------------------------------------------------------------ dumps kept apart: open_job(path, stacks=DIR)
+
+
+def test_stacks_dir_kept_apart_from_the_logs(tmp_path: Path) -> None:
+    """stk-02's py-spy dumps (named by pid only) moved out of the logs into a nested folder elsewhere: read with
+    ``stacks=``, they are mapped to their ranks by the launcher's pids and give the verdict the dumps beside
+    the logs give; without them the logs alone name no one."""
+    from correlator.errors import InputError
+    from correlator.job import open_job
+
+    src = CASES / "stk-02-checkpoint-write-hang-pid-names" / "logs"
+    logs, dumps = tmp_path / "logs", tmp_path / "scratch" / "node-a"
+    shutil.copytree(src, logs)
+    dumps.mkdir(parents=True)
+    moved = sorted(logs.glob("py-spy-*.txt"))
+    assert len(moved) == 4
+    for p in moved:
+        p.rename(dumps / p.name)
+    beside = open_job(src).diagnose()
+    apart = open_job(logs, stacks=tmp_path / "scratch")
+    d = apart.diagnose()
+    assert (
+        (d.initiating_ranks, d.failure_kind, d.initiator_basis)
+        == (
+            beside.initiating_ranks,
+            beside.failure_kind,
+            beside.initiator_basis,
+        )
+        == ([0], "straggler_hang", "stack dumps")
+    )
+    assert [e.path for e in d.evidence if e.kind == "stack_dump"][:1] == [f"stacks/node-a/{moved[0].name}"]
+    t = apart.table()
+    dumped = t.filter(pl.col("kind") == "stack_dump").sort("rank")
+    assert dumped["rank"].to_list() == [0, 1, 2, 3]
+    assert set(dumped["rank_source"].to_list()) == {"launcher"}
+    assert t["event_id"].n_unique() == t.height
+    n_lines = sum(len(p.read_text().splitlines()) for p in (tmp_path / "scratch").rglob("*.txt"))
+    assert int(t.filter(pl.col("path").str.starts_with("stacks/"))["line_count"].sum()) == n_lines
+    alone = open_job(logs).diagnose()
+    assert alone.initiating_ranks == [] and alone.failure_kind == "unknown"
+    with pytest.raises(InputError, match="--stacks"):
+        open_job(logs, stacks=tmp_path / "nope").diagnose()
+
+
+def test_debug_server_stacks_dump_gives_each_rank(tmp_path: Path) -> None:
+    """torch's debug server dump file (``stacks_<time>.txt``: ``=== Rank N: addr ===`` + that rank's
+    faulthandler dump; RECONSTRUCTED from stk-01's real faulthandler blocks, tests/data/stacks/debug-server):
+    each block is one dump of rank N (the handler thread's frameless block is part of it, not the main
+    thread), and the log-only copy of stk-01 gets its rank from them."""
+    src = Path(__file__).resolve().parent / "data" / "stacks" / "debug-server" / "stacks_20261204_231448.txt"
+    logs = tmp_path / "logs"
+    shutil.copytree(CASES / "stk-01-dataloader-read-hang-logs-only" / "logs", logs)
+    (logs / "debug").mkdir()
+    shutil.copy(src, logs / "debug" / src.name)
+    t = correlator.load(logs)
+    dumps = t.filter(pl.col("kind") == "stack_dump").sort("line")
+    heads = [i + 1 for i, x in enumerate(src.read_text().splitlines()) if x.startswith("=== Rank ")]
+    assert dumps["line"].to_list() == [h + 1 for h in heads]  # the dump starts below its rank line
+    assert dumps["rank"].to_list() == [0, 1, 2, 3]
+    assert dumps["op"].to_list() == ["ALLREDUCE", None, "ALLREDUCE", "ALLREDUCE"]
+    d = correlator.diagnose(t)
+    assert (d.initiating_ranks, d.failure_kind, d.initiator_basis) == ([1], "straggler_hang", "stack dumps")
+    alone = correlator.diagnose(correlator.load(CASES / "stk-01-dataloader-read-hang-logs-only" / "logs"))
+    assert alone.initiating_ranks == []

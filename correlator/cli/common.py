@@ -90,6 +90,15 @@ FrOpt = Annotated[
         show_default=False,
     ),
 ]
+StacksOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--stacks",
+        help="Directory of stack dumps (py-spy dump, faulthandler, torch debug server stacks_*.txt) kept "
+        "apart from the logs (dumps under DIRECTORY are found anyway).",
+        show_default=False,
+    ),
+]
 RedactOpt = Annotated[
     bool,
     typer.Option(
@@ -216,6 +225,7 @@ __all__ = [
     "FrOpt",
     "QuietOpt",
     "RedactOpt",
+    "StacksOpt",
     "StreamingOpt",
     "TzOpt",
     "UsageError",

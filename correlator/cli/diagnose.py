@@ -13,6 +13,7 @@ from correlator.cli.common import (
     FrOpt,
     QuietOpt,
     RedactOpt,
+    StacksOpt,
     StreamingOpt,
     TzOpt,
     open_job,
@@ -48,6 +49,7 @@ def diagnose(
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
     fr: FrOpt = None,
+    stacks: StacksOpt = None,
     exit_code: Annotated[
         bool,
         typer.Option(
@@ -64,6 +66,7 @@ def diagnose(
         directory,
         quiet,
         fr=fr,
+        stacks=stacks,
         streaming=streaming,
         attempt=attempt,
         redact=redact,

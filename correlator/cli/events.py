@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from correlator.cli.common import DirArg, FrOpt, QuietOpt, RedactOpt, TzOpt, err, out, ranges, reading
+from correlator.cli.common import (
+    DirArg,
+    FrOpt,
+    QuietOpt,
+    RedactOpt,
+    StacksOpt,
+    TzOpt,
+    err,
+    out,
+    ranges,
+    reading,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -56,13 +67,14 @@ def events(
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
     fr: FrOpt = None,
+    stacks: StacksOpt = None,
 ) -> None:
     """Print events as a table (or JSON/CSV), filtered by rank and kind."""
     from correlator.tables import event_kinds
 
     if kind:
         event_kinds(kind)  # an unknown kind is refused before the logs are read
-    with reading(directory, quiet, tz=tz, redact=redact, fr=fr) as job:
+    with reading(directory, quiet, tz=tz, redact=redact, fr=fr, stacks=stacks) as job:
         t = job.events(rank=rank, kind=kind, faults=faults)
     total = t.height
     if limit and limit < 2**62:  # a larger limit is no limit
