@@ -287,10 +287,10 @@ def skipped_for_output(res: IngestResult, redact: bool) -> list[dict[str, object
 
 def check_small_file(p: Path, what: str, limit: int | None = None) -> None:
     """``p`` must be a regular file of at most ``limit`` bytes (default ``RANKSCOPE_MAX_SMALL_KB``, 4 MiB),
-    read by :func:`correlator.read.read_small` (not a FIFO, a device, /dev/zero). Raises
+    read by :func:`correlator.smallfile.read_small` (not a FIFO, a device, /dev/zero). Raises
     :class:`InputError` (``"<what> <p>: not a regular file (a FIFO)"``, ``"… bytes, more than the …-byte
     limit …"``)."""
-    from correlator.read import SmallFileError, read_small
+    from correlator.smallfile import SmallFileError, read_small
 
     label = f"{what} {_safe(p)}"
     try:

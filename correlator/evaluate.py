@@ -191,7 +191,7 @@ def _rank_list(want: dict[str, object], key: str, where: Path) -> list[int]:
 
 def read_expected(path: Path) -> dict[str, object]:
     """Read and validate one ``expected.json``. Raises ``ValueError`` naming the file and the field."""
-    from correlator.read import SmallFileError, read_small
+    from correlator.smallfile import SmallFileError, read_small
 
     try:
         small = read_small(path, str(path), _EXPECTED_MAX_BYTES)

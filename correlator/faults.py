@@ -48,6 +48,36 @@ FAILURE_KIND_OF = {
 }
 
 
+def _late_hang() -> pl.Expr:
+    """A watchdog hang logged after the rank's own collective timeout: the abort hanging, not a cause."""
+    timed_out_at = (
+        pl.when(pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS]))
+        .then(pl.col("ts"))
+        .otherwise(None)
+        .min()
+        .over("rank")
+    )
+    return (pl.col("kind") == Kind.WATCHDOG_HANG) & (pl.col("ts") > timed_out_at).fill_null(False)
+
+
+def _raised_by_wait() -> pl.Expr:
+    """A plain exception that is a wait failing: on a rank whose own file already showed a timeout or a lost
+    connection (the traceback of the collective or store call), or raised inside a collective's own code."""
+    waited = pl.col("kind").is_in(_WAIT_KINDS) & (pl.col("severity") != "warning")
+    waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) | (
+        pl.col("kind").is_in([Kind.STORE_ERROR]) & pl.col("timeout_ms").is_not_null()
+    ).cast(pl.Int32).cum_sum().over("rank", "path").gt(0)
+    # An exception raised inside a collective's own code (its traceback passes through a communication
+    # function of distributed_c10d.py: ``broadcast_object_list`` -> ``_tensor_to_object`` -> ``EOFError: Ran
+    # out of input`` while rank 0 was still packing data, modelscope/ms-swift#4340) is the wait failing too.
+    raised_in_collective = pl.col("raw").str.contains(python.COLLECTIVE_FRAME_RE)
+    return (
+        (pl.col("kind") == Kind.PYTHON_EXCEPTION)
+        & pl.col("rank").is_not_null()
+        & (waited_before | raised_in_collective)
+    )
+
+
 def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     """Rows that mean trouble on the rank that logged them, with a ``role`` column.
 
@@ -69,30 +99,8 @@ def fault_rows(table: pl.DataFrame) -> pl.DataFrame:
     crashed = pl.col("exit_code").is_in([-11, -7, -4, -8]) | pl.col("signal").is_in(
         ["SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"]
     )
-    # A watchdog hang logged after the rank's own collective timeout is the abort hanging, not a cause.
-    timed_out_at = (
-        pl.when(pl.col("kind").is_in([Kind.WATCHDOG_TIMEOUT, Kind.WATCHDOG_STATUS]))
-        .then(pl.col("ts"))
-        .otherwise(None)
-        .min()
-        .over("rank")
-    )
-    late_hang = (pl.col("kind") == Kind.WATCHDOG_HANG) & (pl.col("ts") > timed_out_at).fill_null(False)
-    # A plain exception on a rank whose own file already showed a timeout or a lost connection is that wait
-    # raising (the traceback of the collective or store call), not a new cause.
-    waited = pl.col("kind").is_in(_WAIT_KINDS) & (pl.col("severity") != "warning")
-    waited_before = ((waited.cast(pl.Int32).cum_sum() - waited.cast(pl.Int32)).over("rank", "path") > 0) | (
-        pl.col("kind").is_in([Kind.STORE_ERROR]) & pl.col("timeout_ms").is_not_null()
-    ).cast(pl.Int32).cum_sum().over("rank", "path").gt(0)
-    # An exception raised inside a collective's own code (its traceback passes through a communication
-    # function of distributed_c10d.py: ``broadcast_object_list`` -> ``_tensor_to_object`` -> ``EOFError: Ran
-    # out of input`` while rank 0 was still packing data, modelscope/ms-swift#4340) is the wait failing too.
-    raised_in_collective = pl.col("raw").str.contains(python.COLLECTIVE_FRAME_RE)
-    raised_by_wait = (
-        (pl.col("kind") == Kind.PYTHON_EXCEPTION)
-        & pl.col("rank").is_not_null()
-        & (waited_before | raised_in_collective)
-    )
+    late_hang = _late_hang()
+    raised_by_wait = _raised_by_wait()
     # A kill reported after the scheduler cancelled the job (srun "forcing job termination", slurmstepd
     # "CANCELLED AT") is the teardown's SIGKILL, not the OOM killer.
     cancelled = pl.col("kind") == Kind.JOB_CANCELLED

@@ -34,8 +34,9 @@ from correlator.fastrows import (
     resolve_with_fast_rows,
 )
 from correlator.lines import compact, plain_lines
-from correlator.read import ReadResult, SmallFile, read_lines, read_small_lines
+from correlator.read import ReadResult, read_lines
 from correlator.schema import PARSE_KEEP, Kind, conform
+from correlator.smallfile import SmallFile, read_small_lines
 from parsers import coll, elastic, timestamps
 from parsers.rules import true_at
 
@@ -108,7 +109,7 @@ def source_frame(
 ) -> tuple[pl.DataFrame | None, ReadResult]:
     """Read one source. Returns a frame for an error.json record, or None for plain lines (in ``res.lines``).
 
-    An ``error.json`` is read with the small-file limit (:func:`correlator.read.read_small`): a larger one
+    An ``error.json`` is read with the small-file limit (:func:`correlator.smallfile.read_small`): a larger one
     (a message that embeds a giant repr) keeps the head of its message, with a warning, and nothing larger
     than the limit reaches a parser."""
     cut: SmallFile | None = None

@@ -17,7 +17,7 @@ bytes of a small file          ``RANKSCOPE_MAX_SMALL_KB``  4096 KiB (``error.jso
                                                            files, ``expected.json``)
 =============================  ==========================  ==========================================
 
-Small files are read by one reader, :func:`correlator.read.read_small`: a larger ``error.json`` keeps the
+Small files are read by one reader, :func:`correlator.smallfile.read_small`: a larger ``error.json`` keeps the
 head of its message (with a warning), a larger signature file or ``expected.json`` is refused.
 """
 

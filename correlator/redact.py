@@ -755,7 +755,8 @@ def redact_dir(
     import tempfile
 
     from correlator.discover import discover
-    from correlator.read import read_lines, read_small_lines
+    from correlator.read import read_lines
+    from correlator.smallfile import read_small_lines
 
     srcp, dstp = Path(src), Path(dst)
     check_output_dir(srcp, dstp)

@@ -300,7 +300,7 @@ _BUILTIN_LIMIT = 64 << 20
 def _load_file(path: Path, limit: int | None = None) -> list[Signature]:
     """The signatures of one TOML file, read with the small-file limit (``limit`` bytes; default
     ``RANKSCOPE_MAX_SMALL_KB``). Raises :class:`SignatureError` naming the file and the reason."""
-    from correlator.read import SmallFileError, read_small
+    from correlator.smallfile import SmallFileError, read_small
 
     try:
         small = read_small(path, str(path), limit)

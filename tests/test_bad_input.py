@@ -621,7 +621,7 @@ def test_huge_error_json_is_never_read_whole(tmp_path):
 
 
 def test_read_small_bounds_and_refusals(tmp_path):
-    from correlator.read import SmallFileError, read_small
+    from correlator.smallfile import SmallFileError, read_small
 
     p = tmp_path / "f"
     p.write_bytes(b"a" * 100 + b"TAIL")
