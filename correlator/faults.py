@@ -13,24 +13,11 @@ import polars as pl
 from correlator.schema import FAULT_KINDS, Kind
 from parsers import python
 
-CAUSE_KINDS = [
-    Kind.PYTHON_EXCEPTION,
-    Kind.CUDA_OOM,
-    Kind.CUDA_ERROR,
-    Kind.PROCESS_KILLED,
-    Kind.DDP_ERROR,
-    Kind.WATCHDOG_HANG,
-]
-EXIT_KINDS = [Kind.WORKER_FAILED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.PROCESS_EXIT]
+#: The role sets, declared once on :class:`correlator.schema.Kind` (``Kind.CAUSE``, ``Kind.EXIT``, ``Kind.PEER``).
+CAUSE_KINDS = sorted(Kind.CAUSE)
+EXIT_KINDS = sorted(Kind.EXIT)
 #: Effect kinds that point at a peer rather than at a collective.
-PEER_KINDS = [
-    Kind.GLOO_CONNECTION_CLOSED,
-    Kind.NCCL_NET_ERROR,
-    Kind.NCCL_PEER_CLOSED,
-    Kind.MONITORED_BARRIER_PEER,
-    Kind.STORE_ERROR,
-    Kind.NCCL_ERROR,
-]
+PEER_KINDS = sorted(Kind.PEER)
 
 #: Fault kind -> failure_kind of the verdict when that fault starts the trouble.
 FAILURE_KIND_OF = {

@@ -28,7 +28,7 @@ import parsers
 from correlator import clock
 from correlator import initiators as initiators_mod
 from correlator.confidence import Reason
-from correlator.faults import PEER_KINDS, fault_rows
+from correlator.faults import fault_rows
 from correlator.schema import Kind
 from correlator.verdict import Basis, EdgeKind, FailureKind, Role, Status
 
@@ -439,18 +439,6 @@ def _attempt_reasons(
     return reasons
 
 
-#: Kinds that say the rank itself ran out a timeout (not only that it waited or was torn down).
-_TIMEOUT_KINDS = frozenset(
-    {
-        Kind.WATCHDOG_TIMEOUT,
-        Kind.WATCHDOG_STATUS,
-        Kind.GLOO_TIMEOUT,
-        Kind.MONITORED_BARRIER_FAILED,
-        Kind.HEARTBEAT_TIMEOUT,
-    }
-)
-
-
 def _add_edges(
     G: _Draft,
     fr: pl.DataFrame,
@@ -500,7 +488,7 @@ def _add_edges(
         # a store wait that ran out its timeout waited for a key the other rank never set (c10d "Timeout: ...
         # waiting for key", store_wait_input), not a broken connection
         store_timeout = any(x["kind"] == Kind.STORE_ERROR and x["timeout_ms"] is not None for x in rows)
-        timed_out = bool(kinds & _TIMEOUT_KINDS) or store_timeout
+        timed_out = bool(kinds & Kind.TIMED_OUT) or store_timeout
         assumed = False  # the edge is waits_for only because nothing else explains the rank
         if failure_kind == "collective_mismatch":
             edge = EdgeKind.MISMATCH
@@ -510,13 +498,13 @@ def _add_edges(
             timed_out or Kind.FR_WAITING in kinds
         ):  # FR: its dump is pending at a seq the initiator did not reach
             edge = EdgeKind.WAITS_FOR
-        elif kinds & set(PEER_KINDS) == {Kind.MONITORED_BARRIER_PEER} and not coordinators & crashed:
+        elif kinds & Kind.PEER == {Kind.MONITORED_BARRIER_PEER} and not coordinators & crashed:
             # "successfully reached monitoredBarrier, but received errors ... from rank 0": rank 0 (the
             # barrier's coordinator, the row's peer_rank) answered with its own timeout, so this rank waited
             # (through rank 0) for the rank that never arrived; only a coordinator that crashed (a fault of
             # role cause) makes it a broken connection
             edge = EdgeKind.WAITS_FOR
-        elif kinds & set(PEER_KINDS):
+        elif kinds & Kind.PEER:
             edge = EdgeKind.PEER_ERROR
         elif r in signalled or Kind.WORKER_SIGNALLED in kinds:
             edge = EdgeKind.KILLED_BY

@@ -203,7 +203,7 @@ def first_causes(e: Evidence) -> Finding | None:
     return found
 
 
-#: The NCCL watchdog's own timeout lines (gloo timeouts end no process by SIGABRT; graph._TIMEOUT_KINDS is wider).
+#: The NCCL watchdog's own timeout lines (gloo timeouts end no process by SIGABRT; Kind.TIMED_OUT is wider).
 _WATCHDOG_KINDS = [
     Kind.WATCHDOG_TIMEOUT,
     Kind.WATCHDOG_STATUS,

@@ -187,6 +187,16 @@ class Kind(StrEnum):
     #: the kinds a live watcher also reduces in its store (structure and noise: blank and unparsed lines)
     WATCH_ROUTINE: ClassVar[frozenset[str]]
 
+    # -- the kind sets that give a fault row its role (correlator.faults; declared once, set below the class)
+    #: a rank's own trouble: exceptions, CUDA errors, SIGKILL, DDP's own errors, a watchdog hang
+    CAUSE: ClassVar[frozenset[str]]
+    #: a launcher's exit report of a worker (its role follows the exit status and signal)
+    EXIT: ClassVar[frozenset[str]]
+    #: effects that point at a peer rather than at a collective
+    PEER: ClassVar[frozenset[str]]
+    #: effects that say the rank itself ran out a timeout (not only that it waited or was torn down)
+    TIMED_OUT: ClassVar[frozenset[str]]
+
 
 #: The words users filter by (``rankscope events --kind WORD``) -> the kinds they cover. A line's words are
 #: not always its row's kind: ``NCCL watchdog thread terminated with exception: [Rank 1] Watchdog caught
@@ -316,6 +326,36 @@ Kind.SEQUENCED = frozenset({Kind.NCCL_COLL, Kind.COLLECTIVE_FINGERPRINT})
 Kind.TAIL = frozenset({Kind.STEP_PROGRESS, Kind.LOG})
 Kind.ROUTINE = Kind.SEQUENCED | Kind.TAIL
 Kind.WATCH_ROUTINE = Kind.ROUTINE | {Kind.BLANK, Kind.UNPARSED}
+Kind.CAUSE = frozenset(
+    {
+        Kind.PYTHON_EXCEPTION,
+        Kind.CUDA_OOM,
+        Kind.CUDA_ERROR,
+        Kind.PROCESS_KILLED,
+        Kind.DDP_ERROR,
+        Kind.WATCHDOG_HANG,
+    }
+)
+Kind.EXIT = frozenset({Kind.WORKER_FAILED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.PROCESS_EXIT})
+Kind.PEER = frozenset(
+    {
+        Kind.GLOO_CONNECTION_CLOSED,
+        Kind.NCCL_NET_ERROR,
+        Kind.NCCL_PEER_CLOSED,
+        Kind.MONITORED_BARRIER_PEER,
+        Kind.STORE_ERROR,
+        Kind.NCCL_ERROR,
+    }
+)
+Kind.TIMED_OUT = frozenset(
+    {
+        Kind.WATCHDOG_TIMEOUT,
+        Kind.WATCHDOG_STATUS,
+        Kind.GLOO_TIMEOUT,
+        Kind.MONITORED_BARRIER_FAILED,
+        Kind.HEARTBEAT_TIMEOUT,
+    }
+)
 
 #: (column, Arrow type, documentation). The order is the column order of the table.
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
