@@ -1,11 +1,12 @@
 """One batch of files -> its table part, its reduced rows and its summary: the one ingest step that
-``rankscope timeline`` (:func:`correlator.streaming.stream_ingest`), streaming ``diagnose`` and the
-Ray engine (:mod:`correlator.engines`) run per batch.
+``rankscope timeline`` (:func:`correlator.streaming.stream_ingest`) and streaming ``diagnose`` run per
+batch (the in-memory ``diagnose`` of a small folder and the live watcher do not use it yet).
 
 :func:`ingest_batch` is a pure function of a :class:`BatchJob` (the files, the context files whose rows
 other batches keep, the zone, what to return): it reads nothing but the files, writes nothing but its own
 temporary shadow directory, and returns a :class:`BatchResult` that pickles (an Arrow table shares its
-buffers with the pickle stream), so it runs the same on a thread, in a worker process or as a Ray task.
+buffers with the pickle stream), so it runs the same on a thread or in a worker process (or, later, as a
+task of another engine).
 Identity that needs the whole job (event ids across batches, the job's ranks, hosts and attempts) is the
 small second pass of the caller over the results' summaries.
 
