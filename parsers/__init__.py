@@ -103,10 +103,16 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
         & (pl.col("body").str.len_chars() > 0)
         & pl.col("xport_rank").is_null()
     )
-    wrap = plain & (
-        (~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False)) | (at_width & ~tee)
+    # No tee'd line in the frame: every share is 0, so the first test is False (its window is skipped).
+    after_space = (
+        (~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False))
+        if df["pfx_tee"].any()
+        else pl.lit(False)
     )
+    wrap = plain & (after_space | (at_width & ~tee))
     df = df.with_columns(wrap.alias("wrap_cont"))
+    if not df["wrap_cont"].any():  # no wrapped line: the stream columns stay as they are
+        return df
     return df.with_columns(
         pl.when(pl.col("wrap_cont"))
         .then(pl.col("tee_local_rank").shift(1).over("path"))
