@@ -249,6 +249,8 @@ RECORD_RULES: list[Rule] = [
 def mark_root_cause(df: pl.DataFrame) -> pl.DataFrame:
     """A failure entry right after ``Root Cause (first observed failure):`` becomes ``root_cause_entry``;
     an entry's message becomes its fields on one line (``[0]: time … | rank : 2 (local_rank: 2) | exitcode …``)."""
+    if not (df["kind"] == "failure_entry").any():  # no entry: the record split below is skipped
+        return df
     prev = pl.col("message").shift(1).over("path").fill_null("")
     entry = pl.col("kind") == "failure_entry"
     one_line = (

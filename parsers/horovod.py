@@ -122,6 +122,9 @@ def stall_items(df: pl.DataFrame) -> pl.Series:
     """Rows that are one rank of a stall report's list: a run of ``<rank>: [...]`` lines right after a
     ``Missing ranks:`` / ``Stalled ranks:`` line of the same stream (file and transport prefix)."""
     msg = pl.col("message").fill_null("")
+    if not df["message"].str.contains(_ITEM).any():
+        # No list item: no row to mark, and the per-block window below (a block per other row) is skipped.
+        return pl.repeat(False, df.height, dtype=pl.Boolean, eager=True).alias("m")
     item = msg.str.contains(_ITEM)
     keys = ["path", *(k for k in ("xport_rank", "srun_label", "xport_host") if k in df.columns)]
     block = (~item).cast(pl.Int32).cum_sum().over(keys)

@@ -178,6 +178,8 @@ def banner_rows(df: pl.DataFrame) -> pl.Series:
     """Rows that are a dashed line within two rows of a header of Paddle's error report (``C++ Traceback (most
     recent call last):``, ``Error Message Summary:``) in the same file."""
     body = pl.col("message").fill_null("").str.strip_chars()
+    if not df.select(body.str.contains(r"^-{10,}$").any()).item():  # no dashed line: no window over the file
+        return pl.repeat(False, df.height, dtype=pl.Boolean, eager=True).alias("b")
     head = body.is_in(_BANNER_HEADS)
     near = pl.any_horizontal([head.shift(k).over("path").fill_null(False) for k in (-2, -1, 1, 2)])
     return df.select((body.str.contains(r"^-{10,}$") & near).alias("b"))["b"]

@@ -81,6 +81,8 @@ def dead_snippets(df: pl.DataFrame) -> pl.Series:
     """Rows of ``[Rank R Error Snippet]:`` whose next row in the same file (and prefix) says the worker process
     died (``A worker health check failed.``)."""
     msg = pl.col("message").fill_null("")
+    if not df["message"].str.contains(_SNIPPET).any():  # no snippet header: no window over the file
+        return pl.repeat(False, df.height, dtype=pl.Boolean, eager=True).alias("d")
     keys = ["path", *(k for k in ("xport_rank", "ray_pid") if k in df.columns)]
     nxt = msg.shift(-1).over(keys).fill_null("")
     return df.select((msg.str.contains(_SNIPPET) & nxt.str.contains(_DIED)).alias("d"))["d"]

@@ -139,6 +139,8 @@ def _file_share(df: pl.DataFrame, pattern: str) -> pl.Series:
     """Per row: the share of non-blank lines of the row's file that match ``pattern``."""
     nonblank = df["body"].str.len_chars() > 0
     hit = df["body"].str.contains(pattern) & nonblank
+    if not hit.any():  # no file has a hit: every share is 0 (no window over the files)
+        return pl.repeat(0.0, df.height, dtype=pl.Float64, eager=True).alias("share")
     share = pl.DataFrame({"path": df["path"], "hit": hit, "nb": nonblank}).select(
         (pl.col("hit").sum().over("path") / pl.col("nb").sum().over("path").clip(1, None)).alias("share")
     )
