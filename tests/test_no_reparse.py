@@ -11,7 +11,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).parent.parent / "correlator"
 #: The steps after ingest that decide the verdict.
-STEPS = ("align", "clock", "graph", "initiators", "faults", "diagnose", "confidence", "fr")
+STEPS = (
+    "align",
+    "clock",
+    "graph",
+    "initiators",
+    "attempt_evidence",
+    "disagreement",
+    "silence",
+    "faults",
+    "diagnose",
+    "confidence",
+    "fr",
+)
 TEXT_METHODS = {
     "contains",
     "contains_any",
@@ -33,13 +45,13 @@ TEXT_METHODS = {
 #: (module, function) -> why it may read text.
 ALLOWED = {
     # compares whole application lines across ranks by template (digits masked): free text, not a field
-    ("initiators", "config_outlier"),
+    ("disagreement", "config_outlier"),
     # splits the ``ranks_named`` column (``1,3``), which parsers.rules.rank_list wrote: a column, not a message
     ("faults", "_expand_task_lists"),
     # one polars scan of each fault row's traceback for a frame of a collective (parsers.python's pattern, the
     # producer's rule): an exception raised inside a collective is the wait failing. A traceback-frame column
     # filled at parse time would remove it (issue #30 item 2 left that for the claims rewrite).
-    ("faults", "fault_rows"),
+    ("faults", "_raised_by_wait"),
 }
 
 
