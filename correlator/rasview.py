@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from correlator.ranks import ranges
 from correlator.schema import KIND_ALIASES, Kind
 
 _PID = re.compile(r"\bpid (\d+)")
@@ -178,18 +179,6 @@ def all_healthy(cs: list[Claim]) -> bool:
     return bool(ras) and all(c.state == "ok" for c in ras)
 
 
-def _ranks(rs: list[int]) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
 def disagreement(cs: list[Claim], initiators: list[int], waiting: list[int]) -> str | None:
     """The sentence that says how RAS / Inspector and the logs disagree, or None when they do not.
 
@@ -197,19 +186,19 @@ def disagreement(cs: list[Claim], initiators: list[int], waiting: list[int]) -> 
     Read from typed fields only: the claims' states and ranks, the verdict's rank lists."""
     if all_healthy(cs) and (waiting or initiators):
         what = (
-            f"rank{'s' if len(waiting) > 1 else ''} {_ranks(waiting)} timed out waiting"
+            f"rank{'s' if len(waiting) > 1 else ''} {ranges(waiting)} timed out waiting"
             if waiting
-            else f"the logs name rank{'s' if len(initiators) > 1 else ''} {_ranks(initiators)}"
+            else f"the logs name rank{'s' if len(initiators) > 1 else ''} {ranges(initiators)}"
         )
         n = sum(1 for c in cs if c.source == "NCCL RAS")
         return f"NCCL RAS reports every communicator healthy ({n} report{'s' if n > 1 else ''}) while {what}"
     said = named(cs)
     blamed = sorted({r for k in ("dead", "missing", "behind", "late") for r in said.get(k, [])})
     if blamed and initiators and not set(blamed) & set(initiators):
-        parts = "; ".join(f"rank{'s' if len(v) > 1 else ''} {_ranks(v)} {k}" for k, v in said.items())
+        parts = "; ".join(f"rank{'s' if len(v) > 1 else ''} {ranges(v)} {k}" for k, v in said.items())
         src = " and ".join(sorted({c.source for c in cs if c.state != "ok" and c.ranks}))
         return (
             f"{src} report{'s' if ' and ' not in src else ''} {parts} while the logs name "
-            f"rank{'s' if len(initiators) > 1 else ''} {_ranks(initiators)}"
+            f"rank{'s' if len(initiators) > 1 else ''} {ranges(initiators)}"
         )
     return None
