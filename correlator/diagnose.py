@@ -237,9 +237,10 @@ def _role(q: _Quote, row: dict[str, Any]) -> str:
     return q.text
 
 
-def _quotes(table: pl.DataFrame, F: Findings) -> list[_Quote]:
+def _quotes(t: pl.DataFrame, F: Findings) -> list[_Quote]:
     """Which rows the verdict quotes, in order: each initiator's fault, the naming rule's lines, the last sign
-    of life of a rank found by its silence, the launcher's view of the initiators, one line per edge kind."""
+    of life of a rank found by its silence, the launcher's view of the initiators, one line per edge kind.
+    ``t``: the attempt's rows without duplicates."""
     out: list[_Quote] = []
     for r in F.initiators:
         ev = F.ranks[r].cause_event
@@ -255,7 +256,6 @@ def _quotes(table: pl.DataFrame, F: Findings) -> list[_Quote]:
             if F.initiators
             else _Quote(ev, Cite.NO_RANK, text=Cite.NO_RANK.value)
         )
-    t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == F.attempt))  # this attempt's rows
     # A rank found by its silence: its last sign of life is the evidence.
     if F.basis.is_silence:
         quiet_kinds = [Kind.WORKER_SIGNALLED, Kind.FAILURE_ENTRY, Kind.ROOT_CAUSE_ENTRY, Kind.BLANK]
@@ -288,8 +288,8 @@ def _quotes(table: pl.DataFrame, F: Findings) -> list[_Quote]:
 
 def _evidence(table: pl.DataFrame, F: Findings) -> list[Evidence]:
     """The verdict's evidence lines (:func:`_quotes`), each row once, with its quoted text."""
-    quotes = _quotes(table, F)
-    t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == F.attempt))
+    t = table.filter(~pl.col("duplicate") & (pl.col("attempt") == F.attempt))  # this attempt's rows
+    quotes = _quotes(t, F)
     rows = {
         r["event_id"]: r
         for r in t.filter(pl.col("event_id").is_in([q.event_id for q in quotes])).iter_rows(named=True)
