@@ -29,14 +29,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from correlator import streaming  # noqa: TC004
     from correlator.api import InputError, PathDiagnosis, diagnose_path  # noqa: TC004
-    from correlator.diagnose import Diagnosis, diagnose  # noqa: TC004
+    from correlator.diagnose import diagnose  # noqa: TC004
     from correlator.graph import build_graph  # noqa: TC004
     from correlator.ingest import IngestResult, ingest, load  # noqa: TC004
     from correlator.job import Job, open_job  # noqa: TC004
+    from correlator.verdict import Diagnosis  # noqa: TC004
 
 #: Public name -> (the module that defines it, the name there; None: the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
-    "Diagnosis": ("correlator.diagnose", "Diagnosis"),
+    "Diagnosis": ("correlator.verdict", "Diagnosis"),
     "IngestResult": ("correlator.ingest", "IngestResult"),
     "Job": ("correlator.job", "Job"),
     "open_job": ("correlator.job", "open_job"),

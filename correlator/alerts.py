@@ -10,9 +10,10 @@ from typing import Any
 
 import polars as pl
 
-from correlator.diagnose import Diagnosis, diagnose
+from correlator.diagnose import diagnose
 from correlator.schema import FAULT_KINDS, Kind
 from correlator.tail import WatchState
+from correlator.verdict import Diagnosis
 
 
 @dataclass

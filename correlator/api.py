@@ -22,10 +22,10 @@ from typing import Any
 import polars as pl
 
 from correlator import archive
-from correlator.diagnose import Diagnosis
 from correlator.diagnose import diagnose as run_diagnose
 from correlator.errors import InputError, safe
 from correlator.ingest import READING, IngestResult, ingest
+from correlator.verdict import Diagnosis
 
 __all__ = ["InputError", "PathDiagnosis", "diagnose_path", "load_path", "safe"]
 

@@ -8,7 +8,7 @@ with the member names in ``Diagnosis.confidence_reason_codes``). Rewording a tem
 score.
 
 A weight is the confidence the reason takes off (``0.95`` is the start; see
-``correlator.diagnose._confidence``). A weight of 0 marks a note that says how the initiating rank was
+``correlator.summary._confidence``). A weight of 0 marks a note that says how the initiating rank was
 found without making the verdict weaker (a stall report, the ranks that waited for it).
 """
 

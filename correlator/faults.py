@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from correlator.schema import FAULT_KINDS, Kind
+from correlator.verdict import Role
 from parsers import python
 
 #: The role sets, declared once on :class:`correlator.schema.Kind` (``Kind.CAUSE``, ``Kind.EXIT``, ``Kind.PEER``).
@@ -172,3 +173,9 @@ def _expand_task_lists(t: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.col("rank").cast(pl.Int32), pl.lit("srun_task").alias("rank_source"))
     )
     return pl.concat([t.filter(~listed), expanded], how="vertical_relaxed")
+
+
+def failing_attempts(table: pl.DataFrame) -> list[int]:
+    """Attempts (torchelastic restarts) that hold any fault, in order."""
+    f = fault_rows(table).filter(pl.col("role") != Role.WEAK)
+    return sorted(int(a) for a in f["attempt"].drop_nulls().unique().to_list())

@@ -28,7 +28,7 @@ import parsers
 from correlator import clock
 from correlator import initiators as initiators_mod
 from correlator.confidence import Reason
-from correlator.faults import fault_rows
+from correlator.faults import failing_attempts, fault_rows
 from correlator.schema import Kind
 from correlator.verdict import Basis, EdgeKind, FailureKind, Role, Status
 
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from correlator.confidence import Note
-
-
-def failing_attempts(table: pl.DataFrame) -> list[int]:
-    """Attempts (torchelastic restarts) that hold any fault, in order."""
-    f = fault_rows(table).filter(pl.col("role") != Role.WEAK)
-    return sorted(int(a) for a in f["attempt"].drop_nulls().unique().to_list())
 
 
 def _world_size(t: pl.DataFrame) -> int | None:

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     import polars as pl
 
     from correlator.api import PathDiagnosis, Progress
-    from correlator.diagnose import Diagnosis
     from correlator.ingest import IngestResult
     from correlator.tables import TableWritten
+    from correlator.verdict import Diagnosis
 
 __all__ = ["Job", "open_job"]
 

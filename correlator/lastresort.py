@@ -25,8 +25,7 @@ import re
 import polars as pl
 
 from correlator import confidence, limits
-from correlator.diagnose import Diagnosis, Evidence, InitiatingEvent, RankStatus
-from correlator.verdict import Basis, Cite
+from correlator.verdict import Basis, Cite, Diagnosis, Evidence, InitiatingEvent, RankStatus
 
 __all__ = ["read", "unrecognised"]
 

@@ -26,9 +26,8 @@ from typing import Any
 import polars as pl
 
 from correlator import clock
-from correlator.diagnose import Diagnosis
 from correlator.schema import EFFECT_KINDS, FAULT_KINDS, Kind
-from correlator.verdict import Basis
+from correlator.verdict import Basis, Diagnosis
 
 #: Kinds that say where a rank is in its collective sequence (entries, not faults).
 PROGRESS_KINDS = frozenset({Kind.COLLECTIVE_FINGERPRINT, Kind.NCCL_COLL, Kind.STEP_PROGRESS})

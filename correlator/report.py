@@ -32,9 +32,8 @@ _LAUNCHER_KINDS = frozenset(
     }
 )
 
-from correlator.diagnose import Diagnosis
 from correlator.ranks import ranges
-from correlator.verdict import Cite
+from correlator.verdict import Cite, Diagnosis
 
 #: Characters of an evidence line the terminal report shows (``-f json``/``markdown`` carry the whole line).
 _TERMINAL_TEXT = 600

@@ -22,8 +22,8 @@ from correlator.output import atomic_write, check_output
 
 if TYPE_CHECKING:
     from correlator.api import Progress
-    from correlator.diagnose import Diagnosis
     from correlator.ingest import IngestResult
+    from correlator.verdict import Diagnosis
 
 
 class JobInput(Protocol):

@@ -19,12 +19,12 @@ import polars as pl
 
 import parsers
 from correlator import identity
-from correlator.diagnose import Diagnosis
 from correlator.discover import DiscoveryError, Source, discover
 from correlator.ingest import mark_duplicates, plain_lines, source_frame
 from correlator.read import ANSI_RE, looks_binary, read_lines
 from correlator.reduce import reduce_store
 from correlator.schema import FAULT_KINDS, conform, empty_table
+from correlator.verdict import Diagnosis
 from parsers import nccl, timestamps
 
 #: Most bytes read from one file in one pass, and from all files in one pass (the rest is read by the next

@@ -52,11 +52,11 @@ from typing import Any
 import polars as pl
 
 from correlator.alerts import Alert, AlertRules
-from correlator.diagnose import Diagnosis
 from correlator.discover import DiscoveryError
 from correlator.prometheus import PrometheusWriter
 from correlator.schema import Kind, empty_table
 from correlator.tail import MAX_PASS_BYTES, MAX_READ_BYTES, Tail, TailReader
+from correlator.verdict import Diagnosis
 
 #: Row kinds that are routine at volume: reduced to the first 2 and last ``keep_last`` rows per group
 #: (``log`` rows only when they are NCCL INFO chatter; see :func:`correlator.reduce.reduce_store`).

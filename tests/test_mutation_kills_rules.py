@@ -409,7 +409,7 @@ def test_stall_report_reads_only_stall_rows() -> None:
     assert found is not None and found.initiators == [3]
 
 
-# --- diagnose._evidence / _summary ------------------------------------------------------------------------------
+# --- quotes._quotes / summary._summary ------------------------------------------------------------------------------
 
 
 def _roles(d: Any) -> list[tuple[int | None, str, int, str]]:

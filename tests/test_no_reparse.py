@@ -21,6 +21,8 @@ STEPS = (
     "silence",
     "faults",
     "diagnose",
+    "quotes",
+    "summary",
     "confidence",
     "fr",
 )

@@ -5,17 +5,16 @@ JSON contract. Each expected confidence is worked out in the comment next to it.
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from typing import Any
 
 import polars as pl
 
-from correlator import diagnose
+from correlator import diagnose, summary
+from correlator.quotes import first_line
 from correlator.ranks import ranges
 from correlator.schema import conform
+from correlator.verdict import iso
 from tests.test_diagnose_units import T0, ev, progress, table, timeout
-
-dm = sys.modules["correlator.diagnose"]  # the module (``correlator.diagnose`` the name is the function)
 
 NO_LAUNCHER = "no launcher output to confirm exit statuses"
 
@@ -412,20 +411,20 @@ def test_later_failed_attempt_lowers_confidence() -> None:
 
 
 def test_helpers() -> None:
-    assert dm._iso(None) is None
-    assert dm._iso(T0) == "2026-11-29T23:00:00Z"
-    assert dm._iso(T0 + dt.timedelta(microseconds=1500)) == "2026-11-29T23:00:00.001500Z"
+    assert iso(None) is None
+    assert iso(T0) == "2026-11-29T23:00:00Z"
+    assert iso(T0 + dt.timedelta(microseconds=1500)) == "2026-11-29T23:00:00.001500Z"
     assert (
-        dm._iso(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+        iso(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))))
         == "2026-01-02T01:04:05Z"
     )
-    assert dm._iso("x") == "x"
-    assert dm._first_line("a\nb") == "a"
-    assert dm._first_line(None) == ""
-    assert dm._first_line("y" * 4000) == "y" * 4000
-    assert dm._first_line("y" * 4001) == "y" * 3999 + "…"
-    assert dm._first_line("abcdef", 4) == "abc…"
-    assert [dm._signal_name(c) for c in (-11, -9, -15, -6, 0, 1, None, -999)] == [
+    assert iso("x") == "x"
+    assert first_line("a\nb") == "a"
+    assert first_line(None) == ""
+    assert first_line("y" * 4000) == "y" * 4000
+    assert first_line("y" * 4001) == "y" * 3999 + "…"
+    assert first_line("abcdef", 4) == "abc…"
+    assert [summary._signal_name(c) for c in (-11, -9, -15, -6, 0, 1, None, -999)] == [
         "SIGSEGV",
         "SIGKILL",
         "SIGTERM",
@@ -435,7 +434,7 @@ def test_helpers() -> None:
         None,
         None,
     ]
-    assert dm._ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
+    assert summary._ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
 
 
 def test_confidence_penalties_add_up_and_floor() -> None:
@@ -465,7 +464,7 @@ def test_confidence_penalties_add_up_and_floor() -> None:
             signalled=(),
             launcher_present=True,
         )
-        return dm._confidence(F)
+        return summary._confidence(F)
 
     assert conf([]) == 0.95
     assert conf([Reason.CONFIG_LINE]) == 0.85
@@ -590,7 +589,7 @@ def test_evidence_keeps_a_long_line_whole_in_json_and_the_terminal_shows_a_cut()
 
 
 def test_headline_cuts_a_long_message_at_a_word() -> None:
-    from correlator.diagnose import _words
+    from correlator.summary import _words
 
     msg = (
         "CUDA error: an illegal memory access was encountered CUDA kernel errors might be asynchronously reported "

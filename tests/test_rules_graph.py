@@ -7,6 +7,7 @@ from typing import Any
 
 from correlator import build_graph
 from correlator import graph as gm
+from correlator.faults import failing_attempts
 from tests.test_diagnose_units import ev, progress, table, timeout
 
 
@@ -38,8 +39,8 @@ def test_failing_attempts_ignore_weak_faults_and_clean_exits() -> None:
         ev(1, "watchdog_timeout", 4, attempt=2),
         progress(0, 1),
     ]
-    assert gm.failing_attempts(table(rows)) == [2, 3]
-    assert gm.failing_attempts(table([progress(0, 1)])) == []
+    assert failing_attempts(table(rows)) == [2, 3]
+    assert failing_attempts(table([progress(0, 1)])) == []
 
 
 def test_node_attributes_host_by_majority_and_missing_ranks() -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import networkx as nx
     from matplotlib.figure import Figure
 
-    from correlator.diagnose import Diagnosis
+    from correlator.verdict import Diagnosis
 
 
 def figure_bytes(fig: Figure, fmt: str, dpi: int = 110) -> bytes:

@@ -31,7 +31,7 @@ from correlator.schema import Kind
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from correlator.diagnose import Diagnosis
+    from correlator.verdict import Diagnosis
 
 Row = tuple[str, int | None]
 
