@@ -95,10 +95,11 @@ def progress_fields(df: pl.DataFrame) -> pl.DataFrame:
     plain = (
         pl.col("layer").is_null() & pl.col("kind").is_null()
     )  # an unprefixed line of the script's own output
-    msg = pl.col("message")
+    # Each regex reads only the rows whose value it gives (the others are null: no scan).
+    msg = pl.when(app).then(pl.col("message"))
     step = msg.str.extract(STEP_RE, 1).cast(pl.Int64, strict=False)
     rank = msg.str.extract(RANK_RE, 1).cast(pl.Int32, strict=False)
-    world = msg.str.extract(WORLD_RE, 1).cast(pl.Int32, strict=False)
+    world = pl.when(app | plain).then(pl.col("message")).str.extract(WORLD_RE, 1).cast(pl.Int32, strict=False)
     return df.with_columns(
         pl.when(app).then(pl.coalesce(pl.col("step"), step)).otherwise(pl.col("step")).alias("step"),
         pl.when(app)

@@ -578,9 +578,10 @@ def stated_ranks(df: pl.DataFrame) -> pl.DataFrame:
         ["c10d", "python", "elastic", "app", "unknown"]
     ).fill_null(False)
     reporter = pl.col("kind").is_in(_REPORTER_KINDS)
-    m = text.str.extract_groups(_MSG_RANK)
-    g = text.str.extract_groups(_GPU)
     cuda = pl.col("kind").is_in(["cuda_oom", "cuda_error"])
+    # Each regex reads only the rows whose value it gives (the others are null: no scan), not every line.
+    m = pl.when(hit).then(text).str.extract_groups(_MSG_RANK)
+    g = pl.when(cuda).then(text).str.extract_groups(_GPU)
     return df.with_columns(
         pl.coalesce(
             pl.when(reporter).then(pl.col("rank_stated")),
