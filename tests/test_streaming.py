@@ -23,20 +23,11 @@ from correlator.ingest import ingest
 from correlator.report import to_json
 from correlator.schema import EVENT_SCHEMA, FAULT_KINDS
 from correlator.streaming import plan, plan_batches, reduce_for_diagnosis, reduced_from_parquet, stream_ingest
+from tests.conftest import VERDICT_KEYS as KEYS
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 from generate import generate
-
-KEYS = [
-    "initiating_ranks",
-    "collateral_ranks",
-    "clean_ranks",
-    "missing_ranks",
-    "failure_kind",
-    "world_size",
-    "ranks_seen",
-]
 
 
 def _verdict(table: pl.DataFrame) -> dict[str, object]:
