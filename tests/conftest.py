@@ -14,6 +14,18 @@ SHARED_REAL = REPO.parent / "shared" / "real-logs"
 #: Real logs from real failed jobs (copied from shared/real-logs into the corpus).
 REAL_CASES = sorted(p for p in CASES.iterdir() if p.name.startswith(("gloo-", "public-")))
 
+#: The verdict fields a streamed table split into batches must keep (the whole JSON also holds event ids and
+#: stamp qualities that the batches assign on their own).
+VERDICT_KEYS = [
+    "initiating_ranks",
+    "collateral_ranks",
+    "clean_ranks",
+    "missing_ranks",
+    "failure_kind",
+    "world_size",
+    "ranks_seen",
+]
+
 
 @pytest.fixture(scope="session")
 def cases_dir() -> Path:

@@ -1,5 +1,7 @@
-"""One pipeline, one answer: ``correlator.diagnose_path`` gives byte for byte what ``rankscope diagnose -f
-json`` prints, on every corpus case and in every input mode; no module below the CLI imports it."""
+"""One pipeline, one answer: ``correlator.diagnose_path`` (what :func:`correlator.open_job` calls) carries
+what the CLI prints, checks its input like the CLI; no module below the CLI imports the CLI. That the job's JSON
+is byte for byte what ``rankscope diagnose -f json`` prints, in every input mode: tests/test_job.py; that
+every mode prints the whole table's verdict, on every corpus case: tests/test_reduced_diagnosis.py."""
 
 from __future__ import annotations
 
@@ -14,61 +16,12 @@ from typer.testing import CliRunner
 
 import correlator
 from correlator.cli import app
-from correlator.discover import DiscoveryError
 from correlator.ingest import ingest
 from tests.conftest import CASES
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC02 = CASES / "public-02-oom-rank2-multinode-timeouts" / "logs"
-
-
-def _forms() -> list[tuple[str, list[str], dict[str, object]]]:
-    """(id, CLI arguments after the path, diagnose_path keywords) for every case: the logs folder, and for
-    cases that keep Flight Recorder dumps under logs/fr also the ``--fr`` form."""
-    forms: list[tuple[str, list[str], dict[str, object]]] = []
-    for case in sorted(p for p in CASES.iterdir() if (p / "logs").is_dir()):
-        logs = case / "logs"
-        forms.append((case.name, [str(logs)], {"path": logs}))
-        if case.name.startswith("fr-") and (logs / "fr").is_dir():
-            forms.append(
-                (f"{case.name}--fr", [str(logs), "--fr", str(logs / "fr")], {"path": logs, "fr": logs / "fr"})
-            )
-    return forms
-
-
-FORMS = _forms()
-
-
-def _canon(text: str) -> str:
-    return json.dumps(json.loads(text), sort_keys=True)
-
-
-def _compare(cli_args: list[str], kwargs: dict[str, object]) -> None:
-    r = runner.invoke(app, ["diagnose", *cli_args, "--format", "json"])
-    kw = dict(kwargs)
-    path = kw.pop("path")
-    if r.exit_code != 0:  # the CLI refused the input: the API refuses it with the same message
-        assert isinstance(r.exception, (correlator.InputError, DiscoveryError)), r.output
-        with pytest.raises(type(r.exception)) as e:
-            correlator.diagnose_path(path, **kw)  # type: ignore[arg-type]
-        assert str(e.value) == str(r.exception)
-        return
-    got = correlator.diagnose_path(path, **kw)  # type: ignore[arg-type]
-    # Sorted keys first: a key the CLI adds (or drops) shows as a readable difference.
-    assert _canon(got.to_json()) == _canon(r.stdout)
-    assert got.to_json() + "\n" == r.stdout  # and the very bytes printed
-    assert json.dumps(got.to_dict(), sort_keys=True) == _canon(r.stdout)
-
-
-def test_the_corpus_has_cases() -> None:
-    assert len(FORMS) >= 100
-    assert any(f[0].endswith("--fr") for f in FORMS)
-
-
-@pytest.mark.parametrize(("cli_args", "kwargs"), [f[1:] for f in FORMS], ids=[f[0] for f in FORMS])
-def test_api_json_is_the_cli_json(cli_args: list[str], kwargs: dict[str, object]) -> None:
-    _compare(cli_args, kwargs)
 
 
 def test_result_carries_signatures_and_skipped() -> None:
@@ -79,27 +32,6 @@ def test_result_carries_signatures_and_skipped() -> None:
     assert list(doc)[-1] == "skipped"
     assert "signatures" in doc
     assert doc["signatures"] == json.loads(json.dumps(got.diagnosis.to_json(), default=str))["signatures"]
-
-
-@pytest.mark.parametrize(
-    ("cli_args", "kwargs"),
-    [
-        (["--redact"], {"redact": True}),
-        (["--streaming"], {"streaming": True}),
-        (["--streaming", "--redact"], {"streaming": True, "redact": True}),
-        (["--attempt", "0"], {"attempt": 0}),
-    ],
-    ids=["redact", "streaming", "streaming-redact", "attempt-0"],
-)
-def test_api_json_is_the_cli_json_in_each_mode(cli_args: list[str], kwargs: dict[str, object]) -> None:
-    _compare([str(PUBLIC02), *cli_args], {"path": PUBLIC02, **kwargs})
-
-
-def test_api_json_is_the_cli_json_on_parquet(tmp_path: Path) -> None:
-    pq = tmp_path / "t.parquet"
-    r = runner.invoke(app, ["timeline", str(PUBLIC02), "-o", str(pq), "-q"])
-    assert r.exit_code == 0, r.output
-    _compare([str(pq)], {"path": pq})
 
 
 def test_tz_on_a_parquet_table_is_a_warning_not_silence(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ import networkx as nx
 import polars as pl
 import pytest
 
+from correlator.errors import InputError
 from correlator.job import open_job
-from tests.conftest import CASES, run_cli
+from tests.conftest import CASES
 
 SOME = [
     "cap-08-sigkill-8r",
@@ -18,12 +19,66 @@ SOME = [
 ]
 
 
-@pytest.mark.parametrize("case", SOME)
-def test_the_job_verdict_is_what_the_cli_prints(case: str, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    logs = CASES / case / "logs"
-    code, out, err = run_cli(["diagnose", logs, "--format", "json", "-q"], monkeypatch, capsys)
-    assert code == 0, err
-    assert open_job(logs).to_json() == out.rstrip("\n")
+PUBLIC02 = CASES / "public-02-oom-rank2-multinode-timeouts" / "logs"
+FR02 = CASES / "fr-02-op-mismatch" / "logs"
+#: (id, input, CLI options, open_job options): varied cases, every input mode, the options that change the
+#: reading (``--fr``, ``--redact``, ``--attempt``), input diagnose refuses. ``parquet`` and ``dataset``:
+#: PUBLIC02 written by ``rankscope timeline`` (one file; partitioned by host).
+FORMS: list[tuple[str, str, list[str], dict[str, object]]] = [
+    *[(case, case, [], {}) for case in SOME],
+    ("fr", "fr-02-op-mismatch", ["--fr", str(FR02 / "fr")], {"fr": FR02 / "fr"}),
+    ("streaming", PUBLIC02.parent.name, ["--streaming"], {"streaming": True}),
+    ("redact", PUBLIC02.parent.name, ["--redact"], {"redact": True}),
+    (
+        "streaming-redact",
+        PUBLIC02.parent.name,
+        ["--streaming", "--redact"],
+        {"streaming": True, "redact": True},
+    ),
+    ("no-streaming", PUBLIC02.parent.name, ["--no-streaming"], {"streaming": False}),
+    ("attempt-0", PUBLIC02.parent.name, ["--attempt", "0"], {"attempt": 0}),
+    ("parquet", "parquet", [], {}),
+    ("dataset", "dataset", [], {}),
+    ("blank-lines-refused", "blank", [], {}),
+]
+
+
+@pytest.mark.parametrize(("what", "cli_opts", "options"), [f[1:] for f in FORMS], ids=[f[0] for f in FORMS])
+def test_the_job_verdict_is_what_the_cli_prints(
+    what: str, cli_opts: list[str], options: dict[str, object], tmp_path: Path
+) -> None:
+    """``open_job(p, **options).to_json()`` is byte for byte what ``rankscope diagnose p -f json`` prints;
+    input the CLI refuses, the job refuses with the same error. (That every input mode prints the verdict of
+    the whole table, on every corpus case: tests/test_reduced_diagnosis.py.)"""
+    from typer.testing import CliRunner
+
+    from correlator.cli import app
+
+    runner = CliRunner()
+    if what in ("parquet", "dataset"):
+        path = tmp_path / ("t.parquet" if what == "parquet" else "ds")
+        args = ["-o", str(path), "-q"] + (["--partition-by", "host"] if what == "dataset" else [])
+        assert runner.invoke(app, ["timeline", str(PUBLIC02), *args]).exit_code == 0
+    elif what == "blank":
+        path = tmp_path / "logs"
+        path.mkdir()
+        (path / "console.log").write_text("\n  \n")  # nothing but blank lines
+    else:
+        path = CASES / what / "logs"
+    r = runner.invoke(app, ["diagnose", str(path), *cli_opts, "--format", "json"])
+    job = open_job(path, **options)
+    if what == "blank":
+        assert isinstance(r.exception, InputError), r.output  # (exit code 2 from `rankscope`: test_cli)
+        with pytest.raises(InputError) as e:
+            job.to_json()
+        assert str(e.value) == str(r.exception)
+        return
+    assert r.exit_code == 0, r.output
+    want_mode = (
+        what if what in ("parquet", "dataset") else "streaming" if options.get("streaming") else "logs"
+    )
+    assert job.mode == want_mode
+    assert job.to_json() + "\n" == r.stdout
 
 
 @pytest.mark.parametrize("case", SOME)

@@ -1,10 +1,20 @@
-"""Diagnosis from the reduced table (what streaming keeps, what ``diagnose x.parquet`` reads) gives the same
-verdict as diagnosis of the whole table, on every corpus case: the in-memory reduction
-(``reduce_for_diagnosis``) and the parquet projection (``reduced_from_parquet``) alike.
+"""One verdict whatever way the job is read (issue #31: one facade, :func:`correlator.open_job`).
 
-Compared: the whole JSON verdict. One normalization: for a ``collective disagreement`` evidence line, which
-rank's line is shown is not compared, because diagnosis picks it among the agreeing ranks in no fixed order
-(two diagnoses of the SAME table differ there; cap-07, cap-18).
+Per corpus case the whole event table is read and diagnosed once, with nothing reduced or cut: that
+verdict is what every input mode of a :class:`~correlator.job.Job` that can differ must print, the whole
+JSON document compared:
+
+- ``logs`` (``rankscope diagnose DIR``): ``ingest(keep_coll=...)`` cuts NCCL COLL lines while reading and
+  ``reduce_for_diagnosis`` keeps what diagnosis reads (issue #13 item 4);
+- ``streaming``: ``stream_ingest`` node by node, its reduced table;
+- ``parquet`` / ``dataset``: a ``rankscope timeline`` file or hive-partitioned folder, read back by
+  ``reduced_from_parquet`` (the projection of key columns, in chunks).
+
+One normalization: for a ``collective disagreement`` evidence line, which rank's line is shown is not
+compared, because diagnosis picks it among the agreeing ranks in no fixed order (two diagnoses of the SAME
+table differ there; cap-07, cap-18). ``open_job(p).to_json()`` is what ``rankscope diagnose p -f json``
+prints: tests/test_job.py. The generated jobs below are where the cut drops most lines (the corpus holds
+no NCCL COLL line of the fast-path shape).
 """
 
 from __future__ import annotations
@@ -12,27 +22,36 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
 from correlator import fastrows, streaming
+from correlator.api import PathDiagnosis, attach_signatures, skipped_for_output
 from correlator.diagnose import diagnose
-from correlator.ingest import ingest
+from correlator.export import write_partitioned
+from correlator.ingest import IngestResult, ingest
+from correlator.job import open_job
 from correlator.report import to_json
 from correlator.schema import EVENT_SCHEMA
 from correlator.streaming import reduce_for_diagnosis, reduced_from_parquet
-from tests.conftest import CASES
+from tests.conftest import CASES, VERDICT_KEYS
+
+CORPUS = sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir())
 
 
-def _json(t: pl.DataFrame) -> dict[str, object]:
-    d = json.loads(to_json(diagnose(t)))
+def _normalized(d: dict[str, Any]) -> dict[str, Any]:
     for e in d.get("evidence", []):
-        if e.get("role") == "collective disagreement":
+        if e.get("role") == "collective disagreement":  # see the module docstring
             for k in ("rank", "path", "line", "ts", "text"):
                 e.pop(k, None)
     return d
+
+
+def _json(t: pl.DataFrame) -> dict[str, Any]:
+    return _normalized(json.loads(to_json(diagnose(t))))
 
 
 def _no_ts(v: object) -> object:
@@ -44,27 +63,61 @@ def _no_ts(v: object) -> object:
     return v
 
 
-def _check(t: pl.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strip_ts: bool = False) -> None:
-    full = _json(t)
-    pq.write_table(
-        t.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA), tmp_path / "t.parquet"
-    )
+def _doc(res: IngestResult, reduced: bool) -> dict[str, Any]:
+    """The JSON document ``rankscope diagnose`` prints for ingest result ``res`` as diagnosis would make it
+    from the whole table (``reduced``: from its reduction; on the generated jobs host clock offsets come out
+    the same only then): the signatures matched on the whole table, the skipped list."""
+    t = res.table
+    d = attach_signatures(diagnose(reduce_for_diagnosis(t) if reduced else t), t, [])
+    return _normalized(json.loads(PathDiagnosis(d, t, skipped_for_output(res, False)).to_json()))
+
+
+def _write_parquet(t: pl.DataFrame, out: Path) -> Path:
+    """``t`` as ``rankscope timeline -o out.parquet`` writes it (the event schema)."""
+    pq.write_table(t.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA), out)
+    return out
+
+
+@pytest.mark.parametrize("case", CORPUS)
+def test_every_input_mode_gives_the_full_table_verdict(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = CASES / case / "logs"
+    res = ingest(root)
+    t = res.table
+    want = _doc(res, reduced=False)
     red = reduce_for_diagnosis(t)
-    # `rankscope diagnose` reduces every table, also ones already reduced (parquet, streaming): no change.
+    # `diagnose` reduces every table, also one already reduced (parquet, streaming): no change.
     assert reduce_for_diagnosis(red).equals(red)
-    from_pq = reduced_from_parquet(tmp_path / "t.parquet")
-    assert from_pq.drop("event_id").equals(red.drop("event_id"))
-    # Read in many chunks of key columns: the same rows (the per-chunk selection composes).
+
+    # logs: the COLL lines cut while reading are rows of the whole table, and the reduction drops them.
+    logs = open_job(root, streaming=False, require_lines=False)
+    cut = logs.table()
+    assert t.filter(pl.col("event_id").is_in(cut["event_id"].implode())).equals(cut)
+    assert reduce_for_diagnosis(cut).equals(red)
+
+    # parquet: the projection read back is the in-memory reduction; a host-partitioned dataset read in
+    # chunks of 7 rows of key columns (the per-chunk selection composes) gives the same rows.
+    from_pq = open_job(_write_parquet(t, tmp_path / "t.parquet"), require_lines=False)
+    assert from_pq.table().drop("event_id").equals(red.drop("event_id"))
+    write_partitioned(t, tmp_path / "ds", by="host")
     monkeypatch.setattr(streaming, "_CHUNK_ROWS", 7)
-    assert reduced_from_parquet(tmp_path / "t.parquet").equals(from_pq)
-    norm = _no_ts if strip_ts else (lambda v: v)
-    for got in (_json(red), _json(from_pq)):
-        assert norm(got) == norm(full)
+    dataset = open_job(tmp_path / "ds", require_lines=False)
+    assert dataset.table().equals(from_pq.table())  # (read before the patch, in one chunk)
 
+    streamed = open_job(root, streaming=True, require_lines=False)
+    for job, mode in ((logs, "logs"), (streamed, "streaming"), (from_pq, "parquet"), (dataset, "dataset")):
+        assert job.mode == mode
+        got = _normalized(json.loads(job.to_json()))
+        if mode in ("parquet", "dataset"):  # a timeline table lists no skipped file
+            assert got.pop("skipped") == []
+            got["skipped"] = want["skipped"]
+        assert got == want, mode
 
-@pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir()))
-def test_reduced_verdict_equals_full(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _check(ingest(CASES / case / "logs").table, tmp_path, monkeypatch)
+    # A node split into batches of rank folders (many files read apart) keeps the verdict.
+    split, _summary = streaming.stream_ingest(root, None, batch_bytes=1)
+    got_split = json.loads(to_json(diagnose(split)))
+    assert {k: got_split[k] for k in VERDICT_KEYS} == {k: want[k] for k in VERDICT_KEYS}
 
 
 def test_reduced_verdict_equals_full_on_generated_job(
@@ -81,30 +134,20 @@ def test_reduced_verdict_equals_full_on_generated_job(
 
     info = generate(tmp_path / "job", ranks=16, lines=400, seed=5)
     t = ingest(tmp_path / "job").table
-    assert reduce_for_diagnosis(t).height < t.height / 4
-    _check(t, tmp_path, monkeypatch, strip_ts=True)
-    assert _json(reduce_for_diagnosis(t))["initiating_ranks"] == [info["culprit"]]
+    red = reduce_for_diagnosis(t)
+    assert red.height < t.height / 4
+    assert reduce_for_diagnosis(red).equals(red)
+    from_pq = reduced_from_parquet(_write_parquet(t, tmp_path / "t.parquet"))
+    assert from_pq.drop("event_id").equals(red.drop("event_id"))
+    monkeypatch.setattr(streaming, "_CHUNK_ROWS", 7)
+    assert reduced_from_parquet(tmp_path / "t.parquet").equals(from_pq)
+    full = _no_ts(_json(t))
+    assert _no_ts(_json(red)) == full
+    assert _no_ts(_json(from_pq)) == full
+    assert _json(red)["initiating_ranks"] == [info["culprit"]]
 
 
 # --- `diagnose DIR` ingests only what diagnosis needs (ingest(keep_coll=...), issue #13 item 4) ---------------
-
-
-def _full_path_json(root: Path) -> dict[str, object]:
-    """What ``diagnose_path(root)`` printed before ``keep_coll``: the verdict on the whole event table, the
-    signatures matched on the whole table, the skipped list."""
-    from correlator.api import PathDiagnosis, attach_signatures, skipped_for_output
-
-    res = ingest(root)
-    d = attach_signatures(diagnose(reduce_for_diagnosis(res.table)), res.table, [])
-    return _normalized(json.loads(PathDiagnosis(d, res.table, skipped_for_output(res, False)).to_json()))
-
-
-def _normalized(d: dict[str, object]) -> dict[str, object]:
-    for e in d.get("evidence", []):  # type: ignore[attr-defined]
-        if e.get("role") == "collective disagreement":  # see the module docstring
-            for k in ("rank", "path", "line", "ts", "text"):
-                e.pop(k, None)
-    return d
 
 
 def _check_cut(root: Path, keep: int) -> tuple[pl.DataFrame, pl.DataFrame, int]:
@@ -120,18 +163,6 @@ def _check_cut(root: Path, keep: int) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     assert cut.lines_read == int(cut.table["line_count"].sum()) + cut.skipped_lines + cut.coll_lines_dropped
     assert full.table.height - cut.table.height == cut.coll_lines_dropped
     return full.table, cut.table, cut.coll_lines_dropped
-
-
-@pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir()))
-def test_diagnose_dir_verdict_equals_full_table_verdict(case: str) -> None:
-    """`rankscope diagnose DIR` (``diagnose_path``, which ingests with ``keep_coll``) prints the same JSON as
-    the verdict on the whole table, every field included (no field counts rows). The corpus holds no NCCL
-    COLL line of the fast-path shape, so here nothing is cut; the generated jobs below cut most lines."""
-    from correlator.api import diagnose_path
-
-    root = CASES / case / "logs"
-    _check_cut(root, streaming.KEEP_LAST)
-    assert _normalized(diagnose_path(root, require_lines=False).to_dict()) == _full_path_json(root)
 
 
 def _coll(host: str, pid: int, seq: int, comm: str, op: str = "AllReduce", n: int = 16) -> str:
@@ -245,10 +276,9 @@ def test_an_error_in_the_cut_thread_reaches_the_caller(
 
 @pytest.mark.parametrize("variant", ["plain", "traceback", "interleaved", "two_comms", "tee"])
 def test_diagnose_dir_on_generated_job_equals_full_table_verdict(tmp_path: Path, variant: str) -> None:
-    from correlator.api import diagnose_path
-
     root, _ = _job(tmp_path, variant)
-    got = diagnose_path(root, require_lines=False)
-    assert _normalized(got.to_dict()) == _full_path_json(root)
+    got = open_job(root, require_lines=False)
+    full = ingest(root)
+    assert _normalized(json.loads(got.to_json())) == _doc(full, reduced=True)
     if variant != "tee":
-        assert got.table.height < ingest(root).table.height / 2
+        assert got.table().height < full.table.height / 2

@@ -2,6 +2,8 @@
 
 The streaming path must give the same diagnosis as the normal path, a parquet file with the event schema
 whose rows and line counts add up to the normal table's, and a reduced table that keeps what diagnosis reads.
+On every corpus case, streaming (one batch, and a node split into rank-folder batches) gives the verdict of
+the whole table: tests/test_reduced_diagnosis.py.
 """
 
 from __future__ import annotations
@@ -21,21 +23,11 @@ from correlator.ingest import ingest
 from correlator.report import to_json
 from correlator.schema import EVENT_SCHEMA, FAULT_KINDS
 from correlator.streaming import plan, plan_batches, reduce_for_diagnosis, reduced_from_parquet, stream_ingest
+from tests.conftest import VERDICT_KEYS as KEYS
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 from generate import generate
-
-KEYS = [
-    "initiating_ranks",
-    "collateral_ranks",
-    "clean_ranks",
-    "missing_ranks",
-    "failure_kind",
-    "world_size",
-    "ranks_seen",
-]
-CASES = sorted((REPO / "fixtures" / "cases").glob("*/logs"))
 
 
 def _verdict(table: pl.DataFrame) -> dict[str, object]:
@@ -164,12 +156,6 @@ def test_reduction_keeps_the_last_collectives_per_rank_and_pg_with_repeated_seqs
         want |= {r["id"] for r in group[:keep]}
     got = reduce_for_diagnosis(t, keep_last=keep)["id"].to_list()
     assert got == sorted(want)
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.parent.name for c in CASES])
-def test_streaming_same_verdict_on_corpus(case: Path, tmp_path: Path) -> None:
-    reduced, _summary = stream_ingest(case, tmp_path / "e.parquet", batch_bytes=1)
-    assert _verdict(reduced) == _verdict(ingest(case).table)
 
 
 def _node_bytes(root: Path) -> int:
