@@ -2,13 +2,14 @@
 ``rankscope timeline`` (:func:`correlator.streaming.stream_ingest`) and streaming ``diagnose`` run per
 batch, and the in-memory read of a folder of logs (:func:`correlator.api.load_path`: ``diagnose``,
 ``events``, ``graph``, the non-streaming ``timeline``) runs as one batch of the whole folder
-(:func:`ingest_whole`). The live watcher reads appended byte ranges, not files, and shares the steps after
-reading (:mod:`correlator.tail`).
+(:func:`ingest_whole`). The live watcher reads appended byte ranges, not files, and shares ingest's steps after
+parsing (:func:`correlator.ingest.table_from_parsed`; :mod:`correlator.tail` says why). Ray's tasks run it
+too (``rankscope timeline --engine ray``, :mod:`correlator.rayengine`).
 
 :func:`ingest_batch` is a pure function of a :class:`BatchJob` (the files, the context files whose rows
 other batches keep, the zone, what to return): it reads nothing but the files, writes nothing but its own
 temporary shadow directory, and returns a :class:`BatchResult` that pickles (an Arrow table shares its
-buffers with the pickle stream), so it runs the same on a thread or in a worker process (or, later, as a
+buffers with the pickle stream), so it runs the same on a thread or in a worker process (or as a
 task of another engine). Its only other argument, :class:`Hooks`, is the progress callbacks of a caller
 in this process; they observe, and change nothing in the result.
 Identity that needs the whole job (event ids across batches, the job's ranks, hosts and attempts) is the

@@ -8,7 +8,6 @@ what ``correlator.ingest.ingest`` gives, field by field, with the NCCL COLL cut 
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,13 @@ from correlator.api import diagnose_path, load_path
 from correlator.batch import ingest_whole
 from correlator.ingest import ingest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-from generate import generate
-
 
 @pytest.fixture(scope="module")
-def gen(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("gen") / "logs"
-    generate(out, ranks=8, lines=200, seed=3)
-    (out / "blob.log").write_bytes(b"\x00\x01\x02" * 100)  # a binary file: a skipped entry and a warning
-    return out
+def gen(small_job: Path) -> Path:
+    (small_job / "blob.log").write_bytes(
+        b"\x00\x01\x02" * 100
+    )  # a binary file: a skipped entry and a warning
+    return small_job
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
