@@ -24,7 +24,7 @@ import polars as pl
 from correlator import archive
 from correlator.diagnose import diagnose as run_diagnose
 from correlator.errors import InputError, safe
-from correlator.ingest import READING, IngestResult, ingest
+from correlator.ingest import READING, IngestResult
 from correlator.verdict import Diagnosis
 
 __all__ = ["InputError", "PathDiagnosis", "diagnose_path", "load_path", "safe"]
@@ -92,7 +92,7 @@ def load_path(
     keep_coll: int | None = None,
     stacks: str | os.PathLike[str] | None = None,
 ) -> IngestResult:
-    """``ingest(path)`` with the checks the CLI makes: the path and ``fr`` exist, ``tz`` is an IANA zone;
+    """``ingest(path)`` (as one batch, :func:`correlator.batch.ingest_whole`) with the checks the CLI makes: the path and ``fr`` exist, ``tz`` is an IANA zone;
     then :func:`correlator.redact.redact_result` under ``redact``. ``path`` may be a tar or zip archive or
     ``-`` (standard input): see :func:`correlator.archive.opened`. Raises :class:`InputError`, or
     :class:`~correlator.discover.DiscoveryError` when nothing readable is found. ``keep_coll``: see
@@ -124,8 +124,11 @@ def _load_path(
     if stacks is not None and not Path(stacks).exists():
         raise InputError(f"--stacks {stacks}: no such file or directory")
     _check_tz(tz)
+    from correlator.batch import Hooks, ingest_whole
+
+    # One batch of the whole input, through the batch function that streaming runs per batch.
     if progress is None:
-        res = ingest(p, tz=tz, fr=fr, keep_coll=keep_coll)
+        res = ingest_whole(p, tz=tz, fr=fr, keep_coll=keep_coll)
     else:
         state = {"done": 0, "total": None}
 
@@ -144,15 +147,12 @@ def _load_path(
             if stage != READING:  # reading shows files (above); the steps after it lines or one unit
                 progress(stage, done, total)
 
-        res = ingest(
+        res = ingest_whole(
             p,
             tz=tz,
-            progress=step,
-            on_sources=on_sources,
             fr=fr,
-            on_phase=on_phase,
             keep_coll=keep_coll,
-            on_progress=within,
+            hooks=Hooks(progress=step, on_sources=on_sources, on_phase=on_phase, on_progress=within),
         )
     if stacks is not None:
         from correlator.stackdir import add_dumps

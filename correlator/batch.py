@@ -1,12 +1,17 @@
 """One batch of files -> its table part, its reduced rows and its summary: the one ingest step that
 ``rankscope timeline`` (:func:`correlator.streaming.stream_ingest`) and streaming ``diagnose`` run per
-batch (the in-memory ``diagnose`` of a small folder and the live watcher do not use it yet).
+batch, and the in-memory read of a folder of logs (:func:`correlator.api.load_path`: ``diagnose``,
+``events``, ``graph``, the non-streaming ``timeline``) runs as one batch of the whole folder
+(:func:`ingest_whole`). The live watcher reads appended byte ranges, not files, and shares ingest's steps after
+parsing (:func:`correlator.ingest.table_from_parsed`; :mod:`correlator.tail` says why). Ray's tasks run it
+too (``rankscope timeline --engine ray``, :mod:`correlator.rayengine`).
 
 :func:`ingest_batch` is a pure function of a :class:`BatchJob` (the files, the context files whose rows
 other batches keep, the zone, what to return): it reads nothing but the files, writes nothing but its own
 temporary shadow directory, and returns a :class:`BatchResult` that pickles (an Arrow table shares its
-buffers with the pickle stream), so it runs the same on a thread or in a worker process (or, later, as a
-task of another engine).
+buffers with the pickle stream), so it runs the same on a thread or in a worker process (or as a
+task of another engine). Its only other argument, :class:`Hooks`, is the progress callbacks of a caller
+in this process; they observe, and change nothing in the result.
 Identity that needs the whole job (event ids across batches, the job's ranks, hosts and attempts) is the
 small second pass of the caller over the results' summaries.
 
@@ -32,7 +37,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -41,6 +46,9 @@ from correlator.discover import DiscoveryError, Source, following_symlinks, lear
 from correlator.errors import InputError
 from correlator.reduce import reduce_for_diagnosis
 from correlator.schema import Kind, to_write_arrow
+
+if TYPE_CHECKING:
+    from correlator.ingest import IngestResult
 
 #: Input bytes of a streaming run below which batches run on threads of this process: a worker process
 #: costs ~1 CPU-s to start (Python, polars, pyarrow and the parsers imported again), which only pays off
@@ -94,25 +102,48 @@ class Batch:
 
 @dataclass(frozen=True)
 class BatchJob:
-    """The arguments of :func:`ingest_batch` (all picklable). ``single_file``: the input is this one file
-    (no shadow directory); ``tmp``: where the shadow directory goes; ``base``: the input root as the user
-    named it (warnings name it instead of the shadow); ``want``: the table part as an Arrow table of
-    ``WRITE_SCHEMA`` (``arrow``, to be written), a polars frame (``frame``) or not at all (``none``: only
-    the reduced rows and the summary)."""
+    """The arguments of :func:`ingest_batch` (all picklable). ``whole``: the input is this path whole, one
+    file or a folder (no shadow directory; the files are those ingest's own discovery finds, ``batch`` only
+    says their size); ``tmp``: where the shadow directory goes; ``base``: the input root as the user named
+    it (warnings name it instead of the shadow); ``keep_last``: see
+    :func:`correlator.reduce.reduce_for_diagnosis`, None for no reduced rows (a caller that reduces the
+    whole table itself); ``want``: the table part as an Arrow table of ``WRITE_SCHEMA`` (``arrow``, to be
+    written), a polars frame (``frame``) or not at all (``none``: only the reduced rows and the summary).
+    ``fr``: a folder of Flight Recorder dumps kept apart; ``keep_coll``: cut NCCL COLL lines while reading
+    (see :func:`correlator.ingest.ingest`); ``empty_ok``: a batch with no readable line gives an empty
+    result with the warning (a batch among others) instead of raising
+    :class:`~correlator.discover.DiscoveryError` (the whole input)."""
 
     batch: Batch
-    single_file: str | None
+    whole: str | None
     tz: str | None
-    keep_last: int
+    keep_last: int | None
     tmp: str
     base: str
     want: Want = "frame"
+    fr: str | None = None
+    keep_coll: int | None = None
+    empty_ok: bool = True
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Progress callbacks of a caller in this process, passed on to :func:`correlator.ingest.ingest`
+    (``progress``, ``on_sources``, ``on_phase``, ``on_progress``: see there). Not pickled: a batch in a
+    worker process runs without them."""
+
+    progress: Callable[[Source], None] | None = None
+    on_sources: Callable[[list[Source]], None] | None = None
+    on_phase: Callable[[str], None] | None = None
+    on_progress: Callable[[str, int, int], None] | None = None
 
 
 @dataclass
 class BatchResult:
     """What one batch gives back: the table part (as ``want`` asked), the reduced rows, and its summary
-    (counts and sets the caller sums over batches). ``event_id`` counts from 0 in each part."""
+    (counts and sets the caller sums over batches). ``event_id`` counts from 0 in each part. ``sources``:
+    the files ingest found (for a ``whole`` job: the input's); ``coll_lines_dropped``: the NCCL COLL lines
+    ``keep_coll`` cut."""
 
     table: pl.DataFrame | pa.Table | None
     reduced: pl.DataFrame | None
@@ -128,6 +159,8 @@ class BatchResult:
     ranks: list[int] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     attempts: list[int] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    coll_lines_dropped: int = 0
 
 
 def _shadow(batch: list[Source], tmp: Path) -> Path:
@@ -188,23 +221,40 @@ def _summarize(out: BatchResult, t: pl.DataFrame) -> None:
     out.attempts = [int(a) for a in t["attempt"].drop_nulls().unique().to_list()]
 
 
-def ingest_batch(job: BatchJob) -> BatchResult:
-    """Ingest one batch (``correlator.ingest.ingest`` of a shadow directory of its files), drop the context
-    rows other batches keep, reduce it for diagnosis and summarize it. Raises what ``ingest`` raises, except
-    a batch of only empty or binary files, which gives an empty result with the warning."""
+def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
+    """Ingest one batch (``correlator.ingest.ingest`` of a shadow directory of its files, or of the
+    ``whole`` input), drop the context rows other batches keep, reduce it for diagnosis and summarize it.
+    Raises what ``ingest`` raises, except (under ``empty_ok``) a batch of only empty or binary files, which
+    gives an empty result with the warning."""
     from correlator.ingest import compact, ingest
 
     batch = job.batch
+    h = hooks or Hooks()
     everything = batch.files + batch.context
-    target = Path(job.single_file) if job.single_file else _shadow(everything, Path(job.tmp))
+    target = Path(job.whole) if job.whole else _shadow(everything, Path(job.tmp))
     try:
-        # the shadow's links point at files discovery already vetted; file-name ranks were learned from all files
-        with following_symlinks(), learned_from(everything):
-            res = ingest(target, tz=job.tz)
+        # the shadow's links point at files discovery already vetted; file-name ranks were learned from all
+        # files (a ``whole`` job without files: ingest's own discovery of the input decides both)
+        with (
+            following_symlinks() if everything else contextlib.nullcontext(),
+            learned_from(everything) if everything else contextlib.nullcontext(),
+        ):
+            res = ingest(
+                target,
+                tz=job.tz,
+                fr=job.fr,
+                keep_coll=job.keep_coll,
+                progress=h.progress,
+                on_sources=h.on_sources,
+                on_phase=h.on_phase,
+                on_progress=h.on_progress,
+            )
     except DiscoveryError as e:  # a batch of only empty/binary files
+        if not job.empty_ok:
+            raise
         return BatchResult(None, None, warnings=[str(e).replace(str(target), job.base)])
     finally:
-        if not job.single_file:
+        if not job.whole:
             shutil.rmtree(target, ignore_errors=True)
     t = res.table
     lines_read, skipped, warnings = res.lines_read, res.skipped_lines, list(res.warnings)
@@ -223,17 +273,61 @@ def ingest_batch(job: BatchJob) -> BatchResult:
     ]
     out = BatchResult(
         None,
-        compact(reduce_for_diagnosis(t, job.keep_last)),
+        None if job.keep_last is None else compact(reduce_for_diagnosis(t, job.keep_last)),
         lines_read=lines_read,
         skipped=skipped,
         skipped_by_reason=by_reason,
         warnings=warnings,
         skipped_list=skipped_list,
+        sources=res.sources,
+        coll_lines_dropped=res.coll_lines_dropped,
     )
     _summarize(out, t)
     out.table = to_write_arrow(t) if job.want == "arrow" else t if job.want == "frame" else None
     out.maxrss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return out
+
+
+def ingest_whole(
+    root: str | os.PathLike[str],
+    *,
+    tz: str | None = None,
+    fr: str | os.PathLike[str] | None = None,
+    keep_coll: int | None = None,
+    hooks: Hooks | None = None,
+) -> IngestResult:
+    """The whole input under ``root`` (a folder or one file) as one batch of :func:`ingest_batch`, given back
+    as ``correlator.ingest.ingest`` gives it (the same table, counts, warnings and skipped files): the
+    in-memory read of :func:`correlator.api.load_path`. Raises :class:`~correlator.discover.DiscoveryError`
+    when nothing readable is found."""
+    from correlator.ingest import IngestResult
+
+    out = ingest_batch(
+        BatchJob(
+            Batch([]),
+            whole=str(root),
+            tz=tz,
+            keep_last=None,
+            tmp="",
+            base=str(root),
+            want="frame",
+            fr=None if fr is None else str(fr),
+            keep_coll=keep_coll,
+            empty_ok=False,
+        ),
+        hooks,
+    )
+    assert isinstance(out.table, pl.DataFrame)  # want="frame"
+    return IngestResult(
+        out.table,
+        out.sources,
+        out.warnings,
+        out.lines_read,
+        out.skipped,
+        out.skipped_by_reason,
+        out.skipped_list,
+        out.coll_lines_dropped,
+    )
 
 
 def batch_workers(workers: int | None, batch_bytes: int | None = None) -> int:
@@ -352,8 +446,10 @@ __all__ = [
     "Batch",
     "BatchJob",
     "BatchResult",
+    "Hooks",
     "batch_workers",
     "in_order",
     "ingest_batch",
+    "ingest_whole",
     "pool_kind",
 ]

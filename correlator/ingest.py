@@ -507,7 +507,11 @@ def _build(
         df = pl.concat([df, fr_table], how="diagonal_relaxed")
     if not _sorted_by_path_line(df):
         df = df.sort("path", "line", maintain_order=True)
-    df = df.drop("_pos").with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    df = (
+        df.drop("_pos", strict=False)
+        .with_row_index("event_id")
+        .with_columns(pl.col("event_id").cast(pl.Int64))
+    )
     n_dropped = 0
     if dropped is not None and dropped.height:
         n_dropped = dropped.height
@@ -515,6 +519,21 @@ def _build(
     if identity.WEIGHT in df.columns:
         df = df.drop(identity.WEIGHT)
     return df, n_dropped
+
+
+def table_from_parsed(parsed: pl.DataFrame, year: int, tz: str | None, warnings: list[str]) -> pl.DataFrame:
+    """Parsed rows (``parsers.parse_lines``: no NCCL COLL fast-path rows, no Flight Recorder rows) -> the
+    event table, by the steps :func:`ingest` runs after parsing: timestamps (``year`` for stamps without
+    one, ``tz`` for those without a zone), rank identity and inheritance, stack-dump ranks, values capped
+    (a warning each into ``warnings``), tee duplicates, (path, line) order, event ids.
+
+    The live watcher (:mod:`correlator.tail`) runs it on its store of parsed lines each pass: a tail of
+    appended lines cannot be a batch of :func:`correlator.batch.ingest_batch`, which reads whole files,
+    because the rows of the new lines take their identity, stamps and tee pairing from lines read passes
+    ago (an NCCL init line, a launcher's pid line), so these steps run over everything kept so far."""
+    df = _stamps_and_identity(parsed, None, year, tz, None, lambda _step, _done, _total: None)
+    df, _n = _build(df, pl.DataFrame(), None, {}, warnings)
+    return conform(df)
 
 
 def load(
@@ -534,4 +553,5 @@ __all__ = [
     "mark_duplicates",
     "plain_lines",
     "source_frame",
+    "table_from_parsed",
 ]

@@ -173,15 +173,20 @@ class Job:
         format: str | None = None,
         partition_by: str | None = None,
         streaming: bool | None = None,
+        engine: str = "local",
     ) -> TableWritten:
         """The event table of every line to ``out``, written whole or not at all (a temporary name renamed):
         ``format`` parquet, jsonl, csv (default: by the extension, else parquet) or perfetto (the trace of
         this verdict); ``partition_by`` ``host`` or ``rank``: a hive-partitioned parquet dataset under ``out``;
         ``streaming`` batch by batch in bounded memory (default: a parquet table of more than 64 MiB of logs,
-        not with ``redact``). Refuses an ``out`` inside the input. :func:`correlator.tables.write_job_table`."""
+        not with ``redact``); ``engine`` ``ray``: the batches as Ray tasks, a dataset under the folder ``out``
+        (:mod:`correlator.rayengine`). Refuses an ``out`` inside the input.
+        :func:`correlator.tables.write_job_table`."""
         from correlator.tables import write_job_table
 
-        return write_job_table(self, out, format=format, partition_by=partition_by, streaming=streaming)
+        return write_job_table(
+            self, out, format=format, partition_by=partition_by, streaming=streaming, engine=engine
+        )
 
     def trace(self) -> dict[str, Any]:
         """The Perfetto / Chrome trace-event JSON of the table with this verdict's initiating events."""

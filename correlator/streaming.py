@@ -347,6 +347,7 @@ def stream_ingest(
     partition_by: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
+    engine: str = "local",
 ) -> tuple[pl.DataFrame, dict[str, object]]:
     """Ingest ``root`` batch by batch; write the full event table to ``out_parquet`` (None: don't).
 
@@ -364,15 +365,29 @@ def stream_ingest(
     :func:`correlator.batch.batch_workers`), in worker processes for large inputs and on threads for small
     ones (:func:`correlator.batch.pool_kind`); the table written, the reduced table and the summary do not
     depend on either. ``batch_bytes``: input per batch (default :data:`DEFAULT_BATCH_BYTES`).
-    ``progress(done, total)`` is called per batch, in order. Raises :class:`DiscoveryError` when ``root``
-    is missing, empty, or no batch had a readable line.
+    ``progress(done, total)`` is called per batch, in order. ``engine="ray"``: the batches as Ray tasks
+    that write their parts into the dataset ``out_parquet`` (a folder: ``part-NNNNN.parquet``, or
+    partitioned), see :mod:`correlator.rayengine`; the rows written and the result are the same. Raises
+    :class:`DiscoveryError` when ``root`` is missing, empty, or no batch had a readable line.
     """
-    rootp = Path(root)
+    rootp = (
+        Path(root) if engine == "local" else Path(root).absolute()
+    )  # a Ray task's working directory differs
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine {engine!r}: use local or ray")
     batch_bytes = DEFAULT_BATCH_BYTES if batch_bytes is None else batch_bytes
     sources, disc_warnings = discover(rootp)
     single = str(rootp) if rootp.is_file() else None
     batches = [Batch(sources)] if single else plan(sources, batch_bytes)
     totals = _Totals(list(disc_warnings), skipped_entries(disc_warnings))
+    if engine == "ray":
+        from correlator.rayengine import run_batches
+
+        base = str(rootp.parent if single else rootp)
+        # parts as polars frames: Ray's own Arrow serializer does not take the string_view columns
+        jobs = [BatchJob(b, single, tz, keep_last, "", base, "frame") for b in batches]
+        run_batches(jobs, totals, out_parquet, partition_by, row_group_rows, progress)
+        return _result(totals, root, sources, len(batches))
     results: Generator[BatchResult, None, None] | None = None
     tmp = tempfile.mkdtemp(prefix="rankscope-stream-")
     base = str(rootp.parent if single else rootp)
@@ -397,10 +412,17 @@ def stream_ingest(
         if sink is not None:
             sink.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    return _result(totals, root, sources, len(batches))
+
+
+def _result(
+    totals: _Totals, root: str | os.PathLike[str], sources: list[Source], batches: int
+) -> tuple[pl.DataFrame, dict[str, object]]:
+    """The reduced table and the summary of the batches taken (:func:`stream_ingest`'s result)."""
     if totals.rows == 0:
         raise DiscoveryError(f"{root}: no log lines to read in {len(sources)} file(s)")
     table = pl.concat(totals.reduced, how="vertical") if totals.reduced else empty_table()
-    return table, totals.summary(sources, len(batches), table)
+    return table, totals.summary(sources, batches, table)
 
 
 def _in_context(kind: str) -> Callable[[BatchJob], BatchResult]:

@@ -125,13 +125,25 @@ def write_job_table(
     format: str | None = None,
     partition_by: str | None = None,
     streaming: bool | None = None,
+    engine: str = "local",
 ) -> TableWritten:
-    """Write the event table of every line of ``job`` to ``output`` (see :meth:`correlator.job.Job.write_table`)."""
+    """Write the event table of every line of ``job`` to ``output`` (see :meth:`correlator.job.Job.write_table`).
+    ``engine="ray"``: the batches as Ray tasks writing a parquet dataset under the folder ``output``
+    (:mod:`correlator.rayengine`)."""
     from correlator.discover import sharing_walks
 
     out = Path(output)
+    if engine not in ("local", "ray"):
+        raise InputError(f"--engine {engine}: use local or ray")
     with sharing_walks():  # the streaming decision and the ingest walk the folder once
         fmt = table_format(out, format)
+        if engine == "ray":
+            from correlator.rayengine import require_ray
+
+            require_ray()  # before any work: a clear error when the extra is not installed
+            if fmt != "parquet" or streaming is False:
+                raise InputError("--engine ray writes a parquet dataset batch by batch (streaming) only")
+            return _write_streamed(job, out, partition_by, engine)
         if streaming is None:
             streaming = fmt == "parquet" and not job.redact and _streams_by_default(Path(job.path))
         if (partition_by or streaming) and fmt != "parquet":
@@ -166,9 +178,10 @@ def _streams_by_default(path: Path) -> bool:
     return want_streaming(path, None, TABLE_STREAMING_THRESHOLD_BYTES) and context_bounded(path)
 
 
-def _write_streamed(job: JobInput, out: Path, by: str | None) -> TableWritten:
+def _write_streamed(job: JobInput, out: Path, by: str | None, engine: str = "local") -> TableWritten:
     """The table written batch by batch (:func:`correlator.streaming.stream_ingest`): under ``out`` as a
-    dataset partitioned ``by``, else one file written under a temporary name, renamed when complete."""
+    dataset partitioned ``by`` (or, ``engine="ray"``, one part per batch), else one file written under a
+    temporary name, renamed when complete."""
     from correlator.streaming import stream_ingest
 
     src = Path(job.path)
@@ -182,14 +195,14 @@ def _write_streamed(job: JobInput, out: Path, by: str | None) -> TableWritten:
     cb = None if bar is None else (lambda done, total: bar("streaming node by node", done, total))
 
     def run(target: Path) -> dict[str, object]:
-        s = stream_ingest(src, target, tz=job.tz, partition_by=by, progress=cb)[1]
+        s = stream_ingest(src, target, tz=job.tz, partition_by=by, progress=cb, engine=engine)[1]
         if job.on_warnings is not None:
             job.on_warnings(list(s.get("warning_lines") or []))  # type: ignore[call-overload]
         return s
 
     got: list[dict[str, object]] = []
     try:
-        if by:
+        if by or engine == "ray":
             got.append(run(out))
         else:
             atomic_write(out, lambda tmp: got.append(run(Path(tmp))))

@@ -1,8 +1,15 @@
 """Tailing for the live watcher: the files under the watched directory read from where the last pass
 stopped (rotation, truncation and appended bytes), parsed, kept in a reduced store of parsed lines
-(:func:`correlator.reduce.reduce_store`) and turned into the event table with the public ingest steps
-(:func:`correlator.ingest.source_frame`, :func:`correlator.ingest.plain_lines`,
-:func:`correlator.ingest.mark_duplicates`). :class:`correlator.watch.Watcher` runs it once per pass."""
+(:func:`correlator.reduce.reduce_store`) and turned into the event table by ingest's own steps
+(:func:`correlator.ingest.source_frame`, :func:`correlator.ingest.plain_lines`, ``parsers.parse_lines``,
+:func:`correlator.ingest.table_from_parsed`). :class:`correlator.watch.Watcher` runs it once per pass.
+
+Why the appended lines of a pass are not a batch of :func:`correlator.batch.ingest_batch` (the function
+streaming and the in-memory read share): a batch is whole files read from their start, while a pass reads
+byte ranges after an offset (with a carry of lines parsed again); and the new rows' timestamps, ranks and
+tee pairing depend on rows read passes ago, so identity runs over the whole store each pass, not over the
+new lines. The steps before and after that store are ingest's.
+"""
 
 from __future__ import annotations
 
@@ -18,14 +25,13 @@ from typing import Any
 import polars as pl
 
 import parsers
-from correlator import identity
 from correlator.discover import DiscoveryError, Source, discover
-from correlator.ingest import mark_duplicates, plain_lines, source_frame
+from correlator.ingest import plain_lines, source_frame, table_from_parsed
 from correlator.read import ANSI_RE, looks_binary, read_lines
 from correlator.reduce import reduce_store
-from correlator.schema import FAULT_KINDS, conform, empty_table
+from correlator.schema import FAULT_KINDS, empty_table
 from correlator.verdict import Diagnosis
-from parsers import nccl, timestamps
+from parsers import nccl
 
 #: Most bytes read from one file in one pass, and from all files in one pass (the rest is read by the next
 #: passes, which the CLI runs back to back while ``Watcher.backlog`` is true): bounded memory when a watcher
@@ -311,10 +317,6 @@ class TailReader(WatchState):
         c0 = time.process_time()
         df = pl.concat(frames, how="diagonal_relaxed").sort("wsrc", "line", maintain_order=True)
         parsed = parsers.parse_lines(df)
-        if "exit_code_json" in parsed.columns:
-            parsed = parsed.with_columns(
-                pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code")
-            )
         if plain:  # each plain file's carry for the next pass
             keys = [c for c in parsers.STREAM_KEYS if c in parsed.columns]
             key = (
@@ -369,16 +371,10 @@ class TailReader(WatchState):
             self.table, self.faults_by_kind = empty_table(), {}
             return
         df = nccl.resolve_comms(df)  # COLL lines of a pass name comm pointers whose Init lines came earlier
-        df = timestamps.build_ts(df, self._year, self.tz)
-        df = identity.resolve(df)
-        df = timestamps.inherit(df, parsers.STREAM_KEYS)
-        df = mark_duplicates(df)
-        df = (
-            df.sort("path", "line", maintain_order=True)
-            .with_row_index("event_id")
-            .with_columns(pl.col("event_id").cast(pl.Int64))
-        )
-        self.table = conform(df)
+        # ingest's own steps after parsing (the reason a tail is not a batch: see table_from_parsed)
+        capped: list[str] = []
+        self.table = table_from_parsed(df, self._year, self.tz, capped)
+        self.warnings.extend(w for w in capped if w not in self.warnings)
         faults = self.table.filter(pl.col("kind").is_in(list(FAULT_KINDS)) & ~pl.col("duplicate"))
         self.faults_by_kind = dict(faults.group_by("kind").len().iter_rows())
         exits = parsers.exit_reports(self.table)

@@ -46,3 +46,14 @@ def run_cli(
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.fixture(scope="module")
+def small_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated 8-rank torchrun job, ~300 lines per rank, 3 nodes (``benchmarks/generate.py``, seed 7)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from generate import generate
+
+    out = tmp_path_factory.mktemp("gen") / "logs"
+    generate(out, ranks=8, lines=300, seed=7)
+    return out

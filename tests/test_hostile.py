@@ -393,15 +393,19 @@ def test_parquet_given_to_diagnose_is_validated(tmp_path, monkeypatch, capsys):
 
 
 def test_rust_panic_is_exit_2_with_a_message(tmp_path, monkeypatch, capsys):
-    from correlator import api
+    import importlib
 
+    ingest_mod = importlib.import_module(
+        "correlator.ingest"
+    )  # the module (``correlator.ingest`` is also a function)
     root = tmp_path / "logs"
     base(root)
 
     def boom(*_a, **_k):  # type: ignore[no-untyped-def]
         raise pl.exceptions.PanicException("index out of bounds")
 
-    monkeypatch.setattr(api, "ingest", boom)  # `rankscope diagnose` ingests through correlator.api
+    # `rankscope diagnose` ingests through correlator.batch.ingest_batch, which calls correlator.ingest.ingest
+    monkeypatch.setattr(ingest_mod, "ingest", boom)
     _, err = cli_ok(["diagnose", root], monkeypatch, capsys, want=2)
     assert "index out of bounds" in err and "error:" in err
 

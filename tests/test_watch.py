@@ -654,3 +654,38 @@ def test_until_exit_cli_stops_on_srun_signal_reports(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert "the launcher exited (slurm-884213.out:2); final verdict:" in res.stderr
+
+
+# ---------------------------------------------------------------- the table: ingest's steps after parsing
+def test_watcher_table_is_built_by_ingests_steps(tmp_path: Path) -> None:
+    """The watcher turns its parsed lines into the table with ingest's own steps after parsing
+    (``correlator.ingest.table_from_parsed``), so a value no real job has is capped as ingest caps it: a
+    stray ``[rank99999]:`` in a 2-rank job (more than 4x the stated world size) names no rank, with the
+    warning, instead of a rank 99,999 for the alerts and the verdict to size their work by."""
+    (tmp_path / "rank0.log").write_text("[rank0]: step 1\n")
+    (tmp_path / "rank1.log").write_text("[rank1]: step 1\n")
+    (tmp_path / "stray.log").write_text(
+        "[rank99999]: one stray line\n"
+        "node-a:1:2 [0] NCCL INFO comm 0x5555 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+    )
+    w = Watcher(tmp_path, stall=10)
+    w.poll()
+    assert w.ranks_seen() == [0, 1]
+    assert any("rank 99999" in x for x in w.warnings), w.warnings
+    stray = w.table.filter(pl.col("raw").str.contains("stray line"))
+    assert stray.height == 1 and stray["rank"][0] is None
+    n = len(w.warnings)
+    (tmp_path / "rank0.log").write_text("[rank0]: step 1\n[rank0]: step 2\n")
+    w.poll()  # the store is turned into the table again: the warning is not repeated
+    assert len(w.warnings) == n
+
+
+def test_watcher_gives_stack_dumps_named_by_pid_their_rank() -> None:
+    """py-spy dumps named by pid only (``py-spy-19317.txt``) take the rank of that pid from the launcher's
+    lines, in the watcher's table as in ingest's (``stacks.assign_ranks``, one of ingest's steps after
+    parsing): the trainer's lines state ``rank=0 … pid=19317`` … ``rank=3 … pid=19320``."""
+    w = Watcher(CASES / "stk-02-checkpoint-write-hang-pid-names" / "logs", stall=10)
+    w.poll()
+    dumps = w.table.filter(pl.col("kind") == "stack_dump").sort("path")
+    assert dumps["path"].to_list() == [f"py-spy-{p}.txt" for p in range(19317, 19321)]
+    assert dumps["rank"].to_list() == [0, 1, 2, 3]

@@ -27,6 +27,11 @@ class PartitionBy(str, Enum):
     rank = "rank"
 
 
+class Engine(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
 def timeline(
     directory: DirArg,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output file (.parquet by default).")] = Path(
@@ -58,6 +63,15 @@ def timeline(
             "split into batches would re-read a launcher log larger than a batch).",
         ),
     ] = None,
+    engine: Annotated[
+        Engine,
+        typer.Option(
+            "--engine",
+            help="local: batches on this machine's cores. ray: each batch a Ray task that writes its part "
+            "into a parquet dataset under -o (a folder), for logs on a file system every node reads; needs "
+            "the ray extra (pip install 'rankscope[ray]'); RAY_ADDRESS names a running cluster.",
+        ),
+    ] = Engine.local,
     tz: TzOpt = None,
     quiet: QuietOpt = False,
     redact: RedactOpt = False,
@@ -69,6 +83,7 @@ def timeline(
             format=format.value if format else None,
             partition_by=partition_by.value if partition_by else None,
             streaming=streaming,
+            engine=engine.value,
         )
     if quiet:
         return

@@ -1,0 +1,88 @@
+"""Streaming, the in-memory read (``diagnose``, ``events``, ``graph``) and the live watcher share one batch
+function (issue #32: "streaming, diagnose and watch use the same batch function").
+
+The in-memory read is one batch of the whole input (:func:`correlator.batch.ingest_whole`); it must give
+what ``correlator.ingest.ingest`` gives, field by field, with the NCCL COLL cut of ``diagnose`` too.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from correlator import batch as batch_mod
+from correlator import streaming
+from correlator.api import diagnose_path, load_path
+from correlator.batch import ingest_whole
+from correlator.ingest import ingest
+
+
+@pytest.fixture(scope="module")
+def gen(small_job: Path) -> Path:
+    (small_job / "blob.log").write_bytes(
+        b"\x00\x01\x02" * 100
+    )  # a binary file: a skipped entry and a warning
+    return small_job
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    jobs: list[Any] = []
+    real = batch_mod.ingest_batch
+
+    def spy(job: Any, hooks: Any = None) -> Any:
+        jobs.append(job)
+        return real(job, hooks)
+
+    monkeypatch.setattr(batch_mod, "ingest_batch", spy)
+    monkeypatch.setattr(streaming, "ingest_batch", spy)  # imported there by name
+    return jobs
+
+
+@pytest.mark.parametrize("keep_coll", [None, 4])
+def test_whole_input_as_one_batch_is_what_ingest_gives(gen: Path, keep_coll: int | None) -> None:
+    want = ingest(gen, keep_coll=keep_coll)
+    got = ingest_whole(gen, keep_coll=keep_coll)
+    assert got.table.equals(want.table)
+    assert [s.rel for s in got.sources] == [s.rel for s in want.sources]
+    assert (got.warnings, got.lines_read, got.skipped_lines) == (
+        want.warnings,
+        want.lines_read,
+        want.skipped_lines,
+    )
+    assert (got.skipped_by_reason, got.skipped, got.coll_lines_dropped) == (
+        want.skipped_by_reason,
+        want.skipped,
+        want.coll_lines_dropped,
+    )
+    assert got.skipped and got.skipped_by_reason  # the binary file is reported, not lost
+    if keep_coll is not None:
+        assert got.coll_lines_dropped > 0  # the generator writes NCCL COLL lines: the cut ran
+
+
+def test_diagnose_reads_logs_through_the_batch_function(gen: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = _spy(monkeypatch)
+    diagnose_path(gen, streaming=False)
+    assert len(jobs) == 1
+    job = jobs[0]
+    assert job.whole == str(gen) and job.keep_coll is not None and not job.empty_ok
+    jobs.clear()
+    load_path(gen)  # events, graph, the in-memory timeline
+    assert len(jobs) == 1 and jobs[0].keep_coll is None
+
+
+def test_streaming_diagnose_runs_the_same_function(gen: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = _spy(monkeypatch)
+    monkeypatch.setenv("RANKSCOPE_BATCH_POOL", "threads")  # the spy lives in this process
+    streamed = diagnose_path(gen, streaming=True).diagnosis.to_json()
+    assert jobs and all(j.whole is None for j in jobs)
+    assert streamed == diagnose_path(gen, streaming=False).diagnosis.to_json()
+
+
+def test_empty_input_still_raises_discovery_error(tmp_path: Path) -> None:
+    discover = importlib.import_module("correlator.discover")
+    (tmp_path / "empty.log").write_bytes(b"")
+    with pytest.raises(discover.DiscoveryError, match="no log lines to read"):
+        load_path(tmp_path)
