@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from correlator.discover import DiscoveryError, Source, following_symlinks, learned_from
 from correlator.errors import InputError
@@ -141,7 +142,9 @@ class Hooks:
 @dataclass
 class BatchResult:
     """What one batch gives back: the table part (as ``want`` asked), the reduced rows, and its summary
-    (counts and sets the caller sums over batches). ``event_id`` counts from 0 in each part. ``sources``:
+    (counts and sets the caller sums over batches). ``event_id`` counts from 0 in each part, below
+    ``id_span`` (the ids the batch's ingest gave, context rows other batches keep included: the caller moves
+    the next batch's ids past them, so ids stay unique when context rows are dropped). ``sources``:
     the files ingest found (for a ``whole`` job: the input's); ``coll_lines_dropped``: the NCCL COLL lines
     ``keep_coll`` cut."""
 
@@ -161,6 +164,15 @@ class BatchResult:
     attempts: list[int] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
     coll_lines_dropped: int = 0
+    id_span: int = 0
+
+
+def with_offset(part: pl.DataFrame | pa.Table, offset: int) -> pl.DataFrame | pa.Table:
+    """``part`` with its ``event_id`` values moved by ``offset`` (ids unique across the batches)."""
+    if isinstance(part, pl.DataFrame):
+        return part.with_columns((pl.col("event_id") + offset).alias("event_id"))
+    i = part.schema.get_field_index("event_id")
+    return part.set_column(i, part.schema.field(i), pc.add(part.column(i), pa.scalar(offset, pa.int64())))
 
 
 def _shadow(batch: list[Source], tmp: Path) -> Path:
@@ -260,6 +272,7 @@ def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
     lines_read, skipped, warnings = res.lines_read, res.skipped_lines, list(res.warnings)
     by_reason = dict(getattr(res, "skipped_by_reason", None) or {})
     ctx = {s.rel for s in batch.context}
+    span = int(t["event_id"].max()) + 1 if t.height else 0  # type: ignore[arg-type]
     if ctx:
         drop = pl.col("path").is_in(list(ctx)) & ~_keeps(batch)
         lines_read -= int(t.filter(drop)["line_count"].sum() or 0)
@@ -281,6 +294,7 @@ def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
         skipped_list=skipped_list,
         sources=res.sources,
         coll_lines_dropped=res.coll_lines_dropped,
+        id_span=span,
     )
     _summarize(out, t)
     out.table = to_write_arrow(t) if job.want == "arrow" else t if job.want == "frame" else None
@@ -452,4 +466,5 @@ __all__ = [
     "ingest_batch",
     "ingest_whole",
     "pool_kind",
+    "with_offset",
 ]

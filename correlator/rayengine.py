@@ -6,7 +6,7 @@ recommendation; this is for a cluster that already runs Ray.
 The same plan of batches as the local engine (:func:`correlator.streaming.plan`); each batch is one task
 that runs the same pure function, :func:`correlator.batch.ingest_batch`, in a temporary folder of its own
 node. Its table part stays in Ray's object store; the driver takes the batches' summaries in order (event
-ids made unique across batches: the offset of a batch is the rows of the batches before it), then a second
+ids made unique across batches: a batch's ids start past every id the batches before it gave), then a second
 task per batch moves the part's ids by that offset and writes it into the output dataset: ``part-NNNNN.parquet``
 under ``out``, or a hive-partitioned dataset with ``partition_by``. The rows written are those the local
 engine writes, batch by batch. At most ``in_flight`` batches are ingested or waiting to be written at once.
@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from correlator.batch import BatchJob, BatchResult, ingest_batch
+from correlator.batch import BatchJob, BatchResult, ingest_batch, with_offset
 from correlator.errors import InputError
 
 ENGINES = ("local", "ray")
@@ -62,11 +62,10 @@ def _ingest(job: BatchJob) -> tuple[BatchResult, Any]:
 def _write(part: Any, offset: int, out: str, i: int, partition_by: str | None, row_group_rows: int) -> int:
     """The part of batch ``i`` with its ids moved by ``offset``, written into the dataset ``out``."""
     from correlator.schema import parquet_options, to_write_arrow
-    from correlator.streaming import _with_offset
 
     if part is None:
         return 0
-    part = _with_offset(part, offset)
+    part = with_offset(part, offset)
     assert isinstance(part, pl.DataFrame)  # want="frame": see streaming.stream_ingest
     if partition_by is not None:
         from correlator.export import write_partitioned

@@ -43,7 +43,6 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from correlator.batch import (
@@ -56,6 +55,7 @@ from correlator.batch import (
     ingest_batch,
     pool_kind,
     source_bytes,
+    with_offset,
 )
 from correlator.discover import (
     DiscoveryError,
@@ -235,6 +235,7 @@ class _Totals:
         self.hosts: set[str] = set()
         self.attempts: set[int] = set()
         self.lines_read = self.skipped = self.rows = self.unparsed = self.peak_rss = 0
+        self.next_id = 0  # the first event id of the next batch: past every id an earlier batch gave
         self.reduced: list[pl.DataFrame] = []
 
     def add(self, out: BatchResult) -> int:
@@ -242,10 +243,11 @@ class _Totals:
         offset of its event ids."""
         self.warnings.extend(w for w in out.warnings if w not in self.disc_warnings)
         self.peak_rss = max(self.peak_rss, out.maxrss_kib)
-        offset = self.rows
+        offset = self.next_id
         if out.reduced is None:
             return offset
         self.reduced.append(out.reduced.with_columns((pl.col("event_id") + offset).alias("event_id")))
+        self.next_id += out.id_span
         self.rows += out.rows
         self.lines_read += out.lines_read
         self.skipped += out.skipped
@@ -280,14 +282,6 @@ class _Totals:
             "input_bytes": sum(source_bytes(s) for s in sources),
             "reduced_rows": table.height,
         }
-
-
-def _with_offset(part: pl.DataFrame | pa.Table, offset: int) -> pl.DataFrame | pa.Table:
-    """``part`` with its ``event_id`` values moved by ``offset`` (ids unique across the batches)."""
-    if isinstance(part, pl.DataFrame):
-        return part.with_columns((pl.col("event_id") + offset).alias("event_id"))
-    i = part.schema.get_field_index("event_id")
-    return part.set_column(i, part.schema.field(i), pc.add(part.column(i), pa.scalar(offset, pa.int64())))
 
 
 class _Sink:
@@ -402,7 +396,7 @@ def stream_ingest(
             offset = totals.add(out)
             part, out.table = out.table, None
             if part is not None:
-                sink.write(i, _with_offset(part, offset))
+                sink.write(i, with_offset(part, offset))
             del part, out
             if progress:
                 progress(i + 1, len(batches))

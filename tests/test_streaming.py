@@ -466,3 +466,23 @@ def test_pool_kind_by_size() -> None:
     assert pool_kind(PROCESS_MIN_BYTES, 7, 4) == "threads"  # fewer than two batches per worker
     assert pool_kind(PROCESS_MIN_BYTES, 8, 4) == "processes"
     assert pool_kind(10 * PROCESS_MIN_BYTES, 40, 2) == "threads"  # 2 cores: threads cost less CPU
+
+
+def test_event_ids_stay_unique_when_a_node_is_split(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    """A node split into chunks: each chunk reads the node's context files and drops the rows another chunk
+    keeps, after its ids were given; the next chunk's ids must still start past every id given before, so
+    no two rows share an ``event_id`` and the ids rise in batch order (the reduced rows point at the same)."""
+    root, _info = gen
+    out = tmp_path / "t.parquet"
+    reduced, s = stream_ingest(root, out, batch_bytes=_node_bytes(root) // 3, workers=1)
+    t = pl.read_parquet(out)
+    assert s["batches"] > 3 and t.height == s["rows"]
+    assert t["event_id"].n_unique() == t.height
+    assert t["event_id"].is_sorted()
+    by_id = dict(zip(t["event_id"].to_list(), t["raw"].to_list(), strict=True))
+    assert all(
+        by_id[e] == raw
+        for e, raw in zip(reduced["event_id"].to_list(), reduced["raw"].to_list(), strict=True)
+    )
