@@ -766,6 +766,10 @@ def test_nccl_reports_number_a_communicator_of_the_seen_ranks_size_as_the_job() 
     found = ini.nccl_reports(evidence_of(rows))
     assert found is not None
     assert (found.initiators, found.failure_kind, found.cause_event) == ([3], "straggler_hang", {3: 4})
+    assert found.focus == {"evidence": [4], "evidence_role": "NCCL RAS: missing"}
+    assert [n.text() for n in found.reasons] == [
+        "named by NCCL RAS only (missing); no log line of its own says what happened to it"
+    ]
     # a report that half the job is missing says nothing about who started it
     rows[-1] = dict(rows[-1], ranks_named="2,3")
     assert ini.nccl_reports(evidence_of(rows)) is None
@@ -793,3 +797,22 @@ def test_blamed_by_the_others_names_the_peer_every_other_rank_lost() -> None:
         "(gloo_connection_closed, nccl_peer_closed); nothing else says why"
     )
     assert [n.text() for n in found.reasons] == [said]
+
+
+def test_disowned_by_all_names_the_rank_every_other_rank_disagrees_with() -> None:
+    # reducer.cpp verify_params_across_processes on ranks 1-3: ``[r]: params[0] in this process with sizes [64, 32]
+    # appears not to match sizes of the same param in process 0.``; rank 0 builds its model and says nothing
+    said = "params[0] in this process with sizes [64, 32] appears not to match sizes of the same param in process 0."
+    rows = [ev(0, "log", 0, severity="info", message="building model")]  # id 0
+    rows += [
+        ev(r, "ddp_error", 5 + r, layer="python", peer_rank=0, message=f"[{r}]: {said}") for r in (1, 2, 3)
+    ]
+    found = ini.disowned_by_all(evidence_of(rows))
+    named = ([0], "disowned by all the others", "collective_mismatch", {0: 1})
+    assert (
+        found is not None and (found.initiators, found.basis, found.failure_kind, found.cause_event) == named
+    )
+    assert found.focus == {"evidence": [1, 2, 3], "evidence_role": "disagrees with rank 0"}
+    assert [n.text() for n in found.reasons] == [
+        "all 3 other ranks say their model differs from rank 0's; rank 0 is the one that differs"
+    ]
