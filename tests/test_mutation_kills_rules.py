@@ -1,9 +1,10 @@
-"""Rules that the second mutation sample (benchmarks/MUTATION.md) found unpinned: one small table per behaviour, the
-expected value read off the rows written in the test (event ids are row positions, see
+"""Rules that the second and third mutation samples (benchmarks/MUTATION.md) found unpinned: one small table per
+behaviour, the expected value read off the rows written in the test (event ids are row positions, see
 ``tests.test_diagnose_units.table``).
 
-Each test states the behaviour of the rule it pins (docstrings of ``correlator/initiators.py``, ``faults.py``,
-``graph.py``, ``diagnose.py``); none asserts more than that behaviour.
+Each test states the behaviour of the rule it pins (docstrings of ``correlator/initiators.py``, ``disagreement.py``,
+``silence.py``, ``attempt_evidence.py``, ``faults.py``, ``graph.py``, ``diagnose.py``); none asserts more than that
+behaviour.
 """
 
 from __future__ import annotations
@@ -232,6 +233,12 @@ def test_barrier_report_without_a_group_rank_names_global_ranks() -> None:
     found = ini.barrier_named(evidence_of(rows))
     assert found is not None
     assert (found.initiators, found.failure_kind) == ([2], "straggler_hang")
+    # ``Ranks 1, 3 failed to pass monitoredBarrier``: both named (third sample)
+    rows[-1] = dict(
+        rows[-1], message="Ranks 1, 3 failed to pass monitoredBarrier in 1800000 ms", ranks_named="1,3"
+    )
+    two = ini.barrier_named(evidence_of(rows))
+    assert two is not None and (two.initiators, two.failure_kind) == ([1, 3], "straggler_hang")
 
 
 # --- initiators.minority_progress --------------------------------------------------------------------------------
@@ -633,3 +640,179 @@ def test_first_cause_event_is_the_most_specific_even_when_a_summary_is_stamped_e
     G = build_graph(table(rows))
     assert (G.graph["initiators"], G.graph["failure_kind"]) == ([1], "cuda_error")
     assert G.nodes[1]["cause_event"] == 4
+
+
+# --- third sample (2026-12-05, the modules split from initiators.py) ----------------------------------------------
+
+
+def test_divergence_compares_a_fingerprint_shape_with_a_watchdog_numel() -> None:
+    # DETAIL fingerprints state a shape (``TensorShape=[32, 16]``: 512 elements), watchdog lines an element count
+    # (``NumelIn=512``): at one (pg, seq) both are compared as element counts. Rank 3 timed out with 1024.
+    rows = [
+        ev(r, "collective_fingerprint", 1, seq=40, op="ALLREDUCE", shape="[32, 16]", pg="0") for r in (0, 1)
+    ]
+    rows += [timeout(2, 40, numel=512), timeout(3, 40, numel=1024)]
+    minority, majority, info = disagreement.divergence(table(rows))
+    assert (minority, majority, info["majority"], info["own"]) == ({3}, {0, 1, 2}, "ALLREDUCE 512", {3: 3})
+
+
+def _untagged_file(path: str, sec: float = 0) -> list[dict[str, Any]]:
+    """torchtune#2093 in short: a file of rank-prefixed lines, rank 0's untagged log line of work, then the
+    timeouts of ranks 2 and 3 (the untagged line is application output: layer ``app``)."""
+    init = "ProcessGroupNCCL initialization options: size: 4"
+    work = "INFO:torchtune.utils._logging:Getting full model state dict took 114.73 secs"
+    return [
+        *(ev(r, "log", sec, severity="info", path=path, message=init) for r in range(4)),
+        ev(None, "log", sec + 1, layer="app", severity="info", path=path, message=work),
+        *(dict(timeout(r, 28956, sec + 600), path=path) for r in (2, 3)),
+    ]
+
+
+def test_rank0_reason_untagged_application_line_before_the_faults() -> None:
+    e = evidence_of(_untagged_file("combined.log"))
+    assert silence._rank0_reason(e, {}) == (
+        "untagged application lines (rank-0-only logging, by convention) are the last work before the faults"
+    )
+    # the same file with a tagged line between the untagged work and the faults: nothing says rank 0
+    rows = _untagged_file("combined.log")
+    rows.insert(5, ev(1, "log", 2, severity="info", path="combined.log", message="rank 1 saved shard 1"))
+    assert silence._rank0_reason(evidence_of(rows), {}) is None
+
+
+def test_untagged_work_before_the_faults_of_one_file_is_enough() -> None:
+    # a.log ends its work untagged before its first fault; b.log (later in the table) has a tagged line there
+    b = [
+        ev(1, "log", 0, severity="info", path="b.log", message="rank 1 saved shard 1"),
+        dict(timeout(1, 28956, 600), path="b.log"),
+    ]
+    assert silence._untagged_work_before_faults(evidence_of([*_untagged_file("a.log"), *b]))
+    assert not silence._untagged_work_before_faults(evidence_of(b))
+
+
+def test_a_silent_rank_the_launcher_lists_failed_is_accounted_for() -> None:
+    # torchrun's agent: ``failed (exitcode: -15) local_rank: 1`` (SIGTERMed: alive at teardown, no error of its
+    # own) and its SIGTERM to rank 0; rank 3 is in no launcher line: it had exited early. Ranks 0 and 2 time out.
+    rows = [progress(r, 5) for r in range(4)]  # ids 0-3
+    rows += [timeout(0, 50), timeout(2, 50)]  # ids 4, 5
+    rows += [
+        ev(0, "worker_signalled", 601, layer="elastic", signal="SIGTERM"),  # id 6
+        ev(1, "worker_failed", 601, layer="elastic", exit_code=-15),  # id 7
+    ]
+    found = silence.silence(evidence_of(rows))
+    assert found is not None and (found.initiators, found.failure_kind) == ([3], "early_exit")
+
+
+def test_silent_rank_of_an_unnamed_kill_by_exit_code_minus_9() -> None:
+    # torchrun's ``exitcode: -9`` without a rank (as 137 in test_silent_rank_of_an_unnamed_sigkill_is_that_worker)
+    rows = [progress(r, 5) for r in range(4)]  # ids 0-3
+    rows += [timeout(r, 50) for r in (0, 1, 2)]  # ids 4-6
+    rows += [ev(None, "worker_failed", 601, layer="elastic", exit_code=-9, message="exitcode: -9")]  # id 7
+    found = silence.silence(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.failure_kind, found.cause_event) == ([3], "oom_kill", {3: 7})
+
+
+def test_a_kill_the_launcher_names_is_not_put_on_the_silent_rank() -> None:
+    # srun names task 2 (``task 2: Exited with exit code 137``): the kill is rank 2's, not silent rank 3's
+    rows = [progress(r, 5) for r in range(4)]  # ids 0-3
+    rows += [timeout(r, 50) for r in (0, 1)]  # ids 4, 5
+    rows += [ev(2, "process_exit", 601, layer="system", exit_code=137, message="Exited with exit code 137")]
+    found = silence.silence(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.failure_kind, found.cause_event) == ([3], "straggler_hang", {})
+
+
+def test_silence_focus_is_the_first_collective_waited_in_time() -> None:
+    # rank 0's file comes first in the table but its timeout (seq 51) is later than rank 1's (seq 50)
+    rows = [progress(r, 5) for r in range(3)]  # ids 0-2
+    rows += [timeout(0, 51, 700, op="BROADCAST"), timeout(1, 50, 600)]  # ids 3, 4
+    found = silence.silence(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.focus) == ([2], {"pg": "0", "seq": 50, "op": "ALLREDUCE"})
+
+
+def test_silence_focus_of_a_rank_without_a_log_and_of_an_absent_rank() -> None:
+    waited = {"pg": "0", "seq": 50, "op": "ALLREDUCE"}
+    no_log = silence.silence(evidence_of([timeout(r, 50) for r in range(3)], missing=[3], world=4))
+    assert no_log is not None and (no_log.initiators, no_log.basis, no_log.focus) == (
+        [3],
+        "left no log",
+        waited,
+    )
+    # an excerpt: ranks 0 and 2 time out, rank 2 lost its connection to a peer, rank 1 left no line
+    rows = [timeout(0, 50), timeout(2, 50), ev(2, "gloo_connection_closed", 601, layer="gloo")]
+    absent = silence.silence(evidence_of(rows))
+    assert absent is not None
+    assert (absent.initiators, absent.basis, absent.focus) == ([1], "absent from the excerpt", waited)
+
+
+def test_nccl_reports_number_a_communicator_of_the_seen_ranks_size_as_the_job() -> None:
+    # world size unknown (no init line): 4 ranks seen, and a RAS communicator of size 4 misses its rank 3
+    rows = [progress(r, 5) for r in range(4)]  # ids 0-3
+    rows += [
+        ev(
+            None,
+            "ras_missing",
+            700,
+            layer="ras",
+            severity="warning",
+            path="ras.txt",
+            pg="0x5f1e",
+            ranks_named="3",
+            world_size=4,
+            message="#0-0 (5f1e) INCOMPLETE",
+        )
+    ]  # id 4
+    found = ini.nccl_reports(evidence_of(rows))
+    assert found is not None
+    assert (found.initiators, found.failure_kind, found.cause_event) == ([3], "straggler_hang", {3: 4})
+    assert found.focus == {"evidence": [4], "evidence_role": "NCCL RAS: missing"}
+    assert [n.text() for n in found.reasons] == [
+        "named by NCCL RAS only (missing); no log line of its own says what happened to it"
+    ]
+    # a report that half the job is missing says nothing about who started it
+    rows[-1] = dict(rows[-1], ranks_named="2,3")
+    assert ini.nccl_reports(evidence_of(rows)) is None
+
+
+def test_blamed_by_the_others_names_the_peer_every_other_rank_lost() -> None:
+    # sgl-project/sglang#5013 in short: NCCL's ``[Service thread] Connection closed by localRank 9`` on ranks 0-7,
+    # a closed gloo connection to rank 9 on rank 8; rank 9 says nothing
+    rows = [progress(r, 5) for r in range(10)]  # ids 0-9
+    rows += [
+        ev(r, "nccl_peer_closed", 60, layer="nccl", peer_rank=9, message="Connection closed by localRank 9")
+        for r in range(8)
+    ]  # ids 10-17
+    rows += [
+        ev(8, "gloo_connection_closed", 61, layer="gloo", peer_rank=9, message="Connection closed by peer")
+    ]
+    found = ini.blamed_by_the_others(evidence_of(rows))
+    named = ([9], "blamed by the others", "rank_crash", {9: 10})
+    assert (
+        found is not None and (found.initiators, found.basis, found.failure_kind, found.cause_event) == named
+    )
+    assert found.focus == {"evidence": list(range(10, 18)), "evidence_role": "says rank 9 went away"}
+    said = (
+        "every other rank seen (9) says rank 9's process or connection went away "
+        "(gloo_connection_closed, nccl_peer_closed); nothing else says why"
+    )
+    assert [n.text() for n in found.reasons] == [said]
+
+
+def test_disowned_by_all_names_the_rank_every_other_rank_disagrees_with() -> None:
+    # reducer.cpp verify_params_across_processes on ranks 1-3: ``[r]: params[0] in this process with sizes [64, 32]
+    # appears not to match sizes of the same param in process 0.``; rank 0 builds its model and says nothing
+    said = "params[0] in this process with sizes [64, 32] appears not to match sizes of the same param in process 0."
+    rows = [ev(0, "log", 0, severity="info", message="building model")]  # id 0
+    rows += [
+        ev(r, "ddp_error", 5 + r, layer="python", peer_rank=0, message=f"[{r}]: {said}") for r in (1, 2, 3)
+    ]
+    found = ini.disowned_by_all(evidence_of(rows))
+    named = ([0], "disowned by all the others", "collective_mismatch", {0: 1})
+    assert (
+        found is not None and (found.initiators, found.basis, found.failure_kind, found.cause_event) == named
+    )
+    assert found.focus == {"evidence": [1, 2, 3], "evidence_role": "disagrees with rank 0"}
+    assert [n.text() for n in found.reasons] == [
+        "all 3 other ranks say their model differs from rank 0's; rank 0 is the one that differs"
+    ]
