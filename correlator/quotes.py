@@ -48,9 +48,9 @@ def gather(table: pl.DataFrame, F: Findings) -> Quoted:
     named += (F.focus.get("evidence") or [])[:1]
     firsts = [n.first_fault_event for n in F.ranks.values() if n.first_fault_event is not None]
     wanted = sorted({int(e) for e in [*named, *firsts] if e is not None})
-    rows = {
-        int(r["event_id"]): r for r in table.filter(pl.col("event_id").is_in(wanted)).iter_rows(named=True)
-    }
+    rows: dict[int, dict[str, Any]] = {}
+    for r in table.filter(pl.col("event_id").is_in(wanted)).iter_rows(named=True):
+        rows.setdefault(int(r["event_id"]), r)  # the first row of an id, as a lookup by id gives it
     return Quoted(
         evidence=tuple(evidence),
         initiating_events=tuple(_initiating_events(table, evidence, list(F.initiators))),
