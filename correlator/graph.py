@@ -12,7 +12,7 @@ The graph's own attributes (``G.graph``) record the attempt, world size, the ini
 way they were found (``initiator_basis``), the failure kind and the reasons that lower confidence
 (``reasons``: :class:`correlator.confidence.Note` values, not English).
 Pure function of the event table; :mod:`correlator.initiators` names who started it,
-:mod:`correlator.diagnose` reads the verdict from the graph.
+:mod:`correlator.quotes` and :mod:`correlator.summary` read the verdict off its records.
 """
 
 from __future__ import annotations
