@@ -91,3 +91,15 @@ def test_call_site_of_a_paddle_traceback():
     # not its inner stream/ layer.
     assert call_site(PADDLE_FRAMES.format(line=77, op="broadcast")) == ("paddle_train.py:77", "broadcast")
     assert call_site(PADDLE_FRAMES.format(line=79, op="all_reduce")) == ("paddle_train.py:79", "all_reduce")
+
+
+def test_three_ranks_are_enough_for_a_call_site_majority(tmp_path):
+    # The rule's floor is three ranks with a call site (a 2-1 split is a strict majority): ranks 0 and 1 at
+    # all_reduce (train.py:230), rank 2 at broadcast (train.py:226), as captured in cap-34.
+    d = diagnose_path(_copy(tmp_path, [0, 1, 2])).diagnosis
+    assert (d.initiating_ranks, d.failure_kind, d.initiator_basis) == (
+        [2],
+        "collective_mismatch",
+        "odd one out by call site",
+    )
+    assert d.focus["majority"] == "all_reduce at train.py:230"
