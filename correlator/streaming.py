@@ -364,11 +364,10 @@ def stream_ingest(
     partitioned), see :mod:`correlator.rayengine`; the rows written and the result are the same. Raises
     :class:`DiscoveryError` when ``root`` is missing, empty, or no batch had a readable line.
     """
-    rootp = (
-        Path(root) if engine == "local" else Path(root).absolute()
-    )  # a Ray task's working directory differs
     if engine not in ("local", "ray"):
         raise ValueError(f"engine {engine!r}: use local or ray")
+    # a Ray task runs in another working directory: it is given absolute paths
+    rootp = Path(root).absolute() if engine == "ray" else Path(root)
     batch_bytes = DEFAULT_BATCH_BYTES if batch_bytes is None else batch_bytes
     sources, disc_warnings = discover(rootp)
     single = str(rootp) if rootp.is_file() else None
