@@ -173,7 +173,7 @@ RULES: list[Rule] = [
         "summary_headers",
         "log",
         "elastic",
-        ":",
+        "ailure",
         r"^(?:Failures:|Root Cause \(first observed failure\):|\s*<NO_OTHER_FAILURES>)\s*$",
         "error",
         SRC.format("ChildFailedError summary"),
