@@ -24,6 +24,7 @@ import json
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -333,13 +334,21 @@ def _load_file(path: Path, limit: int | None = None) -> list[Signature]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _builtin_signatures() -> tuple[Signature, ...]:
+    """The built-in library, read and checked once per process (it ships with the package and does not change
+    while it runs): a diagnosis per case in one process (``rankscope eval``, the Python API) parsed its TOML
+    each time, ~25 ms."""
+    return tuple(_load_file(builtin_path(), _BUILTIN_LIMIT))
+
+
 def load_signatures(extra: Iterable[Path | str] = ()) -> list[Signature]:
     """The built-in signatures plus those of each file in ``extra`` (later files override earlier ids).
 
     Raises ``SignatureError`` (a ``ValueError``) naming the file and the reason when a file is unreadable
     or invalid.
     """
-    by_id: dict[str, Signature] = {s.id: s for s in _load_file(builtin_path(), _BUILTIN_LIMIT)}
+    by_id: dict[str, Signature] = {s.id: s for s in _builtin_signatures()}
     for p in extra:
         for s in _load_file(Path(p)):
             by_id[s.id] = s
