@@ -32,8 +32,6 @@ import pyarrow.parquet as pq
 from correlator.batch import BatchJob, BatchResult, in_order, ingest_batch, with_offset
 from correlator.errors import InputError
 
-ENGINES = ("local", "ray")
-
 
 def require_ray() -> Any:
     """The ``ray`` module, or :class:`InputError` saying how to install it."""
@@ -142,4 +140,4 @@ def run_batches(
     ray.get(writes)
 
 
-__all__ = ["ENGINES", "require_ray", "run_batches"]
+__all__ = ["require_ray", "run_batches"]
