@@ -114,7 +114,9 @@ class BatchJob:
     ``fr``: a folder of Flight Recorder dumps kept apart; ``keep_coll``: cut NCCL COLL lines while reading
     (see :func:`correlator.ingest.ingest`); ``empty_ok``: a batch with no readable line gives an empty
     result with the warning (a batch among others) instead of raising
-    :class:`~correlator.discover.DiscoveryError` (the whole input)."""
+    :class:`~correlator.discover.DiscoveryError` (the whole input); ``summary``: False leaves the summary
+    (``rows``, ``kinds``, ``unparsed``, ``ranks``, ``hosts``, ``attempts``) empty, for a caller that reads the
+    table itself (:func:`ingest_whole`)."""
 
     batch: Batch
     whole: str | None
@@ -126,6 +128,7 @@ class BatchJob:
     fr: str | None = None
     keep_coll: int | None = None
     empty_ok: bool = True
+    summary: bool = True
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,8 @@ def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
         coll_lines_dropped=res.coll_lines_dropped,
         id_span=span,
     )
-    _summarize(out, t)
+    if job.summary:
+        _summarize(out, t)
     out.table = to_write_arrow(t) if job.want == "arrow" else t if job.want == "frame" else None
     out.maxrss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return out
@@ -329,6 +333,7 @@ def ingest_whole(
             fr=None if fr is None else str(fr),
             keep_coll=keep_coll,
             empty_ok=False,
+            summary=False,
         ),
         hooks,
     )
