@@ -18,7 +18,8 @@ small second pass of the caller over the results' summaries.
 :func:`in_order` runs it over a list of jobs with a bounded number in flight and yields the results in
 job order: on threads of this process for small inputs (no start-up), in a pool of worker processes
 started with ``spawn`` (polars' thread pool does not survive ``fork``) for large ones, each worker's
-polars pool sized to its share of the cores (:func:`pool_kind`, :func:`batch_workers`).
+polars pool sized to its share of the cores (:func:`pool_kind`, :func:`batch_workers`), or in a
+:class:`Pool` the caller gives (Ray's tasks: :mod:`correlator.rayengine`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -113,7 +114,9 @@ class BatchJob:
     ``fr``: a folder of Flight Recorder dumps kept apart; ``keep_coll``: cut NCCL COLL lines while reading
     (see :func:`correlator.ingest.ingest`); ``empty_ok``: a batch with no readable line gives an empty
     result with the warning (a batch among others) instead of raising
-    :class:`~correlator.discover.DiscoveryError` (the whole input)."""
+    :class:`~correlator.discover.DiscoveryError` (the whole input); ``summary``: False leaves the summary
+    (``rows``, ``kinds``, ``unparsed``, ``ranks``, ``hosts``, ``attempts``) empty, for a caller that reads the
+    table itself (:func:`ingest_whole`)."""
 
     batch: Batch
     whole: str | None
@@ -125,6 +128,7 @@ class BatchJob:
     fr: str | None = None
     keep_coll: int | None = None
     empty_ok: bool = True
+    summary: bool = True
 
 
 @dataclass(frozen=True)
@@ -296,7 +300,8 @@ def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
         coll_lines_dropped=res.coll_lines_dropped,
         id_span=span,
     )
-    _summarize(out, t)
+    if job.summary:
+        _summarize(out, t)
     out.table = to_write_arrow(t) if job.want == "arrow" else t if job.want == "frame" else None
     out.maxrss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return out
@@ -328,6 +333,7 @@ def ingest_whole(
             fr=None if fr is None else str(fr),
             keep_coll=keep_coll,
             empty_ok=False,
+            summary=False,
         ),
         hooks,
     )
@@ -411,38 +417,66 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def _result(fut: Future[R]) -> R:
-    try:
-        return fut.result()
-    except BrokenProcessPool as e:  # a worker killed (out of memory, a signal): no traceback to pass on
-        raise InputError(
-            "a batch worker process died (out of memory? lower RANKSCOPE_BATCH_WORKERS or RANKSCOPE_MEMORY_MB)"
-        ) from e
+class Pool(Protocol):
+    """Where :func:`in_order` runs its jobs, when not on threads or processes of its own: ``submit(run, job)``
+    starts ``run(job)`` and gives back a handle, ``result(handle)`` the job's result (raising its error),
+    ``close()`` stops early (jobs not started never start; those running are waited for, or left to the
+    pool). :mod:`correlator.rayengine` runs the batches as Ray tasks this way."""
+
+    def submit(self, run: Callable[[Any], Any], job: Any) -> Any: ...
+    def result(self, handle: Any) -> Any: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Futures:
+    """A ``concurrent.futures`` executor as a :class:`Pool`."""
+
+    executor: Executor
+
+    def submit(self, run: Callable[[T], R], job: T) -> Future[R]:
+        return self.executor.submit(run, job)
+
+    def result(self, fut: Future[R]) -> R:
+        try:
+            return fut.result()
+        except BrokenProcessPool as e:  # a worker killed (out of memory, a signal): no traceback to pass on
+            raise InputError(
+                "a batch worker process died (out of memory? lower RANKSCOPE_BATCH_WORKERS or RANKSCOPE_MEMORY_MB)"
+            ) from e
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 def in_order(
-    run: Callable[[T], R], jobs: list[T], workers: int, kind: Literal["threads", "processes"] = "threads"
+    run: Callable[[T], R],
+    jobs: list[T],
+    workers: int,
+    kind: Literal["threads", "processes"] = "threads",
+    pool: Pool | None = None,
 ) -> Generator[R, None, None]:
     """``run`` of each job, yielded in job order, with up to ``workers`` jobs running at once on threads or
-    in worker processes (``kind``; ``run`` and the jobs must then pickle). At most ``workers`` jobs are
-    running or waiting to be taken, besides the one the caller holds: the next starts only when the caller
-    asks for it, so memory is bounded by ``workers`` batches. An error in a job is raised when its turn
-    comes, as the same exception (a worker's is pickled back); closing the generator early cancels the
-    jobs not started and waits for those running."""
-    if workers <= 1 or len(jobs) <= 1:
+    in worker processes (``kind``; ``run`` and the jobs must then pickle), or in ``pool`` (then ``kind`` is
+    not read). At most ``workers`` jobs are running or waiting to be taken, besides the one the caller
+    holds: the next starts only when the caller asks for it, so memory is bounded by ``workers`` batches.
+    An error in a job is raised when its turn comes, as the same exception (a worker's is pickled back);
+    closing the generator early cancels the jobs not started and waits for those running."""
+    if pool is None and (workers <= 1 or len(jobs) <= 1):
         yield from (run(j) for j in jobs)
         return
-    pool = _executor(kind, workers)
-    pending: deque[Future[R]] = deque()
+    procs = pool is None and kind == "processes"
+    pool = pool or _Futures(_executor(kind, workers))
+    pending: deque[Any] = deque()
     try:
         it = iter(jobs)
-        with _child_env(max(1, _cores() // workers)) if kind == "processes" else contextlib.nullcontext():
+        with _child_env(max(1, _cores() // workers)) if procs else contextlib.nullcontext():
             for j in it:  # the workers start here, while the environment holds
                 pending.append(pool.submit(run, j))
                 if len(pending) >= workers:
                     break
         while pending:
-            out = _result(pending.popleft())
+            out = pool.result(pending.popleft())
             yield out
             del out
             nxt = next(it, None)  # only now: while a batch is taken (written), one fewer is ingested
@@ -451,7 +485,7 @@ def in_order(
     finally:
         # Stopped early (an error, Ctrl-C, the consumer closed us): jobs not started never start, and
         # those running are waited for, so the caller can remove their files afterwards.
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.close()
 
 
 __all__ = [
@@ -461,6 +495,7 @@ __all__ = [
     "BatchJob",
     "BatchResult",
     "Hooks",
+    "Pool",
     "batch_workers",
     "in_order",
     "ingest_batch",

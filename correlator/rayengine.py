@@ -18,9 +18,9 @@ variable) names an existing cluster; without it a local one is started for the r
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
-from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -29,10 +29,8 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from correlator.batch import BatchJob, BatchResult, ingest_batch, with_offset
+from correlator.batch import BatchJob, BatchResult, in_order, ingest_batch, with_offset
 from correlator.errors import InputError
-
-ENGINES = ("local", "ray")
 
 
 def require_ray() -> Any:
@@ -57,6 +55,26 @@ def _ingest(job: BatchJob) -> tuple[BatchResult, Any]:
         out = ingest_batch(replace(job, tmp=tmp))
     part, out.table = out.table, None
     return out, part
+
+
+class _Tasks:
+    """Ray tasks as the :class:`correlator.batch.Pool` of :func:`correlator.batch.in_order`: a job is a task
+    with two returns (:func:`_ingest`), its result the summary fetched with the ref of the part, which stays
+    in the object store. Closing early leaves the tasks started to Ray."""
+
+    def __init__(self, ray: Any) -> None:
+        self.ray = ray
+        self.remote = functools.cache(ray.remote(num_returns=2))  # one remote function per ``run``
+
+    def submit(self, run: Callable[[BatchJob], Any], job: BatchJob) -> Any:
+        return self.remote(run).remote(job)
+
+    def result(self, refs: Any) -> tuple[BatchResult, Any]:
+        res_ref, part_ref = refs
+        return self.ray.get(res_ref), part_ref
+
+    def close(self) -> None:
+        pass
 
 
 def _write(part: Any, offset: int, out: str, i: int, partition_by: str | None, row_group_rows: int) -> int:
@@ -107,32 +125,19 @@ def run_batches(
         outp = str(p)
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=False)
-    ingest_task = ray.remote(num_returns=2)(_ingest)
     write_task = ray.remote(_write)
     window = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-    pending: deque[tuple[Any, Any]] = deque()
     writes: list[Any] = []
-    it = iter(jobs)
-    for j in it:
-        pending.append(ingest_task.remote(j))
-        if len(pending) >= window:
-            break
-    i = 0
-    while pending:
-        res_ref, part_ref = pending.popleft()
-        offset = totals.add(ray.get(res_ref))
+    for i, (res, part_ref) in enumerate(in_order(_ingest, jobs, window, pool=_Tasks(ray))):
+        offset = totals.add(res)
         if outp is not None:
             writes.append(write_task.remote(part_ref, offset, outp, i, partition_by, row_group_rows))
             if len(writes) > window:  # a part waits in the object store until written: bound them
                 ray.get(writes[-window - 1])
-        del part_ref
-        i += 1
+        del res, part_ref
         if progress:
-            progress(i, len(jobs))
-        nxt = next(it, None)
-        if nxt is not None:
-            pending.append(ingest_task.remote(nxt))
+            progress(i + 1, len(jobs))
     ray.get(writes)
 
 
-__all__ = ["ENGINES", "require_ray", "run_batches"]
+__all__ = ["require_ray", "run_batches"]

@@ -64,6 +64,7 @@ from correlator.discover import (
     input_size,
     skipped_entries,
 )
+from correlator.engines import check_engine
 from correlator.reduce import KEEP_LAST, kept, nccl_topology, reduce_for_diagnosis, select
 from correlator.schema import (
     EVENT_SCHEMA,
@@ -364,8 +365,7 @@ def stream_ingest(
     partitioned), see :mod:`correlator.rayengine`; the rows written and the result are the same. Raises
     :class:`DiscoveryError` when ``root`` is missing, empty, or no batch had a readable line.
     """
-    if engine not in ("local", "ray"):
-        raise ValueError(f"engine {engine!r}: use local or ray")
+    check_engine(engine, ValueError)  # a programming error here: the CLI and the Job API check first
     # a Ray task runs in another working directory: it is given absolute paths
     rootp = Path(root).absolute() if engine == "ray" else Path(root)
     batch_bytes = DEFAULT_BATCH_BYTES if batch_bytes is None else batch_bytes

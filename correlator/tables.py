@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
+from correlator.engines import check_engine
 from correlator.errors import InputError
 from correlator.output import atomic_write, check_output
 
@@ -133,8 +134,7 @@ def write_job_table(
     from correlator.discover import sharing_walks
 
     out = Path(output)
-    if engine not in ("local", "ray"):
-        raise InputError(f"--engine {engine}: use local or ray")
+    check_engine(engine)
     with sharing_walks():  # the streaming decision and the ingest walk the folder once
         fmt = table_format(out, format)
         if engine == "ray":

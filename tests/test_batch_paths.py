@@ -86,3 +86,21 @@ def test_empty_input_still_raises_discovery_error(tmp_path: Path) -> None:
     (tmp_path / "empty.log").write_bytes(b"")
     with pytest.raises(discover.DiscoveryError, match="no log lines to read"):
         load_path(tmp_path)
+
+
+def test_the_whole_input_skips_the_batch_summary(gen: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-memory read gives back the table, whose summary its caller computes: the batch summary (kinds,
+    ranks, hosts, attempts), which only streaming sums over batches, is not computed for it."""
+    heights: list[int] = []
+    real = batch_mod._summarize
+
+    def spy(out: Any, t: Any) -> None:
+        heights.append(t.height)
+        real(out, t)
+
+    monkeypatch.setattr(batch_mod, "_summarize", spy)
+    whole = ingest_whole(gen)
+    assert heights == [] and whole.table.height > 0
+    monkeypatch.setenv("RANKSCOPE_BATCH_POOL", "threads")  # the spy lives in this process
+    _red, s = streaming.stream_ingest(gen, None)
+    assert len(heights) == s["batches"] and sum(heights) == s["rows"] == whole.table.height

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -364,6 +365,44 @@ def test_in_order_raises_a_batch_error_at_its_turn() -> None:
     assert [next(it), next(it)] == [0, 1]
     with pytest.raises(ValueError, match="batch 2"):
         next(it)
+
+
+def test_in_order_runs_a_given_pool_in_order_with_a_bounded_window() -> None:
+    """A pool given to ``in_order`` (Ray's tasks in ``rayengine``) gets the jobs, a window of them at a time,
+    even a single job (no inline shortcut: it must run where the pool runs), and the results come back in job
+    order through the pool's ``result``; it is closed at the end."""
+    from correlator.batch import in_order
+
+    log: list[str] = []
+
+    class Pool:
+        def submit(self, run: Any, job: int) -> tuple[str, int]:
+            log.append(f"submit {job}")
+            return ("h", run(job))
+
+        def result(self, handle: tuple[str, int]) -> int:
+            log.append(f"result {handle[1]}")
+            return handle[1]
+
+        def close(self) -> None:
+            log.append("close")
+
+    got = []
+    for r in in_order(lambda j: j * 10, [1, 2, 3, 4], 2, pool=Pool()):
+        log.append(f"took {r}")
+        got.append(r)
+    assert got == [10, 20, 30, 40]
+    assert log == [
+        "submit 1", "submit 2",  # the window
+        "result 10", "took 10", "submit 3",  # the next only once one is taken
+        "result 20", "took 20", "submit 4",
+        "result 30", "took 30",
+        "result 40", "took 40",
+        "close",
+    ]  # fmt: skip
+    log.clear()
+    assert list(in_order(lambda j: j, [7], 4, pool=Pool())) == [7]
+    assert log == ["submit 7", "result 7", "close"]
 
 
 def test_timeline_streams_a_parquet_table_above_its_threshold(

@@ -73,3 +73,39 @@ def test_write_table_trace_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="inside the input folder"):
         job.write_table(LOGS / "t.parquet")
     assert not (LOGS / "t.parquet").exists()
+
+
+def test_an_unknown_engine_is_refused_by_one_check(tmp_path: Path) -> None:
+    """The engine names are defined once (correlator/engines.py): the CLI's choices, the Job API's check
+    (InputError, the CLI's exit 2) and stream_ingest's (ValueError, a programming error) use them; the check
+    loads neither polars nor pyarrow."""
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from correlator.cli import app
+    from correlator.cli.timeline import Engine as CliEngine
+    from correlator.engines import ENGINES, check_engine
+    from correlator.streaming import stream_ingest
+
+    assert ENGINES == ("local", "ray") and [e.value for e in CliEngine] == ["local", "ray"]
+    assert check_engine("ray") == "ray"
+    job = open_job(LOGS)
+    with pytest.raises(InputError, match=r"^--engine spark: use local or ray$"):
+        job.write_table(tmp_path / "t.parquet", engine="spark")
+    assert job._read is None and not (tmp_path / "t.parquet").exists()
+    with pytest.raises(ValueError, match=r"^--engine spark: use local or ray$"):
+        stream_ingest(LOGS, None, engine="spark")
+    r = CliRunner().invoke(
+        app, ["timeline", str(LOGS), "--engine", "spark", "-o", str(tmp_path / "t.parquet")]
+    )
+    flat = " ".join(r.output.replace("│", " ").split())  # unwrapped from the error box
+    assert r.exit_code == 2 and "'spark' is not one of 'local', 'ray'" in flat
+    r = CliRunner().invoke(app, ["timeline", "--help"], terminal_width=200)
+    assert "<local|ray>" in r.output
+    code = "import sys, correlator.engines; print([m for m in ('polars', 'pyarrow') if m in sys.modules])"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"

@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from correlator.cli.common import DirArg, QuietOpt, RedactOpt, TzOpt, err, reading, summary
+from correlator.engines import Engine
 
 
 class TableFormat(str, Enum):
@@ -25,11 +26,6 @@ class TableFormat(str, Enum):
 class PartitionBy(str, Enum):
     host = "host"
     rank = "rank"
-
-
-class Engine(str, Enum):
-    local = "local"
-    ray = "ray"
 
 
 def timeline(
