@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from correlator.schema import Kind
+
+# networkx (~0.1-0.17 s to import) only where a graph is written: not for `rankscope diagnose`.
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: Evidence kinds written by a launcher (torchrun agent, srun, mpirun), shown as "launcher" when rankless.
 _LAUNCHER_KINDS = frozenset(
@@ -267,6 +270,8 @@ def render_markdown(d: Diagnosis) -> str:
 
 def _flat(G: nx.DiGraph) -> nx.DiGraph:
     """A copy whose attributes are GraphML-safe scalars (lists/dicts become JSON text)."""
+    import networkx as nx
+
     H = nx.DiGraph()
 
     def conv(v: Any) -> Any:
@@ -291,6 +296,8 @@ def write_graph(G: nx.DiGraph, out: Path) -> str:
 
     Raises ValueError for other extensions.
     """
+    import networkx as nx
+
     ext = out.suffix.lower()
     if "basis" in G.graph:  # the rule's member: the export carries its text, ``initiator_basis``
         G = G.copy()

@@ -161,6 +161,21 @@ def test_importing_the_cli_loads_no_engine() -> None:
     assert r.stdout.strip() == "[]", r.stdout
 
 
+def test_diagnose_loads_no_graph_or_plot_library() -> None:
+    # the verdict is built on polars (correlator.graph's records); networkx loads only where a graph is
+    # written (`rankscope graph`, --graph), matplotlib only in plot: ~0.1-0.2 s of a small case's ~1.2 s
+    case = Path(__file__).parent.parent / "fixtures/cases/cap-01-exception-before-collective-detail/logs"
+    code = (
+        "import sys\nfrom correlator.cli import main\n"
+        f"sys.argv = ['rankscope', 'diagnose', {str(case)!r}, '-f', 'json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print([m for m in ('networkx', 'matplotlib', 'polars') if m in sys.modules])"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert '"initiating_ranks"' in r.stdout, r.stderr
+    assert r.stdout.splitlines()[-1] == "['polars']", r.stdout[-300:]
+
+
 def test_version_prints_the_version_without_loading_the_engine() -> None:
     from importlib.metadata import version
 
