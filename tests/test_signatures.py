@@ -16,6 +16,8 @@ from types import SimpleNamespace
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import correlator
 from correlator.schema import conform
@@ -1218,3 +1220,60 @@ def test_a_traceback_cut_before_its_exception_line_is_not_an_ordinary_exception(
     assert cut.height == 1  # the agent's traceback, cut
     got = [h["id"] for h in match(correlator.diagnose(table), table, SIGS)]
     assert got[:1] == ["segfault"] and "python-exception-one-rank" not in got, got
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["log", "python_exception", "watchdog_timeout", None]),
+            st.sampled_from(["CUDA error: out of memory", "loss is nan", "step 5", None]),
+            st.sampled_from([0, 1, 2, None]),
+        ),
+        max_size=12,
+    ),
+    kinds=st.lists(st.sampled_from(["log", "python_exception", "watchdog_timeout"]), min_size=1, max_size=2),
+    regex=st.sampled_from(["out of memory", "nan", "^step", "x^"]),
+    negate=st.booleans(),
+    ranks=st.none() | st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=2),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_rules_rows_are_those_of_all_its_conditions_at_once(
+    rows: list[tuple[str | None, str | None, int | None]],
+    kinds: list[str],
+    regex: str,
+    negate: bool,
+    ranks: list[int] | None,
+) -> None:
+    # The row filters apply the cheap conditions first and the regexes to the rows they leave: the rows must
+    # be those of the conjunction of every condition in one filter, nulls false (the rule as written).
+    from correlator import signatures as S
+
+    table = pl.DataFrame(
+        {
+            "event_id": list(range(len(rows))),
+            "kind": [r[0] for r in rows],
+            "message": [r[1] for r in rows],
+            "raw": [r[1] or "" for r in rows],
+            "rank": [r[2] for r in rows],
+        },
+        schema={
+            "event_id": pl.Int64,
+            "kind": pl.String,
+            "message": pl.String,
+            "raw": pl.String,
+            "rank": pl.Int32,
+        },
+    )
+    rule: dict[str, object] = {"kinds": kinds, ("not_message_regex" if negate else "message_regex"): regex}
+    if ranks is not None:
+        rule["ranks"] = ranks
+    ctx = S._Ctx(table, frozenset(), frozenset(), "unknown")
+    whole = S._row_expr(rule, ctx)
+    assert whole is not None
+    expected = table.filter(whole)["event_id"].to_list()
+    got = table
+    for f in S._row_filters(rule, ctx):
+        got = got.filter(f)
+    assert got["event_id"].to_list() == expected
+    ok, events = S._eval(rule, ctx)
+    assert (ok, events) == (bool(expected), set(expected))
