@@ -232,8 +232,15 @@ def exit_report() -> pl.Expr:
 def exit_reports(df: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``df`` that :func:`exit_report` marks; the message tests run only on the rows of the
     rules' kinds (a table of millions of NCCL lines is scanned once, by kind)."""
-    kinds = sorted({r.kind for r in _exit_rules()})
-    return df.filter(pl.col("kind").is_in(kinds)).filter(exit_report())
+    rules = _exit_rules()
+    kinds = sorted({r.kind for r in rules})
+    # One of the kinds is ``log`` (srun's Force Terminated): most rows of a large application log. One
+    # Aho-Corasick scan for the rules' literals keeps the rows that can hold a report; the rules' own tests
+    # then run on those (a report holds its rule's literal). 400k-row app job: 0.08 -> ~0.01 s.
+    lits = sorted({r.literal for r in rules})
+    cand = df.filter(pl.col("kind").is_in(kinds))
+    cand = cand.filter(pl.col("message").fill_null("").str.contains_any(lits))
+    return cand.filter(exit_report())
 
 
 #: The rule lists :func:`classify` runs on ``message`` through :func:`_literal_gate` (every rule has a literal).

@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 import correlator
+import parsers
 
 
 def _events(tmp_path: Path, text: str, name: str = "console.log") -> pl.DataFrame:
@@ -180,3 +181,23 @@ def test_srun_and_mpirun_exit_reports_count_as_launcher_output() -> None:
         assert "no launcher output to confirm exit statuses" not in d.confidence_reasons, case
     d = correlator.diagnose(correlator.load(cases / "public-02-oom-rank2-multinode-timeouts" / "logs"))
     assert "NO_LAUNCHER" in d.confidence_reason_codes
+
+
+def test_exit_reports_are_the_rows_whose_rule_holds_among_plain_log_lines() -> None:
+    # srun's Force Terminated is a `log` row: exit_reports tests the rules' literals over every `log` row
+    # before the rules themselves; the rows are those where a rule's kind, literal and pattern hold
+    rows = [
+        ("log", "step=5 loss=2.31"),
+        ("log", "srun: Force Terminated StepId=3.0"),  # srun_force_terminated (kind log)
+        ("log", "srun: Force Terminated"),  # the literal without the pattern's StepId
+        ("process_exit", "srun: error: node-b: task 11: Exited with exit code 1"),  # srun_exit
+        ("log", "srun: error: node-b: task 11: Exited with exit code 1"),  # srun_exit's text, not its kind
+        ("launcher_error", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "),
+        ("python_exception", "RuntimeError: boom"),
+        ("log", None),
+    ]
+    t = pl.DataFrame(
+        {"kind": [k for k, _ in rows], "message": [m for _, m in rows], "i": list(range(len(rows)))}
+    )
+    assert parsers.exit_reports(t)["i"].to_list() == [1, 3, 5]
+    assert t.filter(parsers.exit_report())["i"].to_list() == [1, 3, 5]
