@@ -53,6 +53,22 @@ def _col(df: pl.DataFrame, name: str) -> pl.Expr:
 def _yearless(df: pl.DataFrame, ref_year: int, ref_month: int) -> pl.Expr:
     """The naive time of year-less stamps (glog ``MMDD hh:mm:ss.uuuuuu``, ``mm``/``dd`` columns) in
     ``ref_year``; a month far after ``ref_month`` is December of the year before (Dec -> Jan rollover)."""
+    has_yearless = _col(df, "hms").is_not_null() & _col(df, "yyyy").is_null()
+    rows = df.select(has_yearless.fill_null(False)).to_series()
+    n = int(rows.sum())
+    if n * 2 < df.height:
+        # Few glog stamps (an application log with a watchdog line or two): the text is built and parsed for
+        # those rows only, not for every row (0.085 s per 400k rows, the branch computed everywhere).
+        out = pl.Series(values=[None], dtype=pl.Datetime("us")).extend_constant(None, df.height - 1)
+        if n:
+            sub = df.filter(rows).select(_yearless_ts(df, ref_year, ref_month)).to_series()
+            out = out.scatter(rows.arg_true(), sub)
+        return pl.lit(out)
+    return pl.when(has_yearless).then(_yearless_ts(df, ref_year, ref_month)).otherwise(None)
+
+
+def _yearless_ts(df: pl.DataFrame, ref_year: int, ref_month: int) -> pl.Expr:
+    """The stamp of :func:`_yearless` as text parsed, for every row (null where a field is)."""
     mmdd = _col(df, "mmdd")
     month = pl.coalesce(mmdd.str.slice(0, mmdd.str.len_chars() - 2), _col(df, "mm")).cast(
         pl.Int32, strict=False
@@ -73,10 +89,7 @@ def _yearless(df: pl.DataFrame, ref_year: int, ref_month: int) -> pl.Expr:
             frac,
         ]
     )
-    yearless_ts = yearless.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-    has_yearless = _col(df, "hms").is_not_null() & _col(df, "yyyy").is_null()
-
-    return pl.when(has_yearless).then(yearless_ts).otherwise(None)
+    return yearless.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
 
 
 def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.DataFrame:

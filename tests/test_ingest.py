@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 from pathlib import Path
 
@@ -134,3 +135,22 @@ def test_parquet_round_trip(tmp_path: Path) -> None:
     assert n == 1
     cols = [row[0] for row in duckdb.sql(f"describe select * from '{out}'").fetchall()]
     assert cols == EVENT_SCHEMA.names
+
+
+def test_a_few_glog_stamps_among_full_ones_take_the_reference_year_and_roll_back_from_january(
+    tmp_path: Path,
+) -> None:
+    # The year-less stamps are built for their own rows only when they are few (timestamps._yearless): their
+    # values must be those the rule gives, the most common full year, December of the year before in January
+    lines = [f"2027-01-02 10:00:{s:02d},000 INFO [trainer] step={s}" for s in range(10)]
+    lines.insert(3, "[rank0]:[E1231 23:59:59.123456 ProcessGroupNCCL.cpp:616] [Rank 0] one")
+    lines.insert(7, "[rank0]:[W0102 10:00:05.500000 ProcessGroupNCCL.cpp:616] [Rank 0] two")
+    (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n")
+    t = correlator.load(tmp_path).sort("line")
+    glog = t.filter(pl.col("ts_quality") == "no_year")
+    # (the c10 bracket stamp keeps whole seconds, as test_timestamps_year_and_quality pins)
+    assert glog["ts"].dt.replace_time_zone(None).to_list() == [
+        dt.datetime(2026, 12, 31, 23, 59, 59),
+        dt.datetime(2027, 1, 2, 10, 0, 5),
+    ]
+    assert t.filter(pl.col("ts_quality") == "no_tz").height == 10
