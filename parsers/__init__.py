@@ -35,6 +35,7 @@ import polars as pl
 
 from parsers import (
     app,
+    appfast,
     c10d,
     coll,
     deepspeed,
@@ -489,11 +490,76 @@ def _file_slices(df: pl.DataFrame, rows: int, ramp: int = 0) -> list[tuple[int, 
     return out
 
 
+#: The asctime fast path (:mod:`parsers.appfast`) on or off; tests switch it off to compare with the generic path.
+APP_FAST = True
+
+
 def _parse_slice(
     lines: pl.DataFrame, fast_df: pl.DataFrame, cols: list[str] | None
 ) -> tuple[pl.DataFrame, dict[str, str], pl.Series | None]:
     """One slice of generic-path lines (whole files) of :func:`parse_lines_split`, parsed: ``(rows, the
-    slice's communicator map, the paths whose fast-path rows it took back or None)``."""
+    slice's communicator map, the paths whose fast-path rows it took back or None)``.
+
+    With ``cols`` (the columns kept), files made only of plain asctime logging lines take the asctime fast path
+    (:mod:`parsers.appfast`): the same rows, merged with the others of the slice in ``_pos`` order."""
+    got = appfast.split(lines) if APP_FAST and cols is not None else None
+    if got is None or cols is None:
+        return _parse_generic(lines, fast_df, cols)
+    mask, caps = got
+    schema = _app_schema(tuple(lines.schema.items()), tuple(cols))
+    app_rows = appfast.parse(lines.filter(mask), caps, schema)
+    rest = lines.filter(~mask)
+    if rest.height == 0:  # no generic line: no Init line (no communicator map), no record to take back
+        return app_rows, {}, None
+    part, comm, took = _parse_generic(rest, fast_df, cols)
+    # The generic rows are in ``_pos`` order unless a glued tee line was split (then ``path, line``, which
+    # ``merge_parts`` sorts by): the asctime rows go where that order puts them (ties: split rows, kept in order).
+    keys = ["_pos"] if part["_pos"].is_sorted() else ["path", "line", "_pos"]
+    merged = pl.concat([part, app_rows], how="diagonal_relaxed").sort(keys, maintain_order=True)
+    return merged.select([c for c in cols if c in merged.columns]), comm, took
+
+
+@lru_cache(maxsize=8)
+def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
+    """The columns and types :func:`_parse_generic` gives a slice of lines of ``lines_schema`` with ``cols``
+    kept, read off its parse of a few asctime lines, which :func:`parsers.appfast.parse` must give exactly
+    (checked here: a wrong fast path fails at its first use, not silently)."""
+    probe = [
+        "2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
+        "2026-01-02 03:04:05.678 - WARNING - data loader slow, world size: 4",
+        "2026-01-02T03:04:05 ERROR [x] rank 2 failed",
+        "2026-01-02 03:04:05 plain message",
+        "2026-01-02 03:04:05,678 DEBUG ",
+    ]
+    names = [n for n, _ in lines_schema]
+    n = len(probe)
+    cols_in: list[pl.Series] = []
+    for name, dtype in lines_schema:
+        if name in ("raw", "body"):
+            cols_in.append(pl.Series(name, probe, dtype=dtype))
+        elif name == "path":
+            cols_in.append(pl.Series(name, ["probe.log"] * n, dtype=dtype))
+        elif name in ("line", "_pos"):
+            cols_in.append(pl.Series(name, range(n), dtype=dtype))
+        elif name == "line_count":
+            cols_in.append(pl.Series(name, [1] * n, dtype=dtype))
+        else:
+            cols_in.append(pl.repeat(None, n, dtype=dtype, eager=True).alias(name))
+    frame = pl.DataFrame(cols_in)
+    want = _parse_generic(frame, frame.clear(), list(cols))[0]
+    got = appfast.split(frame)
+    if "_pos" not in names or got is None or not got[0].all():
+        raise AssertionError("asctime fast path: the probe lines do not qualify")
+    fast = appfast.parse(frame, got[1], want.schema)
+    if not fast.equals(want):
+        raise AssertionError(f"asctime fast path: rows differ from the generic path's\n{fast}\n{want}")
+    return want.schema
+
+
+def _parse_generic(
+    lines: pl.DataFrame, fast_df: pl.DataFrame, cols: list[str] | None
+) -> tuple[pl.DataFrame, dict[str, str], pl.Series | None]:
+    """:func:`_parse_slice` on the generic path only."""
     gen = _prefix_layers(lines)
     # A file whose other lines may form multi-line records keeps all its lines on the generic path (a COLL
     # line ends the record before it).

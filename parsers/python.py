@@ -135,10 +135,12 @@ def group_records(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:
     inside = df["path"].is_in(paths.implode())
     if inside.all():
         return _group_records(df, stream_keys)
-    df = df.with_row_index("__o2")
+    # The row index must not start with ``__``: :func:`_group_records` drops such columns, and the sort below
+    # then put the grouped files' rows (a null index) before all others instead of in input order.
+    df = df.with_row_index("_grp_o2")
     grouped = _group_records(df.filter(inside), stream_keys)
     rest = df.filter(~inside).with_columns(pl.col("body").alias("record"))
-    return pl.concat([grouped, rest], how="diagonal_relaxed").sort("__o2").drop("__o2")
+    return pl.concat([grouped, rest], how="diagonal_relaxed").sort("_grp_o2").drop("_grp_o2")
 
 
 def _group_records(df: pl.DataFrame, stream_keys: list[str]) -> pl.DataFrame:

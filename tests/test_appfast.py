@@ -1,0 +1,300 @@
+"""The asctime fast path (parsers.appfast) gives exactly the rows the generic prefix + rule path gives.
+
+Compared (``parsers.APP_FAST`` on against off: same columns, types, values and order) on every corpus case, on
+a generated application job (``benchmarks/generate.py --shape app``) plus files that mix asctime lines with what
+must keep a file generic, and on drawn files of asctime lines whose messages hold rule literals, rule examples,
+helper markers, tracebacks, indented lines, tqdm bars and tee prefixes; the fast path must have been taken.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
+from polars.testing import assert_frame_equal
+
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "rankscope-hypothesis"))
+
+import parsers
+from correlator.ingest import ingest
+from correlator.schema import PARSE_KEEP
+from parsers import appfast
+from parsers.rules import Rule
+from tests.conftest import CASES, REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from generate import generate_app
+
+
+class _Spy:
+    """Counts the rows :func:`parsers.appfast.parse` is given (the probe of ``parsers._app_schema`` aside)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.rows = 0
+        real = appfast.parse
+
+        def spy(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+            if lines["path"].first() != "probe.log":
+                self.rows += lines.height
+            return real(lines, caps, schema)
+
+        monkeypatch.setattr(appfast, "parse", spy)
+
+
+def _both(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    spy = _Spy(monkeypatch)
+    fast = ingest(root).table
+    monkeypatch.setattr(parsers, "APP_FAST", False)
+    slow = ingest(root).table
+    monkeypatch.setattr(parsers, "APP_FAST", True)
+    return fast, slow, spy.rows
+
+
+_ASC = "2026-11-29 22:00:{s:02d},{ms:03d} {lvl} "
+
+
+def _asc(i: int, msg: str, lvl: str = "INFO") -> str:
+    return _ASC.format(s=i % 60, ms=(i * 37) % 1000, lvl=lvl) + msg
+
+
+def _mixed(root: Path) -> None:
+    """Files of asctime lines, each with one thing that keeps it (and only it) generic, and clean ones."""
+    d = root / "mixed"
+    d.mkdir(parents=True)
+    clean = [_asc(i, f"[trainer] rank=5 step={i} loss=1.5 world_size=8") for i in range(6)]
+    odd = {
+        "clean.log": [],
+        "clean_err.log": [_asc(7, "[x] rank 5 failed on rank 5", "ERROR")],
+        "traceback.log": [
+            "Traceback (most recent call last):",
+            '  File "t.py", line 3, in f',
+            "ValueError: x",
+        ],
+        "indented.log": [_asc(7, "header"), "    continued"],
+        # a traceback logged line by line, cut before its exception line: one record on the generic path
+        "tbprod.log": [
+            _asc(7, "Traceback (most recent call last):", "ERROR"),
+            _asc(7, '  File "x.py", line 1, in f', "ERROR"),
+            _asc(7, "    loss.backward()", "ERROR"),
+        ],
+        "tee.log": ["[default0]:" + _asc(7, "step=3")],
+        "glued.log": [_asc(7, "progress x[default0]:hello")],
+        "lead.log": [_asc(7, "bar 10%|# [rank0]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] boom")],
+        "bar.log": [_asc(7, "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]")],
+        "exc.log": [_asc(7, "RuntimeError: CUDA error: an illegal memory access was encountered")],
+        "spawn.log": [_asc(7, "-- Process 1 terminated with the following error:"), "Traceback (most recent"],
+        "plain.log": ["a line that does not start like a log line"],
+        "raypid.log": [_asc(7, "(RayTrainWorker pid=77) hello")],
+        "nccl.log": ["node-a:1:1 [0] NCCL INFO cudaDriverVersion 12020"],
+    }
+    for name, extra in odd.items():
+        (d / name).write_text("\n".join([*clean, *extra, *clean]) + "\n")
+
+
+def test_fast_path_equals_generic_on_generated_app_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generate_app(tmp_path / "job", ranks=2, lines=3000, seed=5)
+    _mixed(tmp_path / "job")
+    fast, slow, n_fast = _both(tmp_path / "job", monkeypatch)
+    assert_frame_equal(fast, slow)
+    stdout = fast.filter(pl.col("path").str.ends_with("stdout.log"))
+    # Both ranks' stdout files and the two clean files took the fast path, nothing else did.
+    assert n_fast == stdout.height + 24 + 1
+    assert stdout.height > 0.6 * fast.filter(pl.col("path").str.starts_with("attempt_")).height
+    clean = fast.filter(pl.col("path") == "mixed/clean_err.log")
+    assert clean["kind"].to_list()[:2] == ["step_progress"] * 2
+    assert clean["step"].to_list()[:3] == [0, 1, 2]
+    assert clean["world_size"].to_list()[:2] == [8, 8]
+    assert clean["severity"].to_list()[5:8] == ["info", "error", "info"]
+    assert clean["message"][6] == "[x] rank 5 failed on rank 5"
+
+
+def test_fast_path_equals_generic_on_asctime_only_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job of asctime files only: every slice is fast-path rows, none generic."""
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(3):
+        (d / f"rank{r}.log").write_text(
+            "\n".join(
+                _asc(i, f"[trainer] rank={r} step={i} loss=0.1", "WARNING" if i % 3 else "INFO")
+                for i in range(40)
+            )
+            + "\n"
+        )
+    fast, slow, n_fast = _both(d, monkeypatch)
+    assert_frame_equal(fast, slow)
+    assert n_fast == 120
+    assert fast["rank"].unique().sort().to_list() == [0, 1, 2]
+    assert fast["severity"].value_counts().sort("severity")["count"].to_list() == [
+        3 * 14,
+        3 * 26,
+    ]  # i % 3 == 0: 14 of 40
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir()))
+def test_fast_path_equals_generic_on_corpus(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, slow, _ = _both(CASES / case / "logs", monkeypatch)
+    assert_frame_equal(fast, slow)
+
+
+def _rules() -> list[Rule]:
+    out: dict[str, Rule] = {}
+    for m in pkgutil.iter_modules(parsers.__path__):
+        mod = importlib.import_module(f"parsers.{m.name}")
+        for v in vars(mod).values():
+            for r in v if isinstance(v, (list, tuple)) else (v,):
+                if isinstance(r, Rule):
+                    out[f"{m.name}.{r.name}"] = r
+    return [out[k] for k in sorted(out)]
+
+
+_RULES = _rules()
+#: What drawn messages are made of: plain text the fast path takes, and everything that must keep a file generic.
+_PLAIN = [
+    "[trainer] rank=3 step=1835 loss=2.0959 lr=3.0e-04",
+    "[eval] step=0 val_loss=2.7558 accuracy=0.618",
+    "[data] worker 2 prefetched shard 2308 (1024 samples)",
+    "world_size=16 ",
+    "global_step: 12 ",
+    "iteration 7/100 ",
+    "[RANK 4] ",
+    "",
+    " ",
+]
+_SPECIAL = [
+    *sorted({r.literal for r in _RULES if r.literal}),
+    *sorted({r.example for r in _RULES if r.example}),
+    "Traceback (most recent call last):",
+    '  File "t.py", line 3, in f',
+    "    indented",
+    "ValueError: bad value",
+    "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]",
+    "[rank3]:",
+    "[default1]:",
+    "x[default0]:y",
+    "[Rank 0,2 Error Snippet]:",
+    "A worker health check failed.",
+    "----------------------------------------------",
+    "Missing ranks:",
+    "0: [allreduce.weight]",
+    "-- Process 1 terminated with the following error:",
+    "=== Rank 2: 10.0.0.1:5000 ===",
+    "Root Cause (first observed failure):",
+    '{"communicators": []}',
+    "(RayTrainWorker pid=77) ",
+]
+_PREFIXES = [
+    "2026-11-29 22:00:01,234 INFO ",
+    "2026-11-29 22:00:01,234 WARNING ",
+    "2026-11-29 22:00:01,234 ERROR ",
+    "2026-11-29 22:00:01,234 CRITICAL ",
+    "2026-11-29 22:00:01.234 - DEBUG - ",
+    "2026-11-29T22:00:01 [WARN] ",
+    "2026-11-29 22:00:01 ",
+    "2024-11-29T22:58:55.104211337Z ",
+    "[2026-11-29 22:00:01,234] INFO ",
+    "[default0]:2026-11-29 22:00:01,234 INFO ",
+    "",
+]
+
+_line = st.tuples(
+    st.sampled_from(_PREFIXES[:7]) | st.sampled_from(_PREFIXES),
+    st.lists(st.sampled_from(_PLAIN), min_size=0, max_size=3),
+    st.lists(st.sampled_from(_SPECIAL), max_size=1) | st.just([]),
+).map(lambda t: t[0] + "".join(t[1]) + "".join(t[2]))
+_file = st.lists(_line, min_size=1, max_size=6) | st.lists(
+    st.tuples(st.sampled_from(_PREFIXES[:3]), st.sampled_from(_PLAIN)).map("".join), min_size=1, max_size=6
+)
+
+
+def _frame(files: list[list[str]]) -> pl.DataFrame:
+    rows = [(f"f{k}.log", i + 1, text) for k, lines in enumerate(files) for i, text in enumerate(lines)]
+    return pl.DataFrame(
+        {
+            "raw": [r[2] for r in rows],
+            "path": [r[0] for r in rows],
+            "line": [r[1] for r in rows],
+            "line_count": [1] * len(rows),
+            "body": [r[2] for r in rows],
+            "pid": [None] * len(rows),
+            "layer": [None] * len(rows),
+        },
+        schema_overrides={"line_count": pl.Int32, "pid": pl.Int64, "layer": pl.String},
+    )
+
+
+_TAKEN = {"files": 0, "examples": 0}
+
+
+@settings(
+    database=None,
+    derandomize=True,
+    max_examples=int(os.environ.get("RANKSCOPE_HYPOTHESIS_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(st.lists(_file, min_size=1, max_size=4))
+def test_drawn_asctime_files_parse_as_on_the_generic_path(files: list[list[str]]) -> None:
+    frame = _frame(files)
+    keep = list(PARSE_KEEP)
+    parsers.APP_FAST = True
+    try:
+        got = appfast.split(frame)
+        fast = parsers.parse_lines(frame, keep=keep)
+        parsers.APP_FAST = False
+        slow = parsers.parse_lines(frame, keep=keep)
+    finally:
+        parsers.APP_FAST = True
+    assert_frame_equal(fast, slow)
+    _TAKEN["examples"] += 1
+    if got is not None:
+        _TAKEN["files"] += frame.filter(got[0])["path"].n_unique()
+
+
+def test_drawn_files_took_the_fast_path() -> None:
+    """The drawn files above did reach the fast path (so their comparison tested it)."""
+    if _TAKEN["examples"] == 0:
+        pytest.skip("run with the drawn-files test")
+    assert _TAKEN["files"] >= _TAKEN["examples"] // 2
+
+
+def test_qualifying_lines_and_files() -> None:
+    """Which files take the fast path: all their lines plain asctime lines, nothing a rule or helper reads."""
+    ok = [_asc(1, "[trainer] rank=3 step=9 loss=1.0"), _asc(2, "", "DEBUG"), "2026-11-29 22:00:01 plain"]
+    frame = _frame(
+        [
+            ok,
+            [*ok, "Traceback (most recent call last):"],
+            [*ok, _asc(3, "Epoch 0:  10%|#  | 1/10 [00:01<00:10, 1.0it/s]")],
+            [*ok, "[2026-11-29 22:00:01,234] INFO step 3"],  # BRACKET_ASCTIME, an earlier prefix
+            [*ok, "2024-11-29T22:58:55.104211337Z " + ok[0]],  # kubectl's stamp, a transport prefix
+            [*ok, _asc(4, "  indented message")],
+        ]
+    )
+    got = appfast.split(frame)
+    assert got is not None
+    mask, caps = got
+    assert frame.filter(mask)["path"].unique().to_list() == ["f0.log"]
+    assert caps.rows() == [
+        ("2026-11-29 22:00:01,037", "INFO", "[trainer] rank=3 step=9 loss=1.0"),
+        ("2026-11-29 22:00:02,074", "DEBUG", ""),
+        ("2026-11-29 22:00:01", None, "plain"),
+    ]
+    out = parsers.parse_lines(frame, keep=list(PARSE_KEEP)).filter(pl.col("path") == "f0.log")
+    assert out.select("kind", "severity", "step", "rank_stated", "layer").rows() == [
+        ("step_progress", "info", 9, 3, "app"),
+        ("log", "debug", None, None, "app"),
+        ("log", "unknown", None, None, "app"),
+    ]
