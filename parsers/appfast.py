@@ -32,6 +32,7 @@ from functools import lru_cache
 import polars as pl
 
 from parsers import app, c10d, horovod, python, ray, spawn, stack, transport
+from parsers.coll import DISTINCT, per_distinct
 from parsers.rules import Prefix, Rule, _gate_of, _head_pattern
 
 #: Markers of the helpers that read across rows or make per-row decisions beyond the rules, tested on the
@@ -95,10 +96,23 @@ def _raw_gate() -> str:
     return "|".join([_gate_of(tuple(heads)), *(f"(?:{m})" for m in RAW_MARKERS)])
 
 
-#: ASCTIME's prefix part, as ``rules.strip_prefix`` matches and captures it (the same regex, so the same
-#: leftmost-first captures; ``__all`` is the prefix, the message is the rest of the line).
-_HEAD = _head_pattern(app.ASCTIME.pattern)
-_WHOLE = f"(?P<__all>{_HEAD})"
+#: ASCTIME's prefix part (``rules.strip_prefix`` strips the text it matches, leftmost-first), as the two
+#: patterns below read it: a change to ASCTIME must be made to them too.
+_HEAD = (
+    r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|"
+    r"ERROR|CRITICAL)\]?(?: -)? )?"
+)
+if _head_pattern(app.ASCTIME.pattern) != _HEAD:
+    raise AssertionError(
+        "parsers.app.ASCTIME changed: parsers.appfast reads its captures by _STAMP and _LEVEL"
+    )
+#: A line this path takes starts with the stamp of ASCTIME in ASCII and a space: then ASCTIME's head matches it,
+#: its stamp (``pyts``) is the text up to the first space after the seconds (the fraction's digits run up to
+#: it, greedy), and what follows is the level part, at most 15 characters (:data:`_LEVEL`).
+_STAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[,.][0-9]+)? "
+#: ASCTIME's head after the stamp and its space, as a pattern of its own (the same alternatives, in order).
+_LEVEL = r"^(?P<__lv>(?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?(?: -)? )?)"
+_LEVEL_CHARS = 16
 
 
 def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
@@ -108,7 +122,7 @@ def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     if lines.height == 0 or not {"raw", "body", "path", "line_count"} <= set(lines.columns):
         return None
     raw = lines["raw"]
-    ok = raw.str.contains(f"^(?:{_HEAD})") & (lines["body"] == raw) & (lines["line_count"] == 1)
+    ok = raw.str.contains(_STAMP) & (lines["body"] == raw) & (lines["line_count"] == 1)
     ok = ok & ~raw.str.contains("\n", literal=True)
     if "layer" in lines.columns:
         ok = ok & lines["layer"].is_null()
@@ -123,8 +137,15 @@ def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
         return None
     sub = raw.filter(rows)
     bad = sub.str.contains(_raw_gate()).fill_null(True)
-    ext = sub.str.extract_groups(_WHOLE).struct.unnest()
-    rest = sub.str.slice(ext["__all"].str.len_chars())
+    # ASCTIME's captures without a regex per line: the stamp up to the first space after the seconds, then
+    # the level part, read once per distinct window of its 16 characters (a few distinct in a file).
+    sp = sub.str.slice(19).str.find(" ", literal=True)
+    tail = sub.str.slice(sp + 20)
+    lv = per_distinct(
+        tail.str.slice(0, _LEVEL_CHARS), pl.col(DISTINCT).str.extract_groups(_LEVEL).struct.unnest()
+    )
+    ext = pl.DataFrame({"pyts": sub.str.slice(0, sp + 19), "sev_word": lv["sev_word"]})
+    rest = tail.str.slice(lv["__lv"].str.len_chars())
     markers = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
     bad = bad | rest.str.contains_any(list(rule_literals())).fill_null(True) | rest.str.contains(markers)
     bad = bad.fill_null(True)
@@ -157,7 +178,6 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
         "body": rest,
         "message": rest,
         "record": rest,
-        "layer": pl.repeat("app", lines.height, dtype=pl.String, eager=True),
         "pyts": caps["pyts"],
         "sev_word": caps["sev_word"],
         "severity": sev,
@@ -171,16 +191,15 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
         .select(pl.when(pl.col("s").is_not_null()).then(pl.lit("step_progress")).otherwise(pl.lit("log")))
         .to_series()
     )
-    cols: list[pl.Series] = []
-    for name, dtype in schema.items():
-        if name in set_cols:
-            s = set_cols[name]
-        elif name in lines.columns:
-            s = lines[name]
-        else:
-            s = pl.repeat(None, lines.height, dtype=dtype, eager=True)
-        cols.append(s.cast(dtype).alias(name))
-    out = pl.DataFrame(cols)
+    # Null columns as broadcast literals: ``pl.repeat(None, …)`` gives all-null columns that a later rechunk
+    # materializes (16 bytes a row for a string: +270 MB peak on the 400k-line app job).
+    lits = {"layer": pl.lit("app", dtype=pl.String)}
+    out = lines.select([c for c in schema if c in lines.columns and c not in set_cols and c not in lits])
+    out = out.with_columns([s.alias(name) for name, s in set_cols.items() if name in schema])
+    out = out.with_columns(
+        [lits.get(c, pl.lit(None, dtype=d)).alias(c) for c, d in schema.items() if c not in out.columns]
+    )
+    out = out.select([pl.col(c).cast(d) for c, d in schema.items()])
     need = ("record", "message", "severity", "kind", "layer", "rank_stated")
     if {"msg_rank", "msg_pg", "gpu_index"} & set(schema) and set(need) <= set(schema):
         # the rank an error line names as its own (identity evidence), as the generic path's last steps
