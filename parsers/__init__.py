@@ -716,7 +716,8 @@ def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = Non
     ones present) are returned, which keeps the frame narrow.
 
     NCCL COLL lines of files whose parse does not depend on them take the fast path (:mod:`parsers.coll`):
-    the same rows, from one regex pass instead of every prefix and rule.
+    the same rows, from one regex pass instead of every prefix and rule. With ``keep``, so do files made only
+    of plain asctime logging lines (:mod:`parsers.appfast`).
     """
     gen, fast = parse_lines_split(df, keep)
     return merge_parts(gen, fast).drop("_pos")

@@ -1,4 +1,4 @@
-"""The asctime fast path: files made only of plain Python ``logging`` lines, in one regex pass.
+"""The asctime fast path: files made only of plain Python ``logging`` lines, without the generic passes.
 
 Most lines of an application-heavy log are the training script's own default-format logging lines
 (``logging.basicConfig``; :data:`parsers.app.ASCTIME`, the last of ``parsers.PRODUCER_PREFIXES``)::
@@ -10,16 +10,17 @@ ASCTIME captures (``pyts``, ``sev_word`` -> ``severity``), ``message`` and ``rec
 prefix, ``layer`` ``app``, and :func:`parsers.app.progress_fields`' ``step`` / ``rank_stated`` /
 ``world_size`` with kind ``step_progress`` or ``log`` (and :func:`parsers.c10d.stated_ranks`' columns).
 
-A file takes this path only when EVERY line of it (of the generic-path lines of its slice: NCCL COLL fast-path
-lines are already apart) qualifies (:func:`split`): the line is one physical line (``raw == body``, no newline,
+A file takes this path only when EVERY line of it (of its generic-path lines: NCCL COLL fast-path lines are
+already apart) qualifies (:func:`split`): the line is one physical line (``raw == body``, no newline,
 ``line_count`` 1, no ``layer`` of its own), starts with ASCTIME's prefix, matches no earlier producer prefix,
 no transport / tee / Ray worker prefix and no record start inside the line (:func:`_raw_gate`), and its message
 holds no literal of any rule and no marker of a helper that reads across rows or adds columns
 (:data:`MESSAGE_MARKERS`). Whole files, because several helpers read across the rows of a file (hard wraps,
 record grouping, spawn blocks, snippets, banners, stall lists, root causes): a file of such lines only gives
-none of them anything to act on, and leaving it out of the generic slice changes no decision about the other
+none of them anything to act on, and leaving it out of the generic lines changes no decision about the other
 files (the per-file shares and windows are per file; the slice-wide ones, the tee roles of glued lines and the
-Ray worker prefix, are kept off by :func:`_raw_gate`). ``tests/test_appfast.py`` checks the rows against the
+Ray worker prefix, are kept off by :func:`_raw_gate`). ``parsers.parse_lines_split`` takes these files out
+before it slices the generic lines and merges their rows back in ``_pos`` order. ``tests/test_appfast.py`` checks the rows against the
 generic path's on every corpus case, on generated jobs and on drawn files.
 """
 
