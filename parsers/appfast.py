@@ -26,15 +26,13 @@ generic path's on every corpus case, on generated jobs and on drawn files.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import lru_cache
 
 import polars as pl
 
 from parsers import app, c10d, horovod, python, ray, spawn, stack, transport
 from parsers.coll import DISTINCT, per_distinct
-from parsers.rules import Prefix, Rule, _gate_of, _head_pattern
+from parsers.rules import Prefix, _gate_of, _head_pattern, defined
 
 #: Markers of the helpers that read across rows or make per-row decisions beyond the rules, tested on the
 #: message (the text after the ASCTIME prefix). A line holding one keeps its whole file on the generic path.
@@ -70,16 +68,7 @@ def rule_literals() -> tuple[str, ...]:
     holding one may be claimed by a rule, so its file stays generic. Two rules have none, and neither can
     claim a qualifying line: ``nccl_warn`` (rows with an NCCL WARN prefix) and ``python_exception`` (rows with an
     exception type, kept off by :data:`MESSAGE_MARKERS`)."""
-    import parsers
-
-    lits: set[str] = set()
-    for m in pkgutil.iter_modules(parsers.__path__):
-        mod = importlib.import_module(f"parsers.{m.name}")
-        for v in vars(mod).values():
-            for r in v if isinstance(v, (list, tuple)) else (v,):
-                if isinstance(r, Rule) and r.literal:
-                    lits.add(r.literal)
-    return tuple(sorted(lits))
+    return tuple(sorted({r.literal for r in defined()[0] if r.literal}))
 
 
 @lru_cache(maxsize=1)

@@ -139,6 +139,30 @@ class Prefix:
     example: str = ""
 
 
+@lru_cache(maxsize=1)
+def defined() -> tuple[tuple[Rule, ...], tuple[Prefix, ...]]:
+    """Every :class:`Rule` and :class:`Prefix` a module of the ``parsers`` package defines at module level (alone
+    or in a list or tuple), each once, in module-name then attribute-name order: a rule added to a parser module
+    is counted without being listed anywhere (``parsers.appfast``'s literals, the tests of every rule)."""
+    import importlib
+    import pkgutil
+
+    import parsers
+
+    rules: dict[int, Rule] = {}
+    prefixes: dict[int, Prefix] = {}
+    for info in sorted(pkgutil.iter_modules(parsers.__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"parsers.{info.name}")
+        for name in sorted(vars(mod)):
+            val = getattr(mod, name)
+            for v in val if isinstance(val, (list, tuple)) else [val]:
+                if isinstance(v, Rule):
+                    rules.setdefault(id(v), v)
+                elif isinstance(v, Prefix):
+                    prefixes.setdefault(id(v), v)
+    return tuple(rules.values()), tuple(prefixes.values())
+
+
 def _cast_fields(df: pl.DataFrame) -> pl.DataFrame:
     exprs = []
     for c in df.columns:

@@ -8,9 +8,7 @@ helper markers, tracebacks, indented lines, tqdm bars and tee prefixes; the fast
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +26,7 @@ import parsers
 from correlator.ingest import ingest
 from correlator.schema import PARSE_KEEP
 from parsers import appfast
-from parsers.rules import Rule
+from parsers.rules import defined
 from tests.conftest import CASES, REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -149,18 +147,7 @@ def test_fast_path_equals_generic_on_corpus(case: str, monkeypatch: pytest.Monke
     assert_frame_equal(fast, slow)
 
 
-def _rules() -> list[Rule]:
-    out: dict[str, Rule] = {}
-    for m in pkgutil.iter_modules(parsers.__path__):
-        mod = importlib.import_module(f"parsers.{m.name}")
-        for v in vars(mod).values():
-            for r in v if isinstance(v, (list, tuple)) else (v,):
-                if isinstance(r, Rule):
-                    out[f"{m.name}.{r.name}"] = r
-    return [out[k] for k in sorted(out)]
-
-
-_RULES = _rules()
+_RULES = list(defined()[0])
 #: What drawn messages are made of: plain text the fast path takes, and everything that must keep a file generic.
 _PLAIN = [
     "[trainer] rank=3 step=1835 loss=2.0959 lr=3.0e-04",

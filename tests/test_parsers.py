@@ -3,8 +3,6 @@ and key lines give back the field values written in them."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from pathlib import Path
 
 import polars as pl
@@ -12,27 +10,10 @@ import pytest
 
 import correlator
 import parsers
-from parsers.rules import Prefix, Rule
+from parsers.rules import Prefix, Rule, defined
 
-
-def _collect() -> tuple[list[Rule], list[Prefix]]:
-    """Every Rule and Prefix any module of the ``parsers`` package defines at module level (alone or in a
-    list/tuple), each once: a rule added to a parser module is tested without being listed here."""
-    rules: dict[int, Rule] = {}
-    prefixes: dict[int, Prefix] = {}
-    for info in sorted(pkgutil.iter_modules(parsers.__path__), key=lambda i: i.name):
-        mod = importlib.import_module(f"parsers.{info.name}")
-        for name in sorted(vars(mod)):
-            val = getattr(mod, name)
-            for v in val if isinstance(val, (list, tuple)) else [val]:
-                if isinstance(v, Rule):
-                    rules.setdefault(id(v), v)
-                elif isinstance(v, Prefix):
-                    prefixes.setdefault(id(v), v)
-    return list(rules.values()), list(prefixes.values())
-
-
-RULES, PREFIXES = _collect()
+# Every Rule and Prefix the parser modules define (a rule added to a module is tested without being listed here).
+RULES, PREFIXES = (list(x) for x in defined())
 
 
 def _events(tmp_path: Path, text: str, name: str = "combined.log") -> pl.DataFrame:

@@ -90,18 +90,10 @@ FRAGMENTS = [
 
 def _rule_examples() -> list[str]:
     """Every ``Rule.example`` / ``Prefix.example`` line of every parser module (real lines)."""
-    import importlib
-    import pkgutil
+    from parsers.rules import defined
 
-    from parsers.rules import Prefix, Rule
-
-    out: list[str] = []
-    for info in pkgutil.iter_modules(parsers.__path__):
-        mod = importlib.import_module(f"parsers.{info.name}")
-        for v in vars(mod).values():
-            items = v if isinstance(v, (list, tuple)) else [v]
-            out += [x.example for x in items if isinstance(x, (Rule, Prefix)) and x.example]
-    return sorted(set(out))
+    rules, prefixes = defined()
+    return sorted({x.example for x in (*rules, *prefixes) if x.example})
 
 
 EXAMPLES = _rule_examples()
