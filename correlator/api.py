@@ -235,10 +235,9 @@ def want_streaming(path: Path, streaming: bool | None, threshold: int | None = N
 def check_parquet(path: Path) -> None:
     """A parquet file or dataset given to ``diagnose`` must hold the event table: every column of
     ``correlator.schema`` with its type. Raises :class:`InputError` naming what is wrong."""
-    from correlator.schema import EVENT_SCHEMA
+    from correlator.schema import POLARS_SCHEMA as want
 
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*.parquet") if p.is_file())
-    want = pl.from_arrow(EVENT_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
     for f in files[:1000]:
         try:
             got = pl.read_parquet_schema(f)

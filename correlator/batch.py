@@ -41,8 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from correlator.discover import DiscoveryError, Source, following_symlinks, learned_from
 from correlator.errors import InputError
@@ -50,6 +48,8 @@ from correlator.reduce import reduce_for_diagnosis
 from correlator.schema import Kind, to_write_arrow
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from correlator.ingest import IngestResult
 
 #: Input bytes of a streaming run below which batches run on threads of this process: a worker process
@@ -175,6 +175,9 @@ def with_offset(part: pl.DataFrame | pa.Table, offset: int) -> pl.DataFrame | pa
     """``part`` with its ``event_id`` values moved by ``offset`` (ids unique across the batches)."""
     if isinstance(part, pl.DataFrame):
         return part.with_columns((pl.col("event_id") + offset).alias("event_id"))
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     i = part.schema.get_field_index("event_id")
     return part.set_column(i, part.schema.field(i), pc.add(part.column(i), pa.scalar(offset, pa.int64())))
 

@@ -1,7 +1,7 @@
 """The event table: one row per input log line or multi-line record, from every rank.
 
-This module is the single definition of the table every other step reads. ``EVENT_SCHEMA`` is the
-Arrow schema; ``COLUMN_DOCS`` documents each column (type, unit, meaning); ``Kind`` is the closed
+This module is the single definition of the table every other step reads. ``POLARS_SCHEMA`` holds the
+column types, ``EVENT_SCHEMA`` the same as an Arrow schema (built on first use); ``COLUMN_DOCS`` documents each column (type, unit, meaning); ``Kind`` is the closed
 vocabulary of the ``kind`` column. The table is written as-is by ``rankscope timeline -o x.parquet``.
 
 Line accounting: every physical input line belongs to exactly one row. ``line`` is the 1-based number
@@ -14,10 +14,13 @@ into several rows; the extra rows have ``line_count`` 0.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar
+from functools import cache
+from typing import TYPE_CHECKING, ClassVar
 
 import polars as pl
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from correlator import verdict
 
@@ -357,13 +360,14 @@ Kind.TIMED_OUT = frozenset(
     }
 )
 
-#: (column, Arrow type, documentation). The order is the column order of the table.
-COLUMNS: list[tuple[str, pa.DataType, str]] = [
-    ("event_id", pa.int64(), "Row id, unique in the table; evidence and graph edges refer to it."),
-    ("path", pa.string(), "Source file, relative to the directory given to rankscope."),
+#: (column, type, documentation). The order is the column order of the table. The types are polars'; the
+#: Arrow ones (:data:`EVENT_SCHEMA`) follow from them.
+COLUMNS: list[tuple[str, pl.DataType, str]] = [
+    ("event_id", pl.Int64(), "Row id, unique in the table; evidence and graph edges refer to it."),
+    ("path", pl.String(), "Source file, relative to the directory given to rankscope."),
     (
         "line",
-        pa.int64(),
+        pl.Int64(),
         (
             "1-based number of the row's first physical line in `path` (a Flight Recorder row: the "
             "entry's position in the dump, then its pg_status rows)."
@@ -371,7 +375,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "line_count",
-        pa.int32(),
+        pl.Int32(),
         (
             "Physical lines this row covers (0 for the extra parts of a split line and for "
             "Flight Recorder rows: a dump is not read as lines)."
@@ -379,50 +383,50 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "rank",
-        pa.int32(),
+        pl.Int32(),
         "Global rank that produced the line; null when unknown (agent lines, unmapped NCCL).",
     ),
     (
         "rank_source",
-        pa.string(),
+        pl.String(),
         (
             "How `rank` was resolved: c10d_prefix, excepthook_prefix, tee+offset, path, file_name, "
             "nccl_pid, launcher, pid_order, pid_gap, message, transport_prefix, file, gpu_index (see "
             "correlator/identity.py); pid: a stack dump placed by its pid (correlator/stacks.py)."
         ),
     ),
-    ("local_rank", pa.int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),
-    ("host", pa.string(), "Short host name (FQDNs are cut at the first dot); null when unknown."),
-    ("pid", pa.int64(), "Process id from the line (NCCL prefix, launcher lines, glog field)."),
+    ("local_rank", pl.Int32(), "Local rank on its node (torchrun folder name, `[defaultN]:` tee prefix)."),
+    ("host", pl.String(), "Short host name (FQDNs are cut at the first dot); null when unknown."),
+    ("pid", pl.Int64(), "Process id from the line (NCCL prefix, launcher lines, glog field)."),
     (
         "attempt",
-        pa.int32(),
+        pl.Int32(),
         "torchelastic restart attempt (`attempt_N` folder, agent restarts); 0 by default.",
     ),
     (
         "stream",
-        pa.string(),
+        pl.String(),
         "stdout | stderr | launcher | combined | nccl_file | error_json | syslog | fr_dump | unknown.",
     ),
     (
         "ts",
-        pa.timestamp("us", tz="UTC"),
+        pl.Datetime("us", "UTC"),
         (
             "Event time, UTC, microseconds. c10 stamps keep whole seconds only "
             "(their 9 fraction digits come from a monotonic clock, not wall time)."
         ),
     ),
-    ("ts_quality", pa.string(), "exact | no_tz | no_year | inherited | missing (see TsQuality)."),
+    ("ts_quality", pl.String(), "exact | no_tz | no_year | inherited | missing (see TsQuality)."),
     (
         "layer",
-        pa.string(),
+        pl.String(),
         "nccl | c10d | elastic | python | app | system | fr | ras | stack | unknown (see Layer).",
     ),
-    ("severity", pa.string(), "debug | info | warning | error | fatal | unknown."),
-    ("kind", pa.string(), "Event kind from the closed vocabulary `Kind`."),
+    ("severity", pl.String(), "debug | info | warning | error | fatal | unknown."),
+    ("kind", pl.String(), "Event kind from the closed vocabulary `Kind`."),
     (
         "pg",
-        pa.string(),
+        pl.String(),
         (
             "Process group: c10d PG GUID/name (`0` = default PG), NCCL commId / comm pointer, or "
             "`horovod:<tensor>` for a Horovod collective."
@@ -430,7 +434,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "seq",
-        pa.int64(),
+        pl.Int64(),
         (
             "Collective sequence number: c10d SeqNum (decimal), NCCL opCount (hex in the log) or a "
             "Flight Recorder entry's collective_seq_id (p2p_seq_id for send/recv)."
@@ -438,26 +442,26 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "seq_enqueued",
-        pa.int64(),
+        pl.Int64(),
         "Last enqueued work SeqNum from watchdog status lines or a dump's pg_status.",
     ),
     (
         "seq_completed",
-        pa.int64(),
+        pl.Int64(),
         "Last completed work SeqNum from watchdog status lines or a dump's pg_status.",
     ),
     (
         "op",
-        pa.string(),
+        pl.String(),
         (
             "Collective op type, upper case as c10d prints it (ALLREDUCE, BROADCAST, …); for a stack dump "
             "the collective its main thread is in."
         ),
     ),
-    ("numel", pa.int64(), "Number of elements in the collective's input (NumelIn / NCCL count)."),
+    ("numel", pl.Int64(), "Number of elements in the collective's input (NumelIn / NCCL count)."),
     (
         "shape",
-        pa.string(),
+        pl.String(),
         (
             "Tensor shape from DETAIL fingerprints, e.g. `[32, 16]`; for a Flight Recorder entry "
             "its input sizes (one tensor: `[32, 16]`, several: `[[32], [4]]`)."
@@ -465,17 +469,17 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "dtypes",
-        pa.string(),
+        pl.String(),
         "Input dtypes of a Flight Recorder entry, comma-separated as torch names them (`Float`).",
     ),
     (
         "state",
-        pa.string(),
+        pl.String(),
         "Flight Recorder entry state: scheduled | started | completed (gloo: always scheduled).",
     ),
     (
         "record_id",
-        pa.int64(),
+        pl.Int64(),
         (
             "Flight Recorder entry id within its rank's dump (`record_id`); `line` is its "
             "1-based position in the dump."
@@ -483,28 +487,28 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "ts_end",
-        pa.timestamp("us", tz="UTC"),
+        pl.Datetime("us", "UTC"),
         (
             "End of a Flight Recorder entry (`time_discovered_completed_ns`), "
             "UTC; null when unknown (always for gloo)."
         ),
     ),
-    ("timeout_ms", pa.int64(), "Configured timeout in milliseconds (Timeout(ms)=…, monitoredBarrier, gloo)."),
+    ("timeout_ms", pl.Int64(), "Configured timeout in milliseconds (Timeout(ms)=…, monitoredBarrier, gloo)."),
     (
         "elapsed_ms",
-        pa.int64(),
+        pl.Int64(),
         "How long the work ran before timing out, milliseconds (a progress bar: its elapsed time).",
     ),
-    ("step", pa.int64(), "Training step / iteration number from progress lines."),
-    ("world_size", pa.int32(), "World size stated by the line (NCCL nranks, torchrun summaries, app lines)."),
+    ("step", pl.Int64(), "Training step / iteration number from progress lines."),
+    ("world_size", pl.Int32(), "World size stated by the line (NCCL nranks, torchrun summaries, app lines)."),
     (
         "pg_rank",
-        pa.int32(),
+        pl.Int32(),
         "The logging rank's rank WITHIN the process group (`[Rank r]`, `[PG … Rank r]`).",
     ),
     (
         "peer_rank",
-        pa.int32(),
+        pl.Int32(),
         (
             "Rank named by the line as the other side (mismatch, monitoredBarrier, NCCL); in the "
             "numbering of the line's process group."
@@ -512,7 +516,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "ranks_named",
-        pa.string(),
+        pl.String(),
         (
             "Every rank a line names as a group, ascending, comma-separated (`1,3`): srun's `tasks 0-3`, "
             "monitoredBarrier's `Ranks 1, 3 failed to pass`. In the numbering of the line (srun: task ids)."
@@ -520,24 +524,24 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
     (
         "peer_op",
-        pa.string(),
+        pl.String(),
         "Collective the other rank was running, as a mismatch states it (`but Rank 0 is running … OpType=X`).",
     ),
-    ("peer_shape", pa.string(), "Tensor shape of that other rank's collective (`[4, 2]`), when stated."),
-    ("peer_addr", pa.string(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
+    ("peer_shape", pl.String(), "Tensor shape of that other rank's collective (`[4, 2]`), when stated."),
+    ("peer_addr", pl.String(), "Peer address named by the line (`192.0.2.11<44871>`, `[ip]:port`, host)."),
     (
         "local_addr",
-        pa.string(),
+        pl.String(),
         "This process's own address stated by the line (NCCL `Bootstrap : Using eth0:ip`).",
     ),
-    ("exit_code", pa.int32(), "Process exit code; negative means killed by that signal (-9 SIGKILL)."),
-    ("signal", pa.string(), "Signal name (SIGKILL, SIGTERM, …) sent to or received by the process."),
-    ("exc_type", pa.string(), "Exception type of a traceback or error line (`torch.cuda.OutOfMemoryError`)."),
-    ("message", pa.string(), "The message with transport, tee and producer prefixes stripped (first line)."),
-    ("raw", pa.string(), "The row's physical line(s) exactly as read (decoded as UTF-8 with replacement)."),
+    ("exit_code", pl.Int32(), "Process exit code; negative means killed by that signal (-9 SIGKILL)."),
+    ("signal", pl.String(), "Signal name (SIGKILL, SIGTERM, …) sent to or received by the process."),
+    ("exc_type", pl.String(), "Exception type of a traceback or error line (`torch.cuda.OutOfMemoryError`)."),
+    ("message", pl.String(), "The message with transport, tee and producer prefixes stripped (first line)."),
+    ("raw", pl.String(), "The row's physical line(s) exactly as read (decoded as UTF-8 with replacement)."),
     (
         "duplicate",
-        pa.bool_(),
+        pl.Boolean(),
         (
             "True when the row is a torchrun --tee copy of a line that a per-rank file "
             "also holds; diagnosis skips duplicates, the table keeps them."
@@ -545,34 +549,65 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ),
 ]
 
-EVENT_SCHEMA: pa.Schema = pa.schema([pa.field(name, typ) for name, typ, _ in COLUMNS])
 COLUMN_DOCS: dict[str, str] = {name: doc for name, _, doc in COLUMNS}
+
+#: The event-table columns as polars dtypes, in order.
+POLARS_SCHEMA: dict[str, pl.DataType] = {name: typ for name, typ, _ in COLUMNS}
 
 #: The free-text columns of the table: nearly every value is distinct.
 TEXT_COLUMNS: tuple[str, ...] = ("message", "raw")
 
 
-#: The Arrow schema event tables are handed to a parquet writer in: :data:`EVENT_SCHEMA` with polars' own
-#: string layout (``string_view``), so no string is copied on the way. Files are written without an Arrow
-#: schema (``store_schema=False``, in :func:`parquet_options`): readers take the column types from the parquet
-#: types, which gives :data:`EVENT_SCHEMA` back exactly (``string`` for UTF8, ``timestamp[us, tz=UTC]`` for
-#: UTC-adjusted stamps).
-WRITE_SCHEMA: pa.Schema = pa.schema(
-    [pa.field(f.name, pa.string_view() if f.type == pa.string() else f.type) for f in EVENT_SCHEMA]
-)
+@cache
+def _arrow_schemas() -> tuple[pa.Schema, pa.Schema]:
+    """:data:`EVENT_SCHEMA` and :data:`WRITE_SCHEMA`, built on first use: pyarrow (and numpy, which it loads)
+    take ~0.15 s to import, and ``rankscope diagnose`` never hands a table to Arrow."""
+    import pyarrow as pa
+
+    arrow = {
+        pl.Int64(): pa.int64(),
+        pl.Int32(): pa.int32(),
+        pl.String(): pa.string(),
+        pl.Boolean(): pa.bool_(),
+        pl.Datetime("us", "UTC"): pa.timestamp("us", tz="UTC"),
+    }
+    event = pa.schema([pa.field(name, arrow[typ]) for name, typ in POLARS_SCHEMA.items()])
+    write = pa.schema(
+        [pa.field(f.name, pa.string_view() if f.type == pa.string() else f.type) for f in event]
+    )
+    return event, write
+
+
+def __getattr__(name: str) -> pa.Schema:
+    """The Arrow schemas, built on first use (:func:`_arrow_schemas`).
+
+    ``EVENT_SCHEMA``: the Arrow schema of the event table (``COLUMNS``' types; ``string``, ``int64``,
+    ``int32``, ``bool``, ``timestamp[us, tz=UTC]``).
+
+    ``WRITE_SCHEMA``: the Arrow schema event tables are handed to a parquet writer in: ``EVENT_SCHEMA`` with
+    polars' own string layout (``string_view``), so no string is copied on the way. Files are written
+    without an Arrow schema (``store_schema=False``, in :func:`parquet_options`): readers take the column
+    types from the parquet types, which gives ``EVENT_SCHEMA`` back exactly (``string`` for UTF8,
+    ``timestamp[us, tz=UTC]`` for UTC-adjusted stamps)."""
+    if name == "EVENT_SCHEMA":
+        return _arrow_schemas()[0]
+    if name == "WRITE_SCHEMA":
+        return _arrow_schemas()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_write_arrow(df: pl.DataFrame) -> pa.Table:
-    """``df`` (an event table, see :func:`conform`) as an Arrow table of :data:`WRITE_SCHEMA`, sharing polars'
+    """``df`` (an event table, see :func:`conform`) as an Arrow table of ``WRITE_SCHEMA``, sharing polars'
     buffers (no copy). One 32 MiB batch of the 256-rank bench, one core: conversion + write 0.113 s, against
     0.147 s through ``large_string`` and a cast to ``string`` (two copies of the text)."""
+    write = _arrow_schemas()[1]
     arrow = conform(df).to_arrow(compat_level=pl.CompatLevel.newest())
-    return arrow if arrow.schema.equals(WRITE_SCHEMA) else arrow.cast(WRITE_SCHEMA)
+    return arrow if arrow.schema.equals(write) else arrow.cast(write)
 
 
 def parquet_options() -> dict[str, object]:
     """Keyword arguments of ``pyarrow.parquet.ParquetWriter`` / ``write_table`` for event-table files (tables
-    of :data:`WRITE_SCHEMA`, see :func:`to_write_arrow`).
+    of ``WRITE_SCHEMA``, see :func:`to_write_arrow`).
 
     No stored Arrow schema; zstd; dictionary encoding for the string columns other than :data:`TEXT_COLUMNS` (few distinct values:
     paths, hosts, kinds, ops), plain for the free text and the numbers; min/max statistics for every column
@@ -585,22 +620,10 @@ def parquet_options() -> dict[str, object]:
         "store_schema": False,
         "compression": "zstd",
         "use_dictionary": [
-            f.name for f in EVENT_SCHEMA if f.type == pa.string() and f.name not in TEXT_COLUMNS
+            name for name, typ in POLARS_SCHEMA.items() if typ == pl.String() and name not in TEXT_COLUMNS
         ],
-        "write_statistics": [f.name for f in EVENT_SCHEMA if f.name not in TEXT_COLUMNS],
+        "write_statistics": [name for name in POLARS_SCHEMA if name not in TEXT_COLUMNS],
     }
-
-
-_PL_TYPES: dict[pa.DataType, pl.DataType] = {
-    pa.int64(): pl.Int64(),
-    pa.int32(): pl.Int32(),
-    pa.string(): pl.String(),
-    pa.bool_(): pl.Boolean(),
-    pa.timestamp("us", tz="UTC"): pl.Datetime("us", "UTC"),
-}
-
-#: The same schema as polars dtypes.
-POLARS_SCHEMA: dict[str, pl.DataType] = {name: _PL_TYPES[typ] for name, typ, _ in COLUMNS}
 
 
 #: Columns that live only between parsing and the event table (issue 13: "the intermediate columns declared

@@ -40,10 +40,9 @@ import shutil
 import tempfile
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from correlator.batch import (
     Batch,
@@ -67,13 +66,16 @@ from correlator.discover import (
 from correlator.engines import check_engine
 from correlator.reduce import KEEP_LAST, kept, nccl_topology, reduce_for_diagnosis, select
 from correlator.schema import (
-    EVENT_SCHEMA,
-    WRITE_SCHEMA,
+    POLARS_SCHEMA,
     Kind,
     conform,
     empty_table,
     parquet_options,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: Input size above which ``rankscope diagnose DIR`` streams by default (``--streaming`` forces it); below
 #: it, ``diagnose`` cuts NCCL COLL lines while reading (``ingest(keep_coll=...)``), which is faster and also
@@ -300,6 +302,10 @@ class _Sink:
             if partition_by not in PARTITION_KEYS:
                 raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
         elif out is not None:
+            import pyarrow.parquet as pq
+
+            from correlator.schema import WRITE_SCHEMA
+
             self.writer = pq.ParquetWriter(str(out), WRITE_SCHEMA, **parquet_options())
 
     @property
@@ -481,7 +487,7 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
     ]
     rows = select(pl.concat(cand, how="vertical").lazy(), "event_id", keep_last).collect()[by].sort()
     del cand
-    cols = list(EVENT_SCHEMA.names)
+    cols = list(POLARS_SCHEMA)
     rows_kept = (
         scan(by == "__row").filter(pl.col(by).is_in(rows.implode())).select(cols).collect(engine="streaming")
     )

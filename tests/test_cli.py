@@ -163,13 +163,14 @@ def test_importing_the_cli_loads_no_engine() -> None:
 
 def test_diagnose_loads_no_graph_or_plot_library() -> None:
     # the verdict is built on polars (correlator.graph's records); networkx loads only where a graph is
-    # written (`rankscope graph`, --graph), matplotlib only in plot: ~0.1-0.2 s of a small case's ~1.2 s
+    # written (`rankscope graph`, --graph), matplotlib only in plot: ~0.1-0.2 s of a small case's ~1.2 s;
+    # pyarrow (and numpy with it) only where a table goes to Arrow or parquet: ~0.15 s more
     case = Path(__file__).parent.parent / "fixtures/cases/cap-01-exception-before-collective-detail/logs"
     code = (
         "import sys\nfrom correlator.cli import main\n"
         f"sys.argv = ['rankscope', 'diagnose', {str(case)!r}, '-f', 'json']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print([m for m in ('networkx', 'matplotlib', 'polars') if m in sys.modules])"
+        "print([m for m in ('networkx', 'matplotlib', 'pyarrow', 'numpy', 'polars') if m in sys.modules])"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert '"initiating_ranks"' in r.stdout, r.stderr
