@@ -1,4 +1,4 @@
-"""The asctime fast path: files made only of plain Python ``logging`` lines, without the generic passes.
+"""The asctime fast path: plain Python ``logging`` lines, without the generic passes.
 
 Most lines of an application-heavy log are the training script's own default-format logging lines
 (``logging.basicConfig``; :data:`parsers.app.ASCTIME`, the last of ``parsers.PRODUCER_PREFIXES``)::
@@ -10,18 +10,23 @@ ASCTIME captures (``pyts``, ``sev_word`` -> ``severity``), ``message`` and ``rec
 prefix, ``layer`` ``app``, and :func:`parsers.app.progress_fields`' ``step`` / ``rank_stated`` /
 ``world_size`` with kind ``step_progress`` or ``log`` (and :func:`parsers.c10d.stated_ranks`' columns).
 
-A file takes this path only when EVERY line of it (of its generic-path lines: NCCL COLL fast-path lines are
-already apart) qualifies (:func:`split`): the line is one physical line (``raw == body``, no newline,
-``line_count`` 1, no ``layer`` of its own), starts with ASCTIME's prefix, matches no earlier producer prefix,
-no transport / tee / Ray worker prefix and no record start inside the line (:func:`_raw_gate`), and its message
-holds no literal of any rule and no marker of a helper that reads across rows or adds columns
-(:data:`MESSAGE_MARKERS`). Whole files, because several helpers read across the rows of a file (hard wraps,
-record grouping, spawn blocks, snippets, banners, stall lists, root causes): a file of such lines only gives
-none of them anything to act on, and leaving it out of the generic lines changes no decision about the other
-files (the per-file shares and windows are per file; the slice-wide ones, the tee roles of glued lines and the
-Ray worker prefix, are kept off by :func:`_raw_gate`). ``parsers.parse_lines_split`` takes these files out
-before it slices the generic lines and merges their rows back in ``_pos`` order. ``tests/test_appfast.py`` checks the rows against the
-generic path's on every corpus case, on generated jobs and on drawn files.
+A line takes this path when it qualifies: it is one physical line (``raw == body``, no newline, ``line_count``
+1, no ``layer`` of its own), starts with ASCTIME's prefix, matches no earlier producer prefix, no transport /
+tee / Ray worker prefix and no record start inside the line (:func:`_raw_gate`), and its message holds no
+literal of any rule and no marker of a helper that reads across rows or adds columns (:data:`MESSAGE_MARKERS`).
+A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are already apart) qualify takes it
+whole: several helpers read across the rows of a file (hard wraps, record grouping, spawn blocks, snippets,
+banners, stall lists, root causes, stack dumps, RAS JSON documents), and such a file gives none of them anything
+to act on. In a file where some lines do not qualify (a stdout log that ends in a traceback), the qualifying
+lines more than :data:`CONTEXT_LINES` lines away from all of those take it (:func:`split`): no helper reads
+farther than that from a row, every chain of rows those helpers follow runs through lines that do not qualify
+and stops at the first that does (kept), and the file's per-file decisions are kept off by :func:`_file_gate`
+and the hard-wrap test (a file with a line that does not start like a log line stays whole). Leaving these
+lines out of the generic lines changes no decision about the others (the slice-wide ones, the tee roles of
+glued lines and the Ray worker prefix, are kept off by :func:`_raw_gate`). ``parsers.parse_lines_split``
+takes these lines out before it slices the generic lines and merges their rows back in ``_pos`` order.
+``tests/test_appfast.py`` checks the rows against the generic path's on every corpus case, on generated jobs
+and on drawn files, whole and mixed.
 """
 
 from __future__ import annotations
@@ -105,10 +110,41 @@ _LEVEL = r"^(?P<__lv>(?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|CRI
 _LEVEL_CHARS = 16
 
 
-def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
+#: Lines of a mixed file kept on the generic path on each side of a line that does not qualify: every helper
+#: that reads a neighbour reads at most two rows away (``ray``'s snippets: the next two rows), and every chain
+#: of rows (a record, a stack dump, a spawn block, a stall list, a JSON document) runs through lines that do not
+#: qualify and ends at the first one that does, which then stays generic.
+CONTEXT_LINES = 2
+
+
+@lru_cache(maxsize=1)
+def _file_gate() -> str:
+    """One regex for the lines that keep a whole mixed file on the generic path, because a decision about every
+    line of the file counts them: a transport / tee prefix (``_mark_wraps``' per-file tee share; a stripped
+    prefix can leave a body that does not start like a log line, a possible hard wrap, see :func:`split`), a tee
+    prefix glued inside the line and Ray's worker prefix (slice-wide, :data:`RAW_MARKERS`), and Paddle's launcher
+    prefixes (``paddle.console_streams`` gives every unprefixed line of such a file a local rank). Not LEAD, the
+    text before a record start inside a line: it leaves the record start, a log line's start, and acts on its
+    line alone."""
+    from parsers import paddle
+
+    xport = [v for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD]
+    heads = [p.pattern for p in (*xport, ray.PREFIX, *paddle.PREFIXES)]
+    markers = [m for m in RAW_MARKERS if m != transport._RECORD_START]
+    return "|".join([_gate_of(tuple(heads)), *(f"(?:{m})" for m in markers)])
+
+
+def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
-    columns) whose files take the asctime fast path, and for those rows (in order) ``pyts``, ``sev_word`` and
-    ``rest`` (the message); None when no file does."""
+    columns) that take the asctime fast path, and for those rows (in order) ``pyts``, ``sev_word`` and
+    ``rest`` (the message); None when none do.
+
+    A file all of whose lines qualify takes it whole. In a file where some lines do not (a traceback at the end
+    of a stdout log), the qualifying lines farther than :data:`CONTEXT_LINES` from every line that does not
+    take it, unless the file holds a line of :func:`_file_gate` or a line that does not start like a log line
+    (a possible hard wrap: the wrap width is measured on every line of the file), or its path is in
+    ``whole_only`` (files with NCCL COLL fast-path lines, which the generic path may take back between its
+    lines)."""
     if lines.height == 0 or not {"raw", "body", "path", "line_count"} <= set(lines.columns):
         return None
     raw = lines["raw"]
@@ -122,10 +158,8 @@ def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     path = lines["path"]
     if path.null_count() or not ok.any():
         return None
-    rows = ~path.is_in(path.filter(~ok).unique().implode())
-    if not rows.any():
-        return None
-    sub = raw.filter(rows)
+    at = ok.arg_true()
+    sub = raw.gather(at)
     bad = sub.str.contains(_raw_gate()).fill_null(True)
     # ASCTIME's captures without a regex per line: the stamp up to the first space after the seconds, then
     # the level part, read once per distinct window of its 16 characters (a few distinct in a file).
@@ -134,19 +168,64 @@ def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     lv = per_distinct(
         tail.str.slice(0, _LEVEL_CHARS), pl.col(DISTINCT).str.extract_groups(_LEVEL).struct.unnest()
     )
-    ext = pl.DataFrame({"pyts": sub.str.slice(0, sp + 19), "sev_word": lv["sev_word"]})
     rest = tail.str.slice(lv["__lv"].str.len_chars())
     markers = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
     bad = bad | rest.str.contains_any(list(rule_literals())).fill_null(True) | rest.str.contains(markers)
     bad = bad.fill_null(True)
-    if bad.any():
-        keep = ~path.filter(rows).is_in(path.filter(rows).filter(bad).unique().implode())
-        if not keep.any():
+    qual = ok.scatter(at.filter(bad), False) if bad.any() else ok
+    if not qual.any():
+        return None
+    take = qual
+    if not qual.all():
+        mixed = path.filter(~qual).unique()
+        mixed = mixed.filter(mixed.is_in(path.filter(qual).unique().implode()))
+        take = _mixed_rows(lines, qual, mixed, whole_only)
+        if not take.any():
             return None
-        rows = rows.scatter(rows.arg_true().filter(~keep), False)
-        ext, rest = ext.filter(keep), rest.filter(keep)
-    caps = pl.DataFrame({"pyts": ext["pyts"], "sev_word": ext["sev_word"], "rest": rest})
-    return rows, caps
+    keep = take.gather(at)
+    caps = pl.DataFrame({"pyts": sub.str.slice(0, sp + 19), "sev_word": lv["sev_word"], "rest": rest}).filter(
+        keep
+    )
+    return take, caps
+
+
+def _mixed_rows(
+    lines: pl.DataFrame, qual: pl.Series, mixed: pl.Series, whole_only: pl.Series | None
+) -> pl.Series:
+    """``qual`` (the qualifying lines) where their file qualifies whole, or is one of the ``mixed`` files
+    (paths) that may be split and the line lies farther than :data:`CONTEXT_LINES` from every line that does
+    not qualify (see :func:`split`); False elsewhere."""
+    import parsers
+
+    path = lines["path"]
+    take = qual & ~path.is_in(mixed.implode())
+    if whole_only is not None and whole_only.len():
+        mixed = mixed.filter(~mixed.is_in(whole_only.implode()))
+    if mixed.len() == 0:
+        return take
+    in_mixed = path.is_in(mixed.implode())
+    other = lines.filter(in_mixed & ~qual)["path", "raw"]
+    text = other["raw"]
+    plain = ~text.str.contains(parsers._KNOWN_START).fill_null(True) & (text.str.len_chars() > 0)
+    blocked = other["path"].filter(plain | text.str.contains(_file_gate()).fill_null(True)).unique()
+    if blocked.len():
+        in_mixed = in_mixed & ~path.is_in(blocked.implode())
+    if not in_mixed.any():
+        return take
+    at = in_mixed.arg_true()
+    near = (
+        pl.DataFrame({"p": path.gather(at), "o": ~qual.gather(at)})
+        .select(
+            pl.any_horizontal(
+                [
+                    pl.col("o").shift(k).over("p").fill_null(False)
+                    for k in range(-CONTEXT_LINES, CONTEXT_LINES + 1)
+                ]
+            )
+        )
+        .to_series()
+    )
+    return take.scatter(at, qual.gather(at) & ~near)
 
 
 def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
