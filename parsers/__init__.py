@@ -82,6 +82,26 @@ _KNOWN_START = (
 )
 
 
+#: The share of a file's lines behind torchrun's tee prefix from which a line after one that ends in a space
+#: may be a hard wrap (:func:`_mark_wraps`).
+WRAP_TEE_SHARE = 0.5
+
+
+def at_width() -> pl.Expr:
+    """True on the lines (of a frame with ``path`` and ``raw``, in file order) that follow a line as long as
+    their file's wrap width, where the file has one: a terminal or a paste box of fixed width cuts lines
+    mid-word at that width, so the file's long lines share one length, and none is longer
+    (``…WorkNCCL(SeqNum=4, OpTy`` / ``pe=BROADCAST, …`` in huggingface/open-r1#620). A line that does not start
+    like a log line is a hard wrap there (:func:`_mark_wraps`)."""
+    n = pl.col("raw").str.len_chars()
+    width = n.filter((n >= 70) & (n >= n.max() * 0.9)).mode().max().over("path")
+    return (
+        ((n == width).sum().over("path") >= 3)
+        & (n.max().over("path") <= width + 1)
+        & (n.shift(1).over("path") >= width).fill_null(False)
+    )
+
+
 def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
     """Mark physical lines a terminal hard-wrapped: a line without any prefix that does not itself start like
     a log line and follows either (in a tee'd file) a line ending in a space, or a line as long as the file's
@@ -90,15 +110,6 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
     tee = pl.col("pfx_tee")
     share = tee.cast(pl.Float64).mean().over("path")
     prev_raw = pl.col("raw").shift(1).over("path")
-    # A terminal or a paste box of fixed width cuts lines mid-word at that width: the file's long lines share
-    # one length, and none is longer (``…WorkNCCL(SeqNum=4, OpTy`` / ``pe=BROADCAST, …`` in huggingface/open-r1#620).
-    n = pl.col("raw").str.len_chars()
-    width = n.filter((n >= 70) & (n >= n.max() * 0.9)).mode().max().over("path")
-    at_width = (
-        ((n == width).sum().over("path") >= 3)
-        & (n.max().over("path") <= width + 1)
-        & (n.shift(1).over("path") >= width).fill_null(False)
-    )
     plain = (
         ~pl.col("body").str.contains(_KNOWN_START)
         & (pl.col("body").str.len_chars() > 0)
@@ -106,11 +117,11 @@ def _mark_wraps(df: pl.DataFrame) -> pl.DataFrame:
     )
     # No tee'd line in the frame: every share is 0, so the first test is False (its window is skipped).
     after_space = (
-        (~tee & (share >= 0.5) & prev_raw.str.ends_with(" ").fill_null(False))
+        (~tee & (share >= WRAP_TEE_SHARE) & prev_raw.str.ends_with(" ").fill_null(False))
         if df["pfx_tee"].any()
         else pl.lit(False)
     )
-    wrap = plain & (after_space | (at_width & ~tee))
+    wrap = plain & (after_space | (at_width() & ~tee))
     # Only a plain line can be a wrap: the per-file windows run on the files holding one (none in a file of
     # log lines; they cost 0.14 s of CPU per 400k lines), the other rows are False as ``wrap`` makes them.
     is_plain = df.select(plain.alias("p"))["p"]
@@ -518,6 +529,30 @@ def _parse_slice(
     return (part if cols is None else part.select([c for c in cols if c in part.columns])), comm, took
 
 
+#: Lines per part from which the fast path's split and rows (:mod:`parsers.appfast`) run in parts on threads
+#: (at most ``rules.parallelism`` at once; each polars call of a part runs on one core).
+APP_PART_ROWS = 100_000
+
+
+def _app_split(lines: pl.DataFrame, whole_only: pl.Series | None) -> tuple[pl.Series, pl.DataFrame] | None:
+    """:func:`parsers.appfast.split` of ``lines``, in parts of whole files on threads when they are many."""
+    k = parallelism(lines.height // APP_PART_ROWS)
+    parts = _file_slices(lines, -(-lines.height // k)) if k > 1 else [(0, lines.height)]
+    if len(parts) == 1:
+        return appfast.split(lines, whole_only)
+    with ThreadPoolExecutor(max_workers=k) as pool:
+        got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0]), whole_only), parts))
+    if all(g is None for g in got):
+        return None
+    mask = pl.concat(
+        [
+            g[0] if g is not None else pl.repeat(False, b - a, dtype=pl.Boolean, eager=True)
+            for g, (a, b) in zip(got, parts, strict=True)
+        ]
+    )
+    return mask, pl.concat([g[1] for g in got if g is not None], how="vertical_relaxed")
+
+
 def _parse_app(
     app_lines: pl.DataFrame,
     caps: pl.DataFrame,
@@ -530,7 +565,20 @@ def _parse_app(
     ``tests/test_appfast.py`` checks on every corpus case), or where there are none of a probe's
     (:func:`_app_schema`). Reported to ``coll.ON_ROWS`` as parsed."""
     schema = gen_schema or _app_schema(tuple(lines_schema.items()), tuple(cols))
-    out = appfast.parse(app_lines, caps, schema)
+    n = app_lines.height
+    k = parallelism(n // APP_PART_ROWS)
+    if k <= 1:
+        out = appfast.parse(app_lines, caps, schema)
+    else:  # row-wise: parts of rows on threads (each polars call runs on one core)
+        step = -(-n // k)
+        with ThreadPoolExecutor(max_workers=k) as pool:
+            outs = list(
+                pool.map(
+                    lambda i: appfast.parse(app_lines.slice(i, step), caps.slice(i, step), schema),
+                    range(0, n, step),
+                )
+            )
+        out = pl.concat(outs, how="vertical")
     report = coll.ON_ROWS.get()
     if report is not None:
         report(out.height)
@@ -579,7 +627,8 @@ def _interleave(part: pl.DataFrame, app_rows: pl.DataFrame, names: list[str]) ->
 @lru_cache(maxsize=8)
 def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
     """The columns and types :func:`_parse_slice` gives a slice of lines of ``lines_schema`` with ``cols``
-    kept, read off its parse of a few asctime lines, which :func:`parsers.appfast.parse` must give exactly
+    kept, read off its parse of a few asctime lines and lines without a prefix, which
+    :func:`parsers.appfast.parse` must give exactly
     (checked here: a wrong fast path fails at its first use, not silently)."""
     probe = [
         "2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
@@ -587,6 +636,10 @@ def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[s
         "2026-01-02T03:04:05 ERROR [x] rank 2 failed",
         "2026-01-02 03:04:05 plain message",
         "2026-01-02 03:04:05,678 DEBUG ",
+        "Epoch 0:  10%|#         | 1/10 [01:02:03<00:10, 1.0it/s]",
+        "Epoch 0: 100%|##########| 10/10 [00:10<00:00, 1.0it/s]",
+        "/opt/venv/lib/python3.11/site-packages/x.py:12: UserWarning: slow, world size: 4",
+        "done",
     ]
     names = [n for n, _ in lines_schema]
     n = len(probe)
@@ -636,7 +689,7 @@ def parse_lines_split(
     cols = None if keep is None else [*keep, "_pos"]
     report = coll.ON_ROWS.get()
     app_split = (
-        appfast.split(lines, fast_df["path"].unique() if fast_df.height else None)
+        _app_split(lines, fast_df["path"].unique() if fast_df.height else None)
         if APP_FAST and cols is not None
         else None
     )

@@ -1,43 +1,54 @@
-"""The asctime fast path: plain Python ``logging`` lines, without the generic passes.
+"""The fast path of application lines: plain Python ``logging`` lines and lines without any prefix, without
+the generic passes.
 
 Most lines of an application-heavy log are the training script's own default-format logging lines
 (``logging.basicConfig``; :data:`parsers.app.ASCTIME`, the last of ``parsers.PRODUCER_PREFIXES``)::
 
     2026-11-29 22:15:38,871 INFO [trainer] rank=3 step=1835 loss=2.0959 lr=3.0e-04
 
-The generic path gives such a line, when nothing else touches it, the row this module builds directly: the
-ASCTIME captures (``pyts``, ``sev_word`` -> ``severity``), ``message`` and ``record`` = the text after the
-prefix, ``layer`` ``app``, and :func:`parsers.app.progress_fields`' ``step`` / ``rank_stated`` /
-``world_size`` with kind ``step_progress`` or ``log`` (and :func:`parsers.c10d.stated_ranks`' columns).
+and, on stderr, tqdm's bars and Python's warnings, lines without any prefix::
+
+    Epoch 0:   3%|#         | 301/10000 [05:01<2:41:40, 1.00it/s]
+    /opt/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py:560: UserWarning: This DataLoader …
+
+The generic path gives such a line, when nothing else touches it, the row this module builds directly (see
+:func:`parse`): for an asctime line the ASCTIME captures (``pyts``, ``sev_word`` -> ``severity``),
+``message`` and ``record`` = the text after the prefix, ``layer`` ``app``, and
+:func:`parsers.app.progress_fields`' ``step`` / ``rank_stated`` / ``world_size`` with kind ``step_progress``
+or ``log``; for a line without a prefix, a ``progress_bar`` row (:data:`parsers.app.BAR`) or an ``unparsed``
+one; for both :func:`parsers.c10d.stated_ranks`' columns.
 
 A line takes this path when it qualifies: it is one physical line (``raw == body``, no newline, ``line_count``
-1, no ``layer`` of its own), starts with ASCTIME's prefix, matches no earlier producer prefix, no transport /
-tee / Ray worker prefix and no record start inside the line (:func:`_raw_gate`), and its message holds no
-literal of any rule and no marker of a helper that reads across rows or adds columns (:data:`MESSAGE_MARKERS`).
-A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are already apart) qualify takes it
-whole: several helpers read across the rows of a file (hard wraps, record grouping, spawn blocks, snippets,
-banners, stall lists, root causes, stack dumps, RAS JSON documents), and such a file gives none of them anything
-to act on. In a file where some lines do not qualify (a stdout log that ends in a traceback), the qualifying
-lines more than :data:`CONTEXT_LINES` lines away from all of those take it (:func:`split`): no helper reads
-farther than that from a row, every chain of rows those helpers follow runs through lines that do not qualify
-and stops at the first that does (kept), and the file's per-file decisions are kept off by :func:`_file_gate`
-and the hard-wrap test (a file with a line that does not start like a log line stays whole). Leaving these
-lines out of the generic lines changes no decision about the others (the slice-wide ones, the tee roles of
-glued lines and the Ray worker prefix, are kept off by :func:`_raw_gate`). ``parsers.parse_lines_split``
-takes these lines out before it slices the generic lines and merges their rows back in ``_pos`` order.
-``tests/test_appfast.py`` checks the rows against the generic path's on every corpus case, on generated jobs
-and on drawn files, whole and mixed.
+1, no ``layer`` of its own); it starts with ASCTIME's prefix and matches no earlier producer prefix, or it
+matches no producer prefix at all and is not blank; it has no transport / tee / Ray worker prefix and no
+record start inside the line (:func:`_raw_gate`); and its message holds no literal of any rule (a line without
+a prefix may hold tqdm's) and no marker of a helper that reads across rows or adds columns
+(:data:`MESSAGE_MARKERS`). A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are
+already apart) qualify takes it whole: several helpers read across the rows of a file (record grouping, spawn
+blocks, snippets, banners, stall lists, root causes, stack dumps, RAS JSON documents), and such a file gives
+none of them anything to act on. In a file where some lines do not qualify (a stdout log that ends in a
+traceback, a stderr log of bars that ends in a watchdog error), the qualifying lines more than
+:data:`CONTEXT_LINES` lines away from all of those take it (:func:`split`): no helper reads farther than that
+from a row, and every chain of rows those helpers follow runs through lines that do not qualify and stops at
+the first that does (kept). The decisions made from all the lines of a file are kept off by :func:`_file_gate`
+(Ray, Paddle) and :func:`_maybe_wraps` (hard wraps: a file where the generic path could find one, in all its
+lines or in those it keeps, stays whole). Leaving these lines out of the generic lines changes no decision
+about the others (the slice-wide ones, the tee roles of glued lines and the Ray worker prefix, are kept off by
+:func:`_raw_gate`). ``parsers.parse_lines_split`` takes these lines out before it slices the generic lines and
+merges their rows back in ``_pos`` order. ``tests/test_appfast.py`` checks the rows against the generic path's
+on every corpus case, on generated jobs and on drawn files, whole and mixed.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import polars as pl
 
 from parsers import app, c10d, horovod, python, ray, spawn, stack, transport
 from parsers.coll import DISTINCT, per_distinct
-from parsers.rules import Prefix, _gate_of, _head_pattern, defined
+from parsers.rules import Prefix, _cast_fields, _gate_of, _head_pattern, defined
 
 #: Markers of the helpers that read across rows or make per-row decisions beyond the rules, tested on the
 #: message (the text after the ASCTIME prefix). A line holding one keeps its whole file on the generic path.
@@ -76,18 +87,18 @@ def rule_literals() -> tuple[str, ...]:
     return tuple(sorted({r.literal for r in defined()[0] if r.literal}))
 
 
-@lru_cache(maxsize=1)
-def _raw_gate() -> str:
+@lru_cache(maxsize=2)
+def _raw_gate(bare: bool = False) -> str:
     """One regex for lines the generic path would treat otherwise than as a bare ASCTIME line: any producer
     prefix before ASCTIME, any transport / tee prefix (LEAD by its record starts, anywhere), Ray's worker prefix,
-    and :data:`RAW_MARKERS`."""
+    and :data:`RAW_MARKERS`. ``bare``: for lines without any prefix, so ASCTIME's too."""
     import parsers
 
     prods = parsers.PRODUCER_PREFIXES
     if prods[-1] is not app.ASCTIME or app.ASCTIME in prods[:-1]:
         raise AssertionError("asctime fast path: ASCTIME must be the last producer prefix, and only there")
     xport = [v for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD]
-    heads = [p.pattern for p in (*prods[:-1], *xport, ray.PREFIX)]
+    heads = [p.pattern for p in (*(prods if bare else prods[:-1]), *xport, ray.PREFIX)]
     return "|".join([_gate_of(tuple(heads)), *(f"(?:{m})" for m in RAW_MARKERS)])
 
 
@@ -113,52 +124,102 @@ _LEVEL_CHARS = 16
 #: Lines of a mixed file kept on the generic path on each side of a line that does not qualify: every helper
 #: that reads a neighbour reads at most two rows away (``ray``'s snippets: the next two rows), and every chain
 #: of rows (a record, a stack dump, a spawn block, a stall list, a JSON document) runs through lines that do not
-#: qualify and ends at the first one that does, which then stays generic.
+#: qualify and ends at the first one that does, which then stays generic. In a file whose lines come from
+#: several streams (tee'd ranks, MPI's tagged stdout/stderr), a qualifying line (no prefix of its own) is no
+#: farther in the file from a line that does not qualify than in its stream.
 CONTEXT_LINES = 2
 
 
 @lru_cache(maxsize=1)
 def _file_gate() -> str:
-    """One regex for the lines that keep a whole mixed file on the generic path, because a decision about every
-    line of the file counts them: a transport / tee prefix (``_mark_wraps``' per-file tee share; a stripped
-    prefix can leave a body that does not start like a log line, a possible hard wrap, see :func:`split`), a tee
-    prefix glued inside the line and Ray's worker prefix (slice-wide, :data:`RAW_MARKERS`), and Paddle's launcher
-    prefixes (``paddle.console_streams`` gives every unprefixed line of such a file a local rank). Not LEAD, the
-    text before a record start inside a line: it leaves the record start, a log line's start, and acts on its
-    line alone."""
+    """One regex for the lines that keep a whole mixed file on the generic path: Ray's worker prefix and its
+    marker `` pid=`` (``ray.worker_ranks`` maps pids to ranks per file), and Paddle's launcher prefixes
+    (``paddle.console_streams`` gives every unprefixed line of such a file a local rank)."""
     from parsers import paddle
 
-    xport = [v for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD]
-    heads = [p.pattern for p in (*xport, ray.PREFIX, *paddle.PREFIXES)]
-    markers = [m for m in RAW_MARKERS if m != transport._RECORD_START]
-    return "|".join([_gate_of(tuple(heads)), *(f"(?:{m})" for m in markers)])
+    heads = [p.pattern for p in (ray.PREFIX, *paddle.PREFIXES)]
+    return "|".join([_gate_of(tuple(heads)), " pid="])
+
+
+@lru_cache(maxsize=1)
+def _xport_heads() -> str:
+    """One regex for the transport / tee prefixes ``parsers.transport.strip_transport`` strips before the hard-wrap
+    test reads a line's body (LEAD aside: what it leaves starts with a record start, like a log line)."""
+    return _gate_of(
+        tuple(
+            v.pattern for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD
+        )
+    )
+
+
+#: The literal of the one rule whose row this path builds for a line without any prefix: tqdm's progress bar
+#: (:data:`parsers.app.BAR`, kind ``progress_bar`` and ``elapsed_ms``). Such a line holding any other rule's
+#: literal stays generic.
+_BAR_LITERAL = app.BAR.literal
+_BAR_PATTERN: str = app.BAR.pattern or ""
+if not _BAR_LITERAL or not _BAR_PATTERN:
+    raise AssertionError("parsers.app.BAR needs a literal and a pattern: parsers.appfast builds its rows")
 
 
 def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
-    columns) that take the asctime fast path, and for those rows (in order) ``pyts``, ``sev_word`` and
-    ``rest`` (the message); None when none do.
+    columns) that take the fast path, and for those rows (in order) ``pyts``, ``sev_word``, ``rest`` (the
+    message) and ``bare`` (True for a line without any prefix); None when none do.
 
-    A file all of whose lines qualify takes it whole. In a file where some lines do not (a traceback at the end
-    of a stdout log), the qualifying lines farther than :data:`CONTEXT_LINES` from every line that does not
-    take it, unless the file holds a line of :func:`_file_gate` or a line that does not start like a log line
-    (a possible hard wrap: the wrap width is measured on every line of the file), or its path is in
-    ``whole_only`` (files with NCCL COLL fast-path lines, which the generic path may take back between its
-    lines)."""
+    Two kinds of lines qualify: plain asctime lines (see the module), and lines without any prefix (a tqdm bar,
+    a warning, a script's ``print``) that hold no rule literal but tqdm's and no helper marker. A file all of
+    whose lines qualify takes it whole. In a file where some lines do not (a traceback at the end of a stdout
+    log, a watchdog error after a run of progress bars), the qualifying lines farther than
+    :data:`CONTEXT_LINES` from every line that does not take it, unless the file holds a line of
+    :func:`_file_gate`, its path is in ``whole_only`` (files with NCCL COLL fast-path lines, which the generic
+    path may take back between its lines), or the generic path could find a hard-wrapped line in it or in the
+    lines it keeps (:func:`_maybe_wraps`)."""
     if lines.height == 0 or not {"raw", "body", "path", "line_count"} <= set(lines.columns):
         return None
     raw = lines["raw"]
-    ok = raw.str.contains(_STAMP) & (lines["body"] == raw) & (lines["line_count"] == 1)
-    ok = ok & ~raw.str.contains("\n", literal=True)
+    one = (lines["body"] == raw) & (lines["line_count"] == 1) & ~raw.str.contains("\n", literal=True)
     if "layer" in lines.columns:
-        ok = ok & lines["layer"].is_null()
+        one = one & lines["layer"].is_null()
     if "layout" in lines.columns:
-        ok = ok & (lines["layout"] != "error_json").fill_null(True)
-    ok = ok.fill_null(False)
+        one = one & (lines["layout"] != "error_json").fill_null(True)
+    one = one.fill_null(False)
     path = lines["path"]
-    if path.null_count() or not ok.any():
+    if path.null_count() or not one.any():
         return None
-    at = ok.arg_true()
+    stamped = raw.str.contains(_STAMP).fill_null(False)
+    asc, bare = _asctime_lines(raw, one & stamped), _bare_lines(raw, one & ~stamped)
+    qual = pl.concat([asc[0], bare[0]]).sort()  # the rows of both kinds (none of both), in order
+    if qual.len() == 0:
+        return None
+    qual_mask = pl.repeat(False, lines.height, dtype=pl.Boolean, eager=True).scatter(qual, True)
+    take = qual_mask
+    mixed = path.filter(~qual_mask).unique()
+    if mixed.len():
+        mixed = mixed.filter(mixed.is_in(path.gather(qual).unique().implode()))
+        take = _mixed_rows(lines, qual_mask, mixed, whole_only)
+    # A file of qualifying lines only, some without a prefix: those may be hard wraps (see _maybe_wraps).
+    whole = path.gather(bare[0]).unique()
+    whole = whole.filter(~whole.is_in(mixed.implode()))
+    if whole.len():
+        rows = path.is_in(whole.implode())
+        files = pl.DataFrame({"path": path.filter(rows), "raw": raw.filter(rows)})
+        unsure = _maybe_wraps(files, pl.repeat(True, files.height, dtype=pl.Boolean, eager=True))
+        if unsure.len():
+            take = take & ~path.is_in(unsure.implode())
+    if not take.any():
+        return None
+    idx = pl.concat([asc[0], bare[0]])
+    caps = pl.concat([asc[1].with_columns(pl.lit(False).alias("bare")), bare[1]])
+    caps = caps.with_columns(idx.alias("__at")).filter(take.gather(idx)).sort("__at").drop("__at")
+    return take, caps
+
+
+def _asctime_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
+    """Of the lines ``cand`` marks (one physical line each, starting with :data:`_STAMP`), the row indices of
+    those that qualify, and their ``pyts``, ``sev_word``, ``rest``."""
+    at = cand.arg_true()
+    if at.len() == 0:
+        return at, pl.DataFrame(schema={"pyts": pl.String, "sev_word": pl.String, "rest": pl.String})
     sub = raw.gather(at)
     bad = sub.str.contains(_raw_gate()).fill_null(True)
     # ASCTIME's captures without a regex per line: the stamp up to the first space after the seconds, then
@@ -171,22 +232,39 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
     rest = tail.str.slice(lv["__lv"].str.len_chars())
     markers = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
     bad = bad | rest.str.contains_any(list(rule_literals())).fill_null(True) | rest.str.contains(markers)
-    bad = bad.fill_null(True)
-    qual = ok.scatter(at.filter(bad), False) if bad.any() else ok
-    if not qual.any():
-        return None
-    take = qual
-    if not qual.all():
-        mixed = path.filter(~qual).unique()
-        mixed = mixed.filter(mixed.is_in(path.filter(qual).unique().implode()))
-        take = _mixed_rows(lines, qual, mixed, whole_only)
-        if not take.any():
-            return None
-    keep = take.gather(at)
-    caps = pl.DataFrame({"pyts": sub.str.slice(0, sp + 19), "sev_word": lv["sev_word"], "rest": rest}).filter(
-        keep
+    ok = ~bad.fill_null(True)
+    caps = pl.DataFrame({"pyts": sub.str.slice(0, sp + 19), "sev_word": lv["sev_word"], "rest": rest})
+    return at.filter(ok), caps.filter(ok)
+
+
+def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
+    """Of the lines ``cand`` marks (one physical line each), the row indices of those without any prefix, rule
+    literal (but tqdm's) or helper marker, not blank, and their captures (``rest`` the line, ``bare`` True)."""
+    at = cand.arg_true()
+    if at.len() == 0:
+        return at, pl.DataFrame(
+            schema={"pyts": pl.String, "sev_word": pl.String, "rest": pl.String, "bare": pl.Boolean}
+        )
+    sub = raw.gather(at)
+    lits = [x for x in rule_literals() if x != _BAR_LITERAL]
+    markers = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
+    bad = (
+        (sub.str.strip_chars() == "")
+        | sub.str.contains(_raw_gate(bare=True))
+        | sub.str.contains_any(lits)
+        | sub.str.contains(markers)
     )
-    return take, caps
+    ok = ~bad.fill_null(True)
+    rest = sub.filter(ok)
+    caps = pl.DataFrame(
+        {
+            "pyts": pl.repeat(None, rest.len(), dtype=pl.String, eager=True),
+            "sev_word": pl.repeat(None, rest.len(), dtype=pl.String, eager=True),
+            "rest": rest,
+            "bare": pl.repeat(True, rest.len(), dtype=pl.Boolean, eager=True),
+        }
+    )
+    return at.filter(ok), caps
 
 
 def _mixed_rows(
@@ -195,8 +273,6 @@ def _mixed_rows(
     """``qual`` (the qualifying lines) where their file qualifies whole, or is one of the ``mixed`` files
     (paths) that may be split and the line lies farther than :data:`CONTEXT_LINES` from every line that does
     not qualify (see :func:`split`); False elsewhere."""
-    import parsers
-
     path = lines["path"]
     take = qual & ~path.is_in(mixed.implode())
     if whole_only is not None and whole_only.len():
@@ -205,44 +281,80 @@ def _mixed_rows(
         return take
     in_mixed = path.is_in(mixed.implode())
     other = lines.filter(in_mixed & ~qual)["path", "raw"]
-    text = other["raw"]
-    plain = ~text.str.contains(parsers._KNOWN_START).fill_null(True) & (text.str.len_chars() > 0)
-    blocked = other["path"].filter(plain | text.str.contains(_file_gate()).fill_null(True)).unique()
+    blocked = other["path"].filter(other["raw"].str.contains(_file_gate()).fill_null(True)).unique()
     if blocked.len():
         in_mixed = in_mixed & ~path.is_in(blocked.implode())
     if not in_mixed.any():
         return take
     at = in_mixed.arg_true()
-    near = (
-        pl.DataFrame({"p": path.gather(at), "o": ~qual.gather(at)})
-        .select(
-            pl.any_horizontal(
-                [
-                    pl.col("o").shift(k).over("p").fill_null(False)
-                    for k in range(-CONTEXT_LINES, CONTEXT_LINES + 1)
-                ]
-            )
+    files = pl.DataFrame({"path": path.gather(at), "raw": lines["raw"].gather(at), "o": ~qual.gather(at)})
+    near = files.select(
+        pl.any_horizontal(
+            [
+                pl.col("o").shift(k).over("path").fill_null(False)
+                for k in range(-CONTEXT_LINES, CONTEXT_LINES + 1)
+            ]
         )
-        .to_series()
+    ).to_series()
+    fast = qual.gather(at) & ~near
+    unsure = _maybe_wraps(files, fast)
+    if unsure.len():
+        fast = fast & ~files["path"].is_in(unsure.implode())
+    return take.scatter(at, fast)
+
+
+def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
+    """The paths of ``files`` (``path``, ``raw``: whole files in order) where ``parsers._mark_wraps`` might
+    mark a hard-wrapped line, in all the lines or in those left once the ``fast`` ones leave: a line after one
+    as long as the file's wrap width (:func:`parsers.at_width`) that does not start like a log line, or has a
+    transport prefix (what is left once it is stripped may not), or, where lines may carry torchrun's tee prefix
+    (a line starting like one counts), a tee share of the lines left reaching ``parsers.WRAP_TEE_SHARE`` (the
+    share of all the lines is lower: the lines leaving have no prefix). In the other files no line is a wrap
+    either way, so taking the ``fast`` lines out changes no wrap decision."""
+    import parsers
+
+    kept = files.filter(~fast)
+    raw = pl.col("raw")
+    # the generic test reads the body, ``raw`` less its transport prefixes: a line with one may be plain
+    plain = (~raw.str.contains(parsers._KNOWN_START) & (raw.str.len_chars() > 0)) | raw.str.contains(
+        _xport_heads()
     )
-    return take.scatter(at, qual.gather(at) & ~near)
+    wrap = plain & parsers.at_width()
+    tee_like = raw.str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.Float64)
+    bad = [
+        files.filter(files.select(wrap).to_series())["path"],
+        kept.filter(kept.select(wrap).to_series())["path"],
+        kept.filter(kept.select(tee_like.mean().over("path") >= parsers.WRAP_TEE_SHARE).to_series())["path"],
+    ]
+    return pl.concat(bad).unique()
 
 
 def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     """The rows of the fast-path lines ``lines`` (with :func:`split`'s ``caps``, row for row), with exactly
     the columns and types of ``schema`` (the generic path's, ``parsers._app_schema``): the source columns as
     they are, the columns set below, every other column null (the generic path sets none of them on such a
-    line; ``parsers._app_schema`` checks that on a line of each shape)."""
+    line; ``parsers._app_schema`` checks that on a line of each shape).
+
+    An asctime line: ASCTIME's captures, layer ``app``, :func:`parsers.app.progress_fields`' step, rank and
+    world size, kind ``step_progress`` or ``log``. A line without any prefix: a tqdm bar where
+    :data:`parsers.app.BAR` matches it (its kind, layer, severity and fields, ``elapsed_ms`` by
+    :func:`parsers.app.bar_fields`), else kind ``unparsed``, layer and severity ``unknown`` and the world size
+    the line states (``progress_fields`` on an unprefixed line)."""
     import parsers
 
     rest = caps["rest"]
+    n = caps.height
+    bare = caps["bare"] if "bare" in caps.columns else pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     # parsers.strip_producers' ``psev``, then classify's coalesce with ``unknown`` (no rule sets a severity)
     sev = (
         caps["sev_word"]
         .replace_strict(parsers._SEV, default=None, return_dtype=pl.String)
         .fill_null("unknown")
     )
-    step = rest.str.extract(app.STEP_RE, 1).cast(pl.Int64, strict=False)
+    asc = (
+        pl.DataFrame({"a": ~bare, "rest": rest}).select(pl.when(pl.col("a")).then(pl.col("rest"))).to_series()
+    )
+    step = asc.str.extract(app.STEP_RE, 1).cast(pl.Int64, strict=False)
     set_cols: dict[str, pl.Series] = {
         "body": rest,
         "message": rest,
@@ -251,7 +363,7 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
         "sev_word": caps["sev_word"],
         "severity": sev,
         "step": step,
-        "rank_stated": rest.str.extract(app.RANK_RE, 1).cast(pl.Int32, strict=False),
+        "rank_stated": asc.str.extract(app.RANK_RE, 1).cast(pl.Int32, strict=False),
         "world_size": rest.str.extract(app.WORLD_RE, 1).cast(pl.Int32, strict=False),
     }
     # app.progress_fields: an app row no rule claimed is ``step_progress`` with a step, else ``log``
@@ -263,6 +375,9 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
     # Null columns as broadcast literals: ``pl.repeat(None, …)`` gives all-null columns that a later rechunk
     # materializes (16 bytes a row for a string: +270 MB peak on the 400k-line app job).
     lits = {"layer": pl.lit("app", dtype=pl.String)}
+    if bare.any():
+        set_cols = _bare_cols(set_cols, bare, rest)
+        lits = {}
     out = lines.select([c for c in schema if c in lines.columns and c not in set_cols and c not in lits])
     out = out.with_columns([s.alias(name) for name, s in set_cols.items() if name in schema])
     out = out.with_columns(
@@ -276,6 +391,53 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
         out = out.with_columns(
             [got[c].cast(schema[c]) for c in ("msg_rank", "msg_pg", "gpu_index") if c in schema]
         )
+    return out
+
+
+def _bare_cols(cols: dict[str, pl.Series], bare: pl.Series, rest: pl.Series) -> dict[str, pl.Series]:
+    """``cols`` (the columns of asctime rows, :func:`parse`) with the rows ``bare`` marks set as the generic
+    path sets a line without any prefix: :data:`parsers.app.BAR` where it matches (its fields cast as
+    ``rules.apply_rules`` casts them, ``elapsed_ms`` by :func:`parsers.app.bar_fields`), else ``unparsed``."""
+    n = rest.len()
+    held = (bare & rest.str.contains(_BAR_LITERAL, literal=True)).arg_true()
+    text = rest.gather(held)
+    hit = text.str.contains(_BAR_PATTERN)
+    at, text = held.filter(hit), text.filter(hit)
+    groups = list(re.compile(_BAR_PATTERN).groupindex)
+    fields = _cast_fields(text.str.extract_groups(_BAR_PATTERN).struct.unnest().select(groups))
+    fields = app.bar_fields(
+        fields.with_columns(
+            pl.lit(app.BAR.kind, dtype=pl.String).alias("kind"),
+            pl.lit(None, dtype=pl.Int64).alias("elapsed_ms"),
+        )
+    ).drop("kind")
+    is_bar = pl.repeat(False, n, dtype=pl.Boolean, eager=True).scatter(at, True)
+    out = dict(cols)
+
+    def put(name: str, on_bar: object, on_bare: object, dtype: pl.DataType) -> None:
+        cur = out.get(name, pl.repeat(None, n, dtype=dtype, eager=True))
+        out[name] = (
+            pl.DataFrame({"c": cur, "b": bare, "r": is_bar})
+            .select(
+                pl.when(pl.col("r"))
+                .then(pl.lit(on_bar, dtype=dtype))
+                .when(pl.col("b"))
+                .then(pl.lit(on_bare, dtype=dtype))
+                .otherwise(pl.col("c"))
+            )
+            .to_series()
+        )
+
+    out["layer"] = pl.repeat("app", n, dtype=pl.String, eager=True)
+    put("layer", app.BAR.layer, "unknown", pl.String())
+    put("kind", app.BAR.kind, "unparsed", pl.String())
+    put("severity", app.BAR.severity, "unknown", pl.String())
+    put("rule", app.BAR.name, None, pl.String())
+    cols_world = out["world_size"]
+    out["world_size"] = cols_world.scatter(at, None) if at.len() else cols_world
+    for c in fields.columns:
+        base = cols.get(c, pl.repeat(None, n, dtype=fields[c].dtype, eager=True))
+        out[c] = base.cast(fields[c].dtype).scatter(at, fields[c]) if at.len() else base
     return out
 
 

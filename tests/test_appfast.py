@@ -110,10 +110,17 @@ def test_fast_path_equals_generic_on_generated_app_job(
     # Both ranks' stdout files and the two clean files took the fast path whole. Of the other mixed files
     # (6 asctime lines, the odd lines, 6 asctime lines), those that may be split gave the asctime lines more
     # than two lines from every odd line: 4 + 4 each, and indented.log (its header is an asctime line) 5 + 4.
-    # tee, glued, lead (``[rank0]:`` inside its line, as a glued tee prefix), plain (a line that does not start
-    # like a log line) and raypid stay whole on the generic path.
-    split = {"traceback", "tbprod", "bar", "exc", "spawn", "nccl"}
-    assert n_fast == stdout.height + 24 + 1 + 8 * len(split) + 9
+    # raypid (`` pid=``) stays whole; so do tee and plain: each has a line after one as long as the file's
+    # longest lines, all of one length, that may be a hard wrap (plain.log's is one).
+    split = {"traceback", "tbprod", "bar", "exc", "spawn", "nccl", "glued", "lead"}
+    # Rank 0's stderr (bars and warnings, a watchdog error at its end): all but its last three lines. Rank 1's
+    # none: its warnings, all of one length, are its longest lines, so the generic path takes the bar after
+    # each for a hard wrap.
+    err0 = fast.filter(pl.col("path") == "attempt_0/0/stderr.log")
+    assert err0["kind"][-1] == "watchdog_timeout" and err0["line_count"].sum() == err0.height
+    warns = slow.filter((pl.col("path") == "attempt_0/1/stderr.log") & pl.col("raw").str.starts_with("/opt"))
+    assert warns["line_count"].max() == 2
+    assert n_fast == stdout.height + 24 + 1 + 8 * len(split) + 9 + (err0.height - 3)
     assert stdout.height > 0.6 * fast.filter(pl.col("path").str.starts_with("attempt_")).height
     clean = fast.filter(pl.col("path") == "mixed/clean_err.log")
     assert clean["kind"].to_list()[:2] == ["step_progress"] * 2
@@ -121,6 +128,33 @@ def test_fast_path_equals_generic_on_generated_app_job(
     assert clean["world_size"].to_list()[:2] == [8, 8]
     assert clean["severity"].to_list()[5:8] == ["info", "error", "info"]
     assert clean["message"][6] == "[x] rank 5 failed on rank 5"
+
+
+def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many lines: the split and the rows of the fast path run in parts on threads (the split in parts of whole
+    files: here a rank's two files, the other rank's, the mixed files), and give the rows of one part."""
+    generate_app(tmp_path / "job", ranks=2, lines=3000, seed=7)
+    _mixed(tmp_path / "job")
+    whole, _, n_whole = _both(tmp_path / "job", monkeypatch)
+    calls: list[int] = []
+    real = appfast.split
+
+    def spy(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> object:
+        calls.append(lines.height)
+        return real(lines, whole_only)
+
+    monkeypatch.setattr(appfast, "split", spy)
+    monkeypatch.setattr(parsers, "APP_PART_ROWS", 1500)
+    monkeypatch.setattr(parsers, "parallelism", lambda tasks: max(1, min(4, tasks)))
+    parts, slow, n_parts = _both(tmp_path / "job", monkeypatch)
+    assert sorted(c for c in calls if c > 100) == [
+        187,
+        3002,
+        3005,
+    ]  # threads, any order (the 9-line probe aside)
+    assert_frame_equal(parts, slow)
+    assert_frame_equal(parts, whole)
+    assert n_parts == n_whole
 
 
 def test_fast_path_equals_generic_on_asctime_only_job(
@@ -288,6 +322,10 @@ _BLOCKS = [
         "E1129 23:08:36.778382 77 ProcessGroupNCCL.cpp:2901] [PG 0 Rank 1] Watchdog caught collective operation timeout"
     ],
     ["[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] [PG 0 Rank 1] Timeout"],
+    # lines as long as a file's long lines, all of one length, then lines that may be hard wraps
+    [_asc(1, "a" * 60), _asc(2, "b" * 60), _asc(3, "c" * 60), "the wrapped tail of the line above"],
+    ["w" * 90, "v" * 90, "u" * 90, "continued", "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"],
+    ["[default0]:" + "t" * 80, "[default1]:" + "t" * 80, "[default0]:" + "t" * 80, "tail "],
 ]
 #: ... and those that keep their file whole (lines that do not start like a log line, a transport prefix).
 _WHOLE = [
@@ -341,10 +379,13 @@ def test_drawn_mixed_files_were_split() -> None:
 
 def test_a_mixed_file_keeps_two_lines_around_what_does_not_qualify() -> None:
     """In a stdout log of asctime lines with a traceback, the asctime lines more than two lines away from the
-    traceback take the fast path; a file with a line that does not start like a log line takes none."""
+    traceback take the fast path; so does a line without a prefix, unless the generic path takes it for a hard
+    wrap (after a line as long as the file's long lines, all of one length): then its file takes none."""
     asc = [_asc(i, f"[trainer] rank=1 step={i} loss=0.5") for i in range(12)]
+    wide = [_asc(i, f"[trainer] rank=1 step={i % 10} loss=0.5 lr=3.0e-04 grad_norm=1.25") for i in range(12)]
+    assert {len(x) for x in wide} == {87}
     tb = ["Traceback (most recent call last):", '  File "t.py", line 3, in f', "ValueError: x"]
-    frame = _frame([[*asc[:6], *tb, *asc[6:]], [*asc, "plain text line"], asc])
+    frame = _frame([[*asc[:6], *tb, *asc[6:]], [*asc, "plain text line"], asc, [*wide, "plain text line"]])
     got = appfast.split(frame)
     assert got is not None
     mask, caps = got
@@ -353,11 +394,15 @@ def test_a_mixed_file_keeps_two_lines_around_what_does_not_qualify() -> None:
     )
     assert dict(taken.rows()) == {
         "f0.log": [1, 2, 3, 4, 12, 13, 14, 15],
-        "f1.log": [],
+        "f1.log": list(range(1, 14)),
         "f2.log": list(range(1, 13)),
+        "f3.log": [],
     }
-    assert caps.height == 20
+    assert caps.height == 33
     assert caps["rest"][4] == "[trainer] rank=1 step=8 loss=0.5"
+    assert caps.filter(pl.col("bare"))["rest"].to_list() == ["plain text line"]
+    rows = parsers.parse_lines(frame, keep=list(PARSE_KEEP))
+    assert rows.filter(pl.col("path") == "f3.log")["line_count"].to_list()[-2:] == [1, 2]  # the wrap
 
 
 def test_qualifying_lines_and_files() -> None:
@@ -377,21 +422,15 @@ def test_qualifying_lines_and_files() -> None:
     assert got is not None
     mask, caps = got
     # f0 whole; of the others, each with one line that does not qualify at its end, the first line (more than
-    # two lines away from it), except f4: kubectl's stamp is a transport prefix, which keeps its file whole.
+    # two lines away from it).
     taken = frame.filter(mask).group_by("path", maintain_order=True).agg("line")
-    assert taken.rows() == [
-        ("f0.log", [1, 2, 3]),
-        ("f1.log", [1]),
-        ("f2.log", [1]),
-        ("f3.log", [1]),
-        ("f5.log", [1]),
-    ]
-    first = ("2026-11-29 22:00:01,037", "INFO", "[trainer] rank=3 step=9 loss=1.0")
+    assert taken.rows() == [("f0.log", [1, 2, 3]), *[(f"f{k}.log", [1]) for k in range(1, 6)]]
+    first = ("2026-11-29 22:00:01,037", "INFO", "[trainer] rank=3 step=9 loss=1.0", False)
     assert caps.rows() == [
         first,
-        ("2026-11-29 22:00:02,074", "DEBUG", ""),
-        ("2026-11-29 22:00:01", None, "plain"),
-        *[first] * 4,
+        ("2026-11-29 22:00:02,074", "DEBUG", "", False),
+        ("2026-11-29 22:00:01", None, "plain", False),
+        *[first] * 5,
     ]
     out = parsers.parse_lines(frame, keep=list(PARSE_KEEP)).filter(pl.col("path") == "f0.log")
     assert out.select("kind", "severity", "step", "rank_stated", "layer").rows() == [
