@@ -628,8 +628,8 @@ def _interleave(part: pl.DataFrame, app_rows: pl.DataFrame, names: list[str]) ->
 def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
     """The columns and types :func:`_parse_slice` gives a slice of lines of ``lines_schema`` with ``cols``
     kept, read off its parse of a few asctime lines and lines without a prefix, which
-    :func:`parsers.appfast.parse` must give exactly
-    (checked here: a wrong fast path fails at its first use, not silently)."""
+    :func:`parsers.appfast.parse` must give exactly (checked here: a wrong fast path fails at its first use,
+    not silently)."""
     probe = [
         "2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
         "2026-01-02 03:04:05.678 - WARNING - data loader slow, world size: 4",
@@ -694,9 +694,9 @@ def parse_lines_split(
         else None
     )
     if app_split is not None and cols is not None:
-        # Plain asctime lines (whole files, and the lines of mixed files away from what they hold besides) leave
-        # the generic lines before they are sliced: fewer slices, each with its fixed cost of every prefix and
-        # rule pass, and fewer lines in each.
+        # Application lines (:mod:`parsers.appfast`: whole files, and the lines of mixed files away from what
+        # else they hold) leave the generic lines before they are sliced: fewer slices, each with its fixed
+        # cost of every prefix and rule pass, and fewer lines in each.
         app_lines, app_caps = lines.filter(app_split[0]), app_split[1]
         lines = lines.filter(~app_split[0])
         if lines.height == 0:  # no generic line: no Init line (no communicator map), no record to take back
