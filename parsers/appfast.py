@@ -66,6 +66,8 @@ MESSAGE_MARKERS: tuple[str, ...] = (
     "Root Cause",  # elastic.mark_root_cause: the entry after ChildFailedError's header
     r"^\{",  # ras.json_rows: a JSON document's first line
 )
+#: :data:`MESSAGE_MARKERS` as one alternation.
+_MARKERS = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
 
 #: Markers tested on the whole line (before any prefix is stripped): a record starting inside the line
 #: (``transport.LEAD``), a tee prefix glued inside it (``transport.split_glued_tee``, whose roles are those seen
@@ -230,8 +232,7 @@ def _asctime_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataF
         tail.str.slice(0, _LEVEL_CHARS), pl.col(DISTINCT).str.extract_groups(_LEVEL).struct.unnest()
     )
     rest = tail.str.slice(lv["__lv"].str.len_chars())
-    markers = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
-    bad = bad | rest.str.contains_any(list(rule_literals())).fill_null(True) | rest.str.contains(markers)
+    bad = bad | rest.str.contains_any(list(rule_literals())).fill_null(True) | rest.str.contains(_MARKERS)
     ok = ~bad.fill_null(True)
     caps = pl.DataFrame({"pyts": sub.str.slice(0, sp + 19), "sev_word": lv["sev_word"], "rest": rest})
     return at.filter(ok), caps.filter(ok)
@@ -247,12 +248,11 @@ def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFram
         )
     sub = raw.gather(at)
     lits = [x for x in rule_literals() if x != _BAR_LITERAL]
-    markers = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
     bad = (
         (sub.str.strip_chars() == "")
         | sub.str.contains(_raw_gate(bare=True))
         | sub.str.contains_any(lits)
-        | sub.str.contains(markers)
+        | sub.str.contains(_MARKERS)
     )
     ok = ~bad.fill_null(True)
     rest = sub.filter(ok)

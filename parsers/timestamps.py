@@ -59,7 +59,7 @@ def _yearless(df: pl.DataFrame, ref_year: int, ref_month: int) -> pl.Expr:
     if n * 2 < df.height:
         # Few glog stamps (an application log with a watchdog line or two): the text is built and parsed for
         # those rows only, not for every row (0.085 s per 400k rows, the branch computed everywhere).
-        out = pl.Series(values=[None], dtype=pl.Datetime("us")).extend_constant(None, df.height - 1)
+        out = pl.repeat(None, df.height, dtype=pl.Datetime("us"), eager=True)
         if n:
             sub = df.filter(rows).select(_yearless_ts(df, ref_year, ref_month)).to_series()
             out = out.scatter(rows.arg_true(), sub)

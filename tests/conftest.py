@@ -1,14 +1,25 @@
-"""Shared paths for the tests."""
+"""Shared paths and settings for the tests."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "fixtures" / "cases"
+#: The drawing settings of the property tests: reproducible, no stored examples, 40 examples unless
+#: ``RANKSCOPE_HYPOTHESIS_EXAMPLES`` says how many.
+DRAWN = settings(
+    database=None,
+    derandomize=True,
+    max_examples=int(os.environ.get("RANKSCOPE_HYPOTHESIS_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 SHARED_REAL = REPO.parent / "shared" / "real-logs"
 
 #: Real logs from real failed jobs (copied from shared/real-logs into the corpus).

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from polars.testing import assert_frame_equal
@@ -28,7 +28,7 @@ from correlator.ingest import ingest
 from correlator.schema import PARSE_KEEP
 from parsers import appfast
 from parsers.rules import defined
-from tests.conftest import CASES, REPO
+from tests.conftest import CASES, DRAWN, REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from generate import generate_app
@@ -277,18 +277,10 @@ def _compare(frame: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     return got
 
 
-#: The drawing settings of the tests below: reproducible, no stored examples, 40 unless the environment says.
-_DRAWN = settings(
-    database=None,
-    derandomize=True,
-    max_examples=int(os.environ.get("RANKSCOPE_HYPOTHESIS_EXAMPLES", "40")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 _TAKEN = {"files": 0, "examples": 0, "mixed_files": 0, "mixed_examples": 0}
 
 
-@_DRAWN
+@DRAWN
 @given(st.lists(_file, min_size=1, max_size=4))
 def test_drawn_asctime_files_parse_as_on_the_generic_path(files: list[list[str]]) -> None:
     frame = _frame(files)
@@ -356,7 +348,7 @@ _segments = st.lists(_segment, min_size=2, max_size=8) | st.tuples(
 _mixed_file = _segments.map(lambda segs: [x for seg in segs for x in seg])
 
 
-@_DRAWN
+@DRAWN
 @given(st.lists(_mixed_file, min_size=1, max_size=3))
 def test_drawn_mixed_files_parse_as_on_the_generic_path(files: list[list[str]]) -> None:
     """Files of runs of asctime lines between lines and blocks that do not qualify: the lines a split file

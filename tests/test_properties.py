@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
@@ -24,14 +24,7 @@ set_hypothesis_home_dir(
 import parsers
 from correlator.discover import classify
 from correlator.ingest import ingest, plain_lines
-
-FAST = settings(
-    database=None,
-    derandomize=True,
-    max_examples=int(os.environ.get("RANKSCOPE_HYPOTHESIS_EXAMPLES", "40")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+from tests.conftest import DRAWN
 
 #: Fragments real logs are made of, so random text reaches deep into the rules and prefix strippers.
 FRAGMENTS = [
@@ -116,7 +109,7 @@ def test_every_rule_example_parses():
     assert int(out["line_count"].sum()) == len(EXAMPLES)
 
 
-@FAST
+@DRAWN
 @given(lines=st.lists(line_text.map(lambda s: s.replace("\n", " ")), min_size=1, max_size=30))
 def test_parse_lines_never_raises_and_conserves_lines(lines):
     src = classify(Path("combined.log"), Path("."))
@@ -126,7 +119,7 @@ def test_parse_lines_never_raises_and_conserves_lines(lines):
     assert out["kind"].null_count() == 0
 
 
-@FAST
+@DRAWN
 @given(
     text=texts,
     name=st.sampled_from(
@@ -154,7 +147,7 @@ def test_ingest_arbitrary_text_accounts_for_every_line(text, name, newline, fina
     assert res.skipped_lines in (0, _nlines(data))  # a file is read whole or skipped whole (binary)
 
 
-@FAST
+@DRAWN
 @given(data=st.binary(max_size=3000))
 def test_ingest_arbitrary_bytes_accounts_for_every_line(data):
     with tempfile.TemporaryDirectory() as d:
@@ -186,7 +179,7 @@ u31 = st.integers(0, 2**31 - 1)
 u62 = st.integers(0, 2**62)
 
 
-@FAST
+@DRAWN
 @given(
     r=st.integers(0, 4095),
     s=u62,
@@ -230,7 +223,7 @@ nccl_ops = st.sampled_from(
 )
 
 
-@FAST
+@DRAWN
 @given(
     seq=u62,
     op=nccl_ops,
@@ -256,7 +249,7 @@ def test_nccl_coll_opcount_hex_round_trip(seq, op, count, nranks, pid, dev):
     assert row["op"] == op[1], row["op"]
 
 
-@FAST
+@DRAWN
 @given(
     code=st.integers(-64, 255),
     lr=st.integers(0, 1023),
@@ -276,7 +269,7 @@ def test_torchrun_failed_exitcode_round_trip(code, lr, pid, agent, old):
     assert (row["exit_code"], row["pid"], row["local_rank"]) == (code, pid, lr), row
 
 
-@FAST
+@DRAWN
 @given(
     rank=st.integers(0, 8191),
     extra=st.integers(1, 8192),
