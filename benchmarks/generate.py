@@ -52,6 +52,25 @@ def _py_ts(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
 
 
+#: Logging formats of the application-heavy job's Python lines (``--log-format``), each the shape of a real
+#: producer's line as ``parsers.app`` knows it: ``asctime`` ``%(asctime)s %(levelname)s [%(name)s] …``;
+#: ``hf`` the HF transformers / accelerate example scripts' ``%(asctime)s - %(levelname)s - %(name)s -`` with
+#: ``%m/%d/%Y %H:%M:%S``; ``deepspeed`` DeepSpeed's ``[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s]``;
+#: ``hydra`` Hydra's job logging ``[%(asctime)s][%(name)s][%(levelname)s] -``.
+LOG_FORMATS = ("asctime", "hf", "deepspeed", "hydra")
+
+
+def _log(fmt: str, t: dt.datetime, level: str, name: str, msg: str) -> str:
+    """One Python logging line of ``fmt`` (:data:`LOG_FORMATS`) at ``t``."""
+    if fmt == "hf":
+        return f"{t.strftime('%m/%d/%Y %H:%M:%S')} - {level} - {name} - {msg}"
+    if fmt == "deepspeed":
+        return f"[{_py_ts(t)}] [{level}] [{name}.py:{100 + len(msg) % 400}:step] {msg}"
+    if fmt == "hydra":
+        return f"[{_py_ts(t)}][{name}][{level}] - {msg}"
+    return f"{_py_ts(t)} {level} [{name}] {msg}"
+
+
 def _c10_ts(t: dt.datetime, rng: random.Random) -> str:
     return f"{t.month}{t.day:02d} {t.strftime('%H:%M:%S')}.{rng.randrange(10**9):09d}"
 
@@ -369,32 +388,51 @@ def _tiny_rank_lines(r: int, world: int, culprit: int, rng: random.Random) -> tu
 
 
 def _app_rank_lines(
-    r: int, world: int, lines: int, culprit: int, rng: random.Random
+    r: int, world: int, lines: int, culprit: int, rng: random.Random, fmt: str = "asctime"
 ) -> tuple[list[str], list[str]]:
     """stdout and stderr of one rank of an application-heavy job (no NCCL line): Python logging (trainer,
     data loader, eval), ``warnings`` output and tqdm progress bars (~20% of the lines, on stderr); the culprit
     dies of a CUDA OOM traceback on stderr, the others time out in the c10d watchdog 600 s later. Shapes from
     ``fixtures/cases`` (python logging ``%(asctime)s %(levelname)s [%(name)s]``, warnings'
-    ``FILE:LINE: Category: message``, tqdm's ``desc: NN%|bar| n/total [elapsed<left, rate]``)."""
+    ``FILE:LINE: Category: message``, tqdm's ``desc: NN%|bar| n/total [elapsed<left, rate]``); ``fmt`` the logging
+    format (:data:`LOG_FORMATS`)."""
     so: list[str] = []
     se: list[str] = []
     t = _T0 + dt.timedelta(seconds=30, milliseconds=r % 1000)
-    so.append(f"{_py_ts(t)} INFO [trainer] rank={r} step=- starting worker world_size={world}")
+    so.append(_log(fmt, t, "INFO", "trainer", f"rank={r} step=- starting worker world_size={world}"))
     total = max(10, lines // 5)
     for i in range(lines):
         t += dt.timedelta(milliseconds=40 + rng.randrange(20))
         k = i % 10
         if k < 4:
             so.append(
-                f"{_py_ts(t)} INFO [trainer] rank={r} step={i // 10} loss={2 + rng.random():.4f} lr=3.0e-04"
+                _log(
+                    fmt,
+                    t,
+                    "INFO",
+                    "trainer",
+                    f"rank={r} step={i // 10} loss={2 + rng.random():.4f} lr=3.0e-04",
+                )
             )
         elif k == 4:
             so.append(
-                f"{_py_ts(t)} INFO [data] worker {rng.randrange(8)} prefetched shard {rng.randrange(4096)} (1024 samples)"
+                _log(
+                    fmt,
+                    t,
+                    "INFO",
+                    "data",
+                    f"worker {rng.randrange(8)} prefetched shard {rng.randrange(4096)} (1024 samples)",
+                )
             )
         elif k == 5:
             so.append(
-                f"{_py_ts(t)} INFO [eval] step={i // 10} val_loss={2 + rng.random():.4f} accuracy={rng.random():.3f}"
+                _log(
+                    fmt,
+                    t,
+                    "INFO",
+                    "eval",
+                    f"step={i // 10} val_loss={2 + rng.random():.4f} accuracy={rng.random():.3f}",
+                )
             )
         elif k == 6:
             se.append(
@@ -403,7 +441,13 @@ def _app_rank_lines(
             )
         elif k == 7:
             so.append(
-                f"{_py_ts(t)} WARNING [trainer] rank={r} gradient norm {rng.random() * 10:.2f} clipped to 1.0"
+                _log(
+                    fmt,
+                    t,
+                    "WARNING",
+                    "trainer",
+                    f"rank={r} gradient norm {rng.random() * 10:.2f} clipped to 1.0",
+                )
             )
         else:
             n = i // 5
@@ -431,15 +475,20 @@ def _app_rank_lines(
     return so, se
 
 
-def generate_app(out: str | Path, ranks: int = 16, lines: int = 20000, seed: int = 0) -> dict[str, object]:
-    """An application-heavy job (see :func:`_app_rank_lines`) in the plain torchrun ``--log-dir`` layout of
-    one node, not the generator's node folders: ``out/attempt_0/<rank>/{stdout,stderr}.log``."""
+def generate_app(
+    out: str | Path, ranks: int = 16, lines: int = 20000, seed: int = 0, fmt: str = "asctime"
+) -> dict[str, object]:
+    """An application-heavy job (see :func:`_app_rank_lines`; ``fmt`` its logging format, :data:`LOG_FORMATS`)
+    in the plain torchrun ``--log-dir`` layout of one node, not the generator's node folders:
+    ``out/attempt_0/<rank>/{stdout,stderr}.log``."""
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"unknown log format {fmt!r}; one of {', '.join(LOG_FORMATS)}")
     out = Path(out)
     rng = random.Random(seed)
     culprit = rng.randrange(ranks)
     total_bytes = n_lines = files = 0
     for r in range(ranks):
-        so, se = _app_rank_lines(r, ranks, lines, culprit, rng)
+        so, se = _app_rank_lines(r, ranks, lines, culprit, rng, fmt)
         d = out / "attempt_0" / str(r)
         d.mkdir(parents=True, exist_ok=True)
         b, n, f = _write_bodies([(d / "stdout.log", so), (d / "stderr.log", se)])
@@ -447,6 +496,7 @@ def generate_app(out: str | Path, ranks: int = 16, lines: int = 20000, seed: int
     return {
         "dir": str(out),
         "shape": "app",
+        "log_format": fmt,
         "ranks": ranks,
         "culprit": culprit,
         "files": files,
@@ -555,13 +605,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--faults", action="store_true", help="--shape ranks: a watchdog timeout line per rank (not progress)"
     )
+    ap.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="asctime",
+        help="--shape app: the format of the Python logging lines (asctime, HF example scripts, DeepSpeed, Hydra)",
+    )
     a = ap.parse_args(argv)
     if a.shape == "files":
         info = generate_many_files(a.out, a.files, a.layout, a.seed)
     elif a.shape == "ranks":
         info = generate_many_ranks(a.out, a.ranks, a.seed, a.faults)
     elif a.shape == "app":
-        info = generate_app(a.out, a.ranks, a.lines, a.seed)
+        info = generate_app(a.out, a.ranks, a.lines, a.seed, a.log_format)
     else:
         info = generate(a.out, a.ranks, a.lines, a.seed)
     json.dump(info, sys.stdout)

@@ -501,7 +501,7 @@ def _file_slices(df: pl.DataFrame, rows: int, ramp: int = 0) -> list[tuple[int, 
     return out
 
 
-#: The asctime fast path (:mod:`parsers.appfast`) on or off; tests switch it off to compare with the generic path.
+#: The application fast path (:mod:`parsers.appfast`) on or off; tests switch it off to compare with the generic path.
 APP_FAST = True
 
 
@@ -560,7 +560,7 @@ def _parse_app(
     cols: list[str],
     gen_schema: pl.Schema | None,
 ) -> pl.DataFrame:
-    """The asctime fast path's rows (:func:`parsers.appfast.parse`), with the columns and types of the
+    """The application fast path's rows (:func:`parsers.appfast.parse`), with the columns and types of the
     generic rows (``gen_schema``; none depends on the values of a line the fast path takes, which
     ``tests/test_appfast.py`` checks on every corpus case), or where there are none of a probe's
     (:func:`_app_schema`). Reported to ``coll.ON_ROWS`` as parsed."""
@@ -586,11 +586,11 @@ def _parse_app(
 
 
 def _merge_app(gen: pl.DataFrame, app_rows: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
-    """The generic rows and the asctime fast path's rows as one frame in the generic rows' order."""
+    """The generic rows and the application fast path's rows as one frame in the generic rows' order."""
     names = [c for c in cols if c in gen.columns]
     if not gen["_pos"].is_sorted():
         # A glued tee line was split: the generic rows are in ``path, line`` order (``merge_parts`` sorts by
-        # it); the asctime rows go where that order puts them (ties: split rows, kept in order).
+        # it); the fast-path rows go where that order puts them (ties: split rows, kept in order).
         merged = pl.concat([gen, app_rows], how="diagonal_relaxed")
         return merged.sort("path", "line", "_pos", maintain_order=True).select(names)
     # One chunk per column, as the generic rows come: 400k-line app job, `rankscope timeline` peak RSS 720 MB
@@ -627,7 +627,7 @@ def _interleave(part: pl.DataFrame, app_rows: pl.DataFrame, names: list[str]) ->
 @lru_cache(maxsize=8)
 def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
     """The columns and types :func:`_parse_slice` gives a slice of lines of ``lines_schema`` with ``cols``
-    kept, read off its parse of a few asctime lines and lines without a prefix, which
+    kept, read off its parse of a few lines of each application logging prefix and lines without a prefix, which
     :func:`parsers.appfast.parse` must give exactly (checked here: a wrong fast path fails at its first use,
     not silently)."""
     probe = [
@@ -636,6 +636,10 @@ def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[s
         "2026-01-02T03:04:05 ERROR [x] rank 2 failed",
         "2026-01-02 03:04:05 plain message",
         "2026-01-02 03:04:05,678 DEBUG ",
+        "[2026-01-02 03:04:05,678][trainer][INFO] - rank: 2, epoch: 0/500, total step: 32900",
+        "[2026-01-02 03:04:05,678] [WARNING] [engine.py:256:step] rank=1 step=3 world_size=8",
+        "01/02/2026 03:04:05 - INFO - __main__ - step 7 done",
+        "[2026-01-02 03:04:05,678] INFO iteration 120 loss 2.31",
         "Epoch 0:  10%|#         | 1/10 [01:02:03<00:10, 1.0it/s]",
         "Epoch 0: 100%|##########| 10/10 [00:10<00:00, 1.0it/s]",
         "/opt/venv/lib/python3.11/site-packages/x.py:12: UserWarning: slow, world size: 4",
@@ -659,10 +663,10 @@ def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[s
     want = _parse_slice(frame, frame.clear(), list(cols))[0]
     got = appfast.split(frame)
     if "_pos" not in names or got is None or not got[0].all():
-        raise AssertionError("asctime fast path: the probe lines do not qualify")
+        raise AssertionError("application fast path: the probe lines do not qualify")
     fast = appfast.parse(frame, got[1], want.schema)
     if not fast.equals(want):
-        raise AssertionError(f"asctime fast path: rows differ from the generic path's\n{fast}\n{want}")
+        raise AssertionError(f"application fast path: rows differ from the generic path's\n{fast}\n{want}")
     return want.schema
 
 
@@ -776,8 +780,9 @@ def parse_lines(df: pl.DataFrame, keep: list[str] | tuple[str, ...] | None = Non
     ones present) are returned, which keeps the frame narrow.
 
     NCCL COLL lines of files whose parse does not depend on them take the fast path (:mod:`parsers.coll`):
-    the same rows, from one regex pass instead of every prefix and rule. With ``keep``, so do files made only
-    of plain asctime logging lines (:mod:`parsers.appfast`).
+    the same rows, from one regex pass instead of every prefix and rule. With ``keep``, so do plain application
+    lines (:mod:`parsers.appfast`: Python logging lines of asctime, Hydra, DeepSpeed or the HF example scripts'
+    format, tqdm bars, warnings and prints, in whole files or away from what else their file holds).
     """
     gen, fast = parse_lines_split(df, keep)
     return merge_parts(gen, fast).drop("_pos")

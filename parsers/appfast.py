@@ -6,22 +6,30 @@ Most lines of an application-heavy log are the training script's own default-for
 
     2026-11-29 22:15:38,871 INFO [trainer] rank=3 step=1835 loss=2.0959 lr=3.0e-04
 
+or lines of the other logging formats of :data:`parsers.app.PREFIXES` (Hydra's job logging, DeepSpeed's logger,
+the HF example scripts', bracketed asctime)::
+
+    [2024-08-12 23:04:07,257][root][INFO] - train, rank: 2, epoch: 0/500, total step: 32900
+    [2024-11-29 22:41:07,512] [INFO] [engine.py:256:step] step=40 loss=2.31
+    11/29/2024 22:58:55 - INFO - __main__ - ***** Running training *****
+
 and, on stderr, tqdm's bars and Python's warnings, lines without any prefix::
 
     Epoch 0:   3%|#         | 301/10000 [05:01<2:41:40, 1.00it/s]
     /opt/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py:560: UserWarning: This DataLoader …
 
 The generic path gives such a line, when nothing else touches it, the row this module builds directly (see
-:func:`parse`): for an asctime line the ASCTIME captures (``pyts``, ``sev_word`` -> ``severity``),
-``message`` and ``record`` = the text after the prefix, ``layer`` ``app``, and
+:func:`parse`): for a logging line its prefix's captures (``pyts`` or ``usts``, ``logger``, ``sev_word`` ->
+``severity``), ``message`` and ``record`` = the text after the prefix, ``layer`` ``app``, and
 :func:`parsers.app.progress_fields`' ``step`` / ``rank_stated`` / ``world_size`` with kind ``step_progress``
 or ``log``; for a line without a prefix, a ``progress_bar`` row (:data:`parsers.app.BAR`) or an ``unparsed``
 one; for both :func:`parsers.c10d.stated_ranks`' columns.
 
 A line takes this path when it qualifies: it is one physical line (``raw == body``, no newline, ``line_count``
-1, no ``layer`` of its own); it starts with ASCTIME's prefix and matches no earlier producer prefix, or it
-matches no producer prefix at all and is not blank; it has no transport / tee / Ray worker prefix and no
-record start inside the line (:func:`_raw_gate`); and its message holds no literal of any rule (a line without
+1, no ``layer`` of its own); it starts with an application prefix and matches no earlier producer prefix, and
+its message matches no later one (``rules.strip_prefixes`` would strip it again), or it matches no producer
+prefix at all and is not blank; it has no transport / tee / Ray worker prefix and no record start inside the
+line (:func:`_raw_gate`, :func:`_app_heads`); and its message holds no literal of any rule (a line without
 a prefix may hold tqdm's) and no marker of a helper that reads across rows or adds columns
 (:data:`MESSAGE_MARKERS`). A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are
 already apart) qualify takes it whole: several helpers read across the rows of a file (record grouping, spawn
@@ -98,7 +106,9 @@ def _raw_gate(bare: bool = False) -> str:
 
     prods = parsers.PRODUCER_PREFIXES
     if prods[-1] is not app.ASCTIME or app.ASCTIME in prods[:-1]:
-        raise AssertionError("asctime fast path: ASCTIME must be the last producer prefix, and only there")
+        raise AssertionError(
+            "application fast path: ASCTIME must be the last producer prefix, and only there"
+        )
     xport = [v for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD]
     heads = [p.pattern for p in (*(prods if bare else prods[:-1]), *xport, ray.PREFIX)]
     return "|".join([_gate_of(tuple(heads)), *(f"(?:{m})" for m in RAW_MARKERS)])
@@ -121,6 +131,65 @@ _STAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[,.][0-9]
 #: ASCTIME's head after the stamp and its space, as a pattern of its own (the same alternatives, in order).
 _LEVEL = r"^(?P<__lv>(?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?(?: -)? )?)"
 _LEVEL_CHARS = 16
+
+#: The columns of :func:`split`'s captures: every named group of the application prefixes
+#: (:data:`parsers.app.PREFIXES`: stamps, logger name, level word), the message, and whether the line has no
+#: prefix at all.
+CAPS: dict[str, pl.DataType] = {
+    "pyts": pl.String(),
+    "usts": pl.String(),
+    "logger": pl.String(),
+    "sev_word": pl.String(),
+    "rest": pl.String(),
+    "bare": pl.Boolean(),
+}
+
+
+def _caps(n: int, **cols: pl.Series) -> pl.DataFrame:
+    """A captures frame of ``n`` rows: ``cols``, every other column of :data:`CAPS` null (``bare`` False)."""
+    return pl.DataFrame(
+        [
+            cols[c].cast(d).alias(c)
+            if c in cols
+            else pl.repeat(False if c == "bare" else None, n, dtype=d, eager=True).alias(c)
+            for c, d in CAPS.items()
+        ]
+    )
+
+
+@lru_cache(maxsize=1)
+def _app_heads() -> tuple[tuple[str, str, str, str], ...]:
+    """For each application prefix of :data:`parsers.app.PREFIXES` but ASCTIME (Hydra's, DeepSpeed's, the HF
+    example scripts', bracketed asctime), in the order ``parsers.PRODUCER_PREFIXES`` tries them: ``(head,
+    captures, raw gate, rest gate)``. ``head`` is the prefix part of its pattern (what ``rules.strip_prefix``
+    tests); ``captures`` the same with the whole match named ``__all`` (the message is the text after it, as
+    ``strip_prefix`` cuts it on a line without a newline); ``raw gate`` matches a line where an earlier producer
+    prefix, a transport / tee prefix, Ray's worker prefix or a :data:`RAW_MARKERS` marker would act first; ``rest
+    gate`` a message a later producer prefix would strip again (``rules.strip_prefixes`` tries every prefix
+    once, in order, on what the earlier ones left)."""
+    import parsers
+
+    prods = parsers.PRODUCER_PREFIXES
+    xport = [v.pattern for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD]
+    out = []
+    for p in app.PREFIXES:
+        if p is app.ASCTIME:
+            continue
+        at = [i for i, q in enumerate(prods) if q is p]
+        head = _head_pattern(p.pattern)
+        groups = set(re.compile(p.pattern).groupindex) - {"rest"}
+        if len(at) != 1 or not head or not groups <= set(CAPS) or at[0] == len(prods) - 1:
+            raise AssertionError(f"application fast path: prefix {p.name} must be a producer prefix, once")
+        i = at[0]
+        raw_gate = "|".join(
+            [
+                _gate_of((*(q.pattern for q in prods[:i]), *xport, ray.PREFIX.pattern)),
+                *(f"(?:{m})" for m in RAW_MARKERS),
+            ]
+        )
+        rest_gate = _gate_of(tuple(q.pattern for q in prods[i + 1 :]))
+        out.append((head, f"(?P<__all>{head})", raw_gate, rest_gate))
+    return tuple(out)
 
 
 #: Lines of a mixed file kept on the generic path on each side of a line that does not qualify: every helper
@@ -165,11 +234,12 @@ if not _BAR_LITERAL or not _BAR_PATTERN:
 
 def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
-    columns) that take the fast path, and for those rows (in order) ``pyts``, ``sev_word``, ``rest`` (the
-    message) and ``bare`` (True for a line without any prefix); None when none do.
+    columns) that take the fast path, and for those rows (in order) the columns of :data:`CAPS`: the prefix's
+    captures, ``rest`` (the message) and ``bare`` (True for a line without any prefix); None when none do.
 
-    Two kinds of lines qualify: plain asctime lines (see the module), and lines without any prefix (a tqdm bar,
-    a warning, a script's ``print``) that hold no rule literal but tqdm's and no helper marker. A file all of
+    Three kinds of lines qualify: plain asctime lines (see the module), plain lines of the other application
+    logging prefixes (:func:`_prefixed_lines`), and lines without any prefix (a tqdm bar, a warning, a script's
+    ``print``) that hold no rule literal but tqdm's and no helper marker. A file all of
     whose lines qualify takes it whole. In a file where some lines do not (a traceback at the end of a stdout
     log, a watchdog error after a run of progress bars), the qualifying lines farther than
     :data:`CONTEXT_LINES` from every line that does not take it, unless the file holds a line of
@@ -189,8 +259,10 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
     if path.null_count() or not one.any():
         return None
     stamped = raw.str.contains(_STAMP).fill_null(False)
-    asc, bare = _asctime_lines(raw, one & stamped), _bare_lines(raw, one & ~stamped)
-    qual = pl.concat([asc[0], bare[0]]).sort()  # the rows of both kinds (none of both), in order
+    asc = _asctime_lines(raw, one & stamped)
+    pre, headed = _prefixed_lines(raw, one & ~stamped)
+    bare = _bare_lines(raw, one & ~stamped & ~headed)
+    qual = pl.concat([asc[0], pre[0], bare[0]]).sort()  # the rows of the three kinds (none of two), in order
     if qual.len() == 0:
         return None
     qual_mask = pl.repeat(False, lines.height, dtype=pl.Boolean, eager=True).scatter(qual, True)
@@ -210,18 +282,18 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
             take = take & ~path.is_in(unsure.implode())
     if not take.any():
         return None
-    idx = pl.concat([asc[0], bare[0]])
-    caps = pl.concat([asc[1].with_columns(pl.lit(False).alias("bare")), bare[1]])
+    idx = pl.concat([asc[0], pre[0], bare[0]])
+    caps = pl.concat([asc[1], pre[1], bare[1]])
     caps = caps.with_columns(idx.alias("__at")).filter(take.gather(idx)).sort("__at").drop("__at")
     return take, caps
 
 
 def _asctime_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
     """Of the lines ``cand`` marks (one physical line each, starting with :data:`_STAMP`), the row indices of
-    those that qualify, and their ``pyts``, ``sev_word``, ``rest``."""
+    those that qualify, and their captures (:data:`CAPS`: ``pyts``, ``sev_word``, ``rest``)."""
     at = cand.arg_true()
     if at.len() == 0:
-        return at, pl.DataFrame(schema={"pyts": pl.String, "sev_word": pl.String, "rest": pl.String})
+        return at, _caps(0)
     sub = raw.gather(at)
     bad = sub.str.contains(_raw_gate()).fill_null(True)
     # ASCTIME's captures without a regex per line: the stamp up to the first space after the seconds, then
@@ -234,8 +306,51 @@ def _asctime_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataF
     rest = tail.str.slice(lv["__lv"].str.len_chars())
     bad = bad | rest.str.contains_any(list(rule_literals())).fill_null(True) | rest.str.contains(_MARKERS)
     ok = ~bad.fill_null(True)
-    caps = pl.DataFrame({"pyts": sub.str.slice(0, sp + 19), "sev_word": lv["sev_word"], "rest": rest})
+    caps = _caps(sub.len(), pyts=sub.str.slice(0, sp + 19), sev_word=lv["sev_word"], rest=rest)
     return at.filter(ok), caps.filter(ok)
+
+
+def _prefixed_lines(raw: pl.Series, cand: pl.Series) -> tuple[tuple[pl.Series, pl.DataFrame], pl.Series]:
+    """Of the lines ``cand`` marks (one physical line each), those that start with one of the application
+    prefixes of :func:`_app_heads` (Hydra, DeepSpeed, HF example scripts, bracketed asctime): ``((row indices of
+    those that qualify, their captures), the mask of all that start with one)``. A line qualifies when no
+    earlier producer prefix, transport prefix or raw marker would act on it, no later producer prefix would
+    strip its message again, and its message holds no rule literal and no helper marker (as an asctime line's
+    must)."""
+    headed = pl.repeat(False, raw.len(), dtype=pl.Boolean, eager=True)
+    idx: list[pl.Series] = []
+    caps: list[pl.DataFrame] = []
+    heads = _app_heads()
+    at = cand.arg_true()
+    if at.len():
+        sub = raw.gather(at)
+        hit = sub.str.contains(_gate_of(tuple(h for h, *_ in heads))).fill_null(False)
+        at, sub = at.filter(hit), sub.filter(hit)
+    lits = list(rule_literals())
+    for head, whole, raw_gate, rest_gate in heads:
+        if at.len() == 0:
+            break
+        mine = sub.str.contains(head).fill_null(False)
+        if not mine.any():
+            continue
+        here, text = at.filter(mine), sub.filter(mine)
+        at, sub = at.filter(~mine), sub.filter(~mine)  # a line is decided at the first prefix it starts with
+        headed = headed.scatter(here, True)
+        ext = text.str.extract_groups(whole).struct.unnest()
+        rest = text.str.slice(ext["__all"].str.len_chars())
+        bad = (
+            text.str.contains(raw_gate)
+            | rest.str.contains(rest_gate)
+            | rest.str.contains_any(lits)
+            | rest.str.contains(_MARKERS)
+        )
+        ok = ~bad.fill_null(True)
+        got = {c: ext[c] for c in ext.columns if c in CAPS}
+        idx.append(here.filter(ok))
+        caps.append(_caps(text.len(), rest=rest, **got).filter(ok))
+    if not idx:
+        return (pl.Series("idx", [], dtype=pl.UInt32), _caps(0)), headed
+    return (pl.concat(idx), pl.concat(caps)), headed
 
 
 def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
@@ -243,9 +358,7 @@ def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFram
     literal (but tqdm's) or helper marker, not blank, and their captures (``rest`` the line, ``bare`` True)."""
     at = cand.arg_true()
     if at.len() == 0:
-        return at, pl.DataFrame(
-            schema={"pyts": pl.String, "sev_word": pl.String, "rest": pl.String, "bare": pl.Boolean}
-        )
+        return at, _caps(0)
     sub = raw.gather(at)
     lits = [x for x in rule_literals() if x != _BAR_LITERAL]
     bad = (
@@ -256,15 +369,7 @@ def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFram
     )
     ok = ~bad.fill_null(True)
     rest = sub.filter(ok)
-    caps = pl.DataFrame(
-        {
-            "pyts": pl.repeat(None, rest.len(), dtype=pl.String, eager=True),
-            "sev_word": pl.repeat(None, rest.len(), dtype=pl.String, eager=True),
-            "rest": rest,
-            "bare": pl.repeat(True, rest.len(), dtype=pl.Boolean, eager=True),
-        }
-    )
-    return at.filter(ok), caps
+    return at.filter(ok), _caps(rest.len(), rest=rest, bare=pl.repeat(True, rest.len(), eager=True))
 
 
 def _mixed_rows(
@@ -335,7 +440,7 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
     they are, the columns set below, every other column null (the generic path sets none of them on such a
     line; ``parsers._app_schema`` checks that on a line of each shape).
 
-    An asctime line: ASCTIME's captures, layer ``app``, :func:`parsers.app.progress_fields`' step, rank and
+    A logging line: its prefix's captures, layer ``app``, :func:`parsers.app.progress_fields`' step, rank and
     world size, kind ``step_progress`` or ``log``. A line without any prefix: a tqdm bar where
     :data:`parsers.app.BAR` matches it (its kind, layer, severity and fields, ``elapsed_ms`` by
     :func:`parsers.app.bar_fields`), else kind ``unparsed``, layer and severity ``unknown`` and the world size
@@ -359,8 +464,7 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
         "body": rest,
         "message": rest,
         "record": rest,
-        "pyts": caps["pyts"],
-        "sev_word": caps["sev_word"],
+        **{c: caps[c] for c in ("pyts", "usts", "logger", "sev_word") if c in caps.columns},
         "severity": sev,
         "step": step,
         "rank_stated": asc.str.extract(app.RANK_RE, 1).cast(pl.Int32, strict=False),
@@ -395,7 +499,7 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
 
 
 def _bare_cols(cols: dict[str, pl.Series], bare: pl.Series, rest: pl.Series) -> dict[str, pl.Series]:
-    """``cols`` (the columns of asctime rows, :func:`parse`) with the rows ``bare`` marks set as the generic
+    """``cols`` (the columns of logging-line rows, :func:`parse`) with the rows ``bare`` marks set as the generic
     path sets a line without any prefix: :data:`parsers.app.BAR` where it matches (its fields cast as
     ``rules.apply_rules`` casts them, ``elapsed_ms`` by :func:`parsers.app.bar_fields`), else ``unparsed``."""
     n = rest.len()

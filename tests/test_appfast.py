@@ -1,10 +1,11 @@
-"""The asctime fast path (parsers.appfast) gives exactly the rows the generic prefix + rule path gives.
+"""The application fast path (parsers.appfast) gives exactly the rows the generic prefix + rule path gives.
 
 Compared (``parsers.APP_FAST`` on against off: same columns, types, values and order) on every corpus case, on
-a generated application job (``benchmarks/generate.py --shape app``) plus files that mix asctime lines with what
-must keep a line or a file generic, on drawn files of asctime lines whose messages hold rule literals, rule
-examples, helper markers, tracebacks, indented lines, tqdm bars and tee prefixes, and on drawn files of runs of
-asctime lines between the lines and blocks of other producers; the fast path must have been taken.
+a generated application job (``benchmarks/generate.py --shape app``, in each of its logging formats) plus files
+that mix asctime lines with what must keep a line or a file generic, on drawn files of application logging lines
+(asctime, Hydra, DeepSpeed, HF, bracketed asctime) whose messages hold rule literals, rule examples, helper
+markers, tracebacks, indented lines, tqdm bars and tee prefixes, and on drawn files of runs of such lines between
+the lines and blocks of other producers; the fast path must have been taken.
 """
 
 from __future__ import annotations
@@ -130,6 +131,24 @@ def test_fast_path_equals_generic_on_generated_app_job(
     assert clean["message"][6] == "[x] rank 5 failed on rank 5"
 
 
+@pytest.mark.parametrize("fmt", ["hf", "deepspeed", "hydra"])
+def test_fast_path_equals_generic_on_other_logging_formats(
+    fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generated job with its Python lines in the HF example scripts', DeepSpeed's or Hydra's format: every
+    stdout line takes the fast path, and the stderr lines as in the asctime job (the same bars and warnings)."""
+    generate_app(tmp_path / "job", ranks=2, lines=3000, seed=5, fmt=fmt)
+    fast, slow, n_fast = _both(tmp_path / "job", monkeypatch)
+    assert_frame_equal(fast, slow)
+    stdout = fast.filter(pl.col("path").str.ends_with("stdout.log"))
+    err0 = fast.filter(pl.col("path") == "attempt_0/0/stderr.log")
+    assert n_fast == stdout.height + err0.height - 3
+    assert stdout["layer"].unique().to_list() == ["app"]
+    assert stdout["ts"].null_count() == 0
+    # of each 10 lines, 4 trainer lines and 1 eval line name a step: 3000 lines a rank, 2 ranks
+    assert stdout.filter(pl.col("kind") == "step_progress").height == 2 * 1500
+
+
 def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many lines: the split and the rows of the fast path run in parts on threads (the split in parts of whole
     files: here a rank's two files, the other rank's, the mixed files), and give the rows of one part."""
@@ -230,19 +249,27 @@ _PREFIXES = [
     "2026-11-29 22:00:01.234 - DEBUG - ",
     "2026-11-29T22:00:01 [WARN] ",
     "2026-11-29 22:00:01 ",
-    "2024-11-29T22:58:55.104211337Z ",
+    "[2026-11-29 22:00:01,234][trainer][INFO] - ",
+    "[2026-11-29 22:00:01,234] [ERROR] [engine.py:12:step] ",
+    "11/29/2026 22:00:01 - WARNING - __main__ - ",
     "[2026-11-29 22:00:01,234] INFO ",
+    "[2026-11-29 22:00:01] ",
+    # prefixes the fast path does not take
+    "2024-11-29T22:58:55.104211337Z ",
     "[default0]:2026-11-29 22:00:01,234 INFO ",
+    "[rank: 1] ",
     "",
 ]
+#: The application logging prefixes of ``_PREFIXES`` (asctime, Hydra, DeepSpeed, HF, bracketed asctime).
+_APP = _PREFIXES[:12]
 
 _line = st.tuples(
-    st.sampled_from(_PREFIXES[:7]) | st.sampled_from(_PREFIXES),
+    st.sampled_from(_APP) | st.sampled_from(_PREFIXES),
     st.lists(st.sampled_from(_PLAIN), min_size=0, max_size=3),
     st.lists(st.sampled_from(_SPECIAL), max_size=1) | st.just([]),
 ).map(lambda t: t[0] + "".join(t[1]) + "".join(t[2]))
 _file = st.lists(_line, min_size=1, max_size=6) | st.lists(
-    st.tuples(st.sampled_from(_PREFIXES[:3]), st.sampled_from(_PLAIN)).map("".join), min_size=1, max_size=6
+    st.tuples(st.sampled_from(_APP), st.sampled_from(_PLAIN)).map("".join), min_size=1, max_size=6
 )
 
 
@@ -297,7 +324,7 @@ def test_drawn_files_took_the_fast_path() -> None:
     assert _TAKEN["files"] >= _TAKEN["examples"] // 2
 
 
-_asc_line = st.tuples(st.sampled_from(_PREFIXES[:7]), st.sampled_from(_PLAIN)).map("".join)
+_asc_line = st.tuples(st.sampled_from(_APP), st.sampled_from(_PLAIN)).map("".join)
 #: Whole lines and blocks that do not qualify, as they come in logs, besides the drawn special lines above:
 #: lines of other producers and blocks that start like log lines (a file holding them may be split) ...
 _BLOCKS = [
@@ -398,35 +425,77 @@ def test_a_mixed_file_keeps_two_lines_around_what_does_not_qualify() -> None:
 
 
 def test_qualifying_lines_and_files() -> None:
-    """Which lines take the fast path: plain asctime lines, nothing a rule or helper reads."""
+    """Which lines take the fast path: plain asctime lines and lines of the other application logging prefixes
+    (Hydra, DeepSpeed, the HF example scripts, bracketed asctime), nothing a rule or helper reads."""
     ok = [_asc(1, "[trainer] rank=3 step=9 loss=1.0"), _asc(2, "", "DEBUG"), "2026-11-29 22:00:01 plain"]
+    other = [
+        "[2026-11-29 22:00:01,234][trainer][INFO] - rank: 2, epoch: 0/500, total step: 32",
+        "[2026-11-29 22:00:01,234] [WARNING] [engine.py:256:step] rank=1 step=3 world_size=8",
+        "11/29/2026 22:00:01 - INFO - __main__ - step 7 done",
+        "[2026-11-29 22:00:01,234] INFO iteration 120 loss 2.31",
+    ]
     frame = _frame(
         [
             ok,
             [*ok, "Traceback (most recent call last):"],
             [*ok, _asc(3, "Epoch 0:  10%|#  | 1/10 [00:01<00:10, 1.0it/s]")],
-            [*ok, "[2026-11-29 22:00:01,234] INFO step 3"],  # BRACKET_ASCTIME, an earlier prefix
+            # Hydra's prefix, then a message that ASCTIME (a later producer prefix) would strip again
+            [*ok, "[2026-11-29 22:00:01,234][trainer][INFO] - 2026-11-29 22:00:01,234 INFO step 3"],
             [*ok, "2024-11-29T22:58:55.104211337Z " + ok[0]],  # kubectl's stamp, a transport prefix
             [*ok, _asc(4, "  indented message")],
+            other,
         ]
     )
     got = appfast.split(frame)
     assert got is not None
     mask, caps = got
-    # f0 whole; of the others, each with one line that does not qualify at its end, the first line (more than
-    # two lines away from it).
+    # f0 and f6 whole; of the others, each with one line that does not qualify at its end, the first line (more
+    # than two lines away from it).
     taken = frame.filter(mask).group_by("path", maintain_order=True).agg("line")
-    assert taken.rows() == [("f0.log", [1, 2, 3]), *[(f"f{k}.log", [1]) for k in range(1, 6)]]
-    first = ("2026-11-29 22:00:01,037", "INFO", "[trainer] rank=3 step=9 loss=1.0", False)
+    assert taken.rows() == [
+        ("f0.log", [1, 2, 3]),
+        *[(f"f{k}.log", [1]) for k in range(1, 6)],
+        ("f6.log", [1, 2, 3, 4]),
+    ]
+    assert caps.columns == ["pyts", "usts", "logger", "sev_word", "rest", "bare"]
+    first = ("2026-11-29 22:00:01,037", None, None, "INFO", "[trainer] rank=3 step=9 loss=1.0", False)
     assert caps.rows() == [
         first,
-        ("2026-11-29 22:00:02,074", "DEBUG", "", False),
-        ("2026-11-29 22:00:01", None, "plain", False),
+        ("2026-11-29 22:00:02,074", None, None, "DEBUG", "", False),
+        ("2026-11-29 22:00:01", None, None, None, "plain", False),
         *[first] * 5,
+        ("2026-11-29 22:00:01,234", None, "trainer", "INFO", "rank: 2, epoch: 0/500, total step: 32", False),
+        (
+            "2026-11-29 22:00:01,234",
+            None,
+            "engine.py:256:step",
+            "WARNING",
+            "rank=1 step=3 world_size=8",
+            False,
+        ),
+        (None, "11/29/2026 22:00:01", "__main__", "INFO", "step 7 done", False),
+        ("2026-11-29 22:00:01,234", None, None, "INFO", "iteration 120 loss 2.31", False),
     ]
-    out = parsers.parse_lines(frame, keep=list(PARSE_KEEP)).filter(pl.col("path") == "f0.log")
-    assert out.select("kind", "severity", "step", "rank_stated", "layer").rows() == [
+    out = parsers.parse_lines(frame, keep=list(PARSE_KEEP))
+    assert out.filter(pl.col("path") == "f0.log").select(
+        "kind", "severity", "step", "rank_stated", "layer"
+    ).rows() == [
         ("step_progress", "info", 9, 3, "app"),
         ("log", "debug", None, None, "app"),
         ("log", "unknown", None, None, "app"),
+    ]
+    assert out.filter(pl.col("path") == "f6.log").select(
+        "kind", "severity", "step", "rank_stated", "world_size", "layer"
+    ).rows() == [
+        (
+            "step_progress",
+            "info",
+            32,
+            2,
+            None,
+            "app",
+        ),  # app.STEP_RE and RANK_RE take ``step: 32``, ``rank: 2``
+        ("step_progress", "warning", 3, 1, 8, "app"),
+        ("step_progress", "info", 7, None, None, "app"),
+        ("step_progress", "info", 120, None, None, "app"),
     ]
