@@ -55,7 +55,7 @@ def _py_ts(t: dt.datetime) -> str:
 #: Logging formats of the application-heavy job's Python lines (``--log-format``), each the shape of a real
 #: producer's line as ``parsers.app`` knows it: ``asctime`` ``%(asctime)s %(levelname)s [%(name)s] …``;
 #: ``hf`` the HF transformers / accelerate example scripts' ``%(asctime)s - %(levelname)s - %(name)s -`` with
-#: ``%m/%d/%Y %H:%M:%S``; ``deepspeed`` DeepSpeed's ``[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s]``;
+#: ``%m/%d/%Y %H:%M:%S``, and HF Trainer's metrics dicts (``{'loss': 2.31, …, 'epoch': 0.01}``); ``deepspeed`` DeepSpeed's ``[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s]``;
 #: ``hydra`` Hydra's job logging ``[%(asctime)s][%(name)s][%(levelname)s] -``.
 LOG_FORMATS = ("asctime", "hf", "deepspeed", "hydra")
 
@@ -413,6 +413,11 @@ def _app_rank_lines(
                     "trainer",
                     f"rank={r} step={i // 10} loss={2 + rng.random():.4f} lr=3.0e-04",
                 )
+            )
+        elif k == 4 and fmt == "hf":  # HF Trainer's metrics, printed as a dict (no logging prefix)
+            so.append(
+                f"{{'loss': {2 + rng.random():.4f}, 'grad_norm': {rng.random() * 4:.4f}, "
+                f"'learning_rate': 0.0003, 'epoch': {i / lines:.2f}}}"
             )
         elif k == 4:
             so.append(

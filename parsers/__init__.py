@@ -76,9 +76,12 @@ _SEV = {
     "CALL": "debug",
 }
 
+#: How a line that is not a hard wrap's tail starts: a producer's prefix (NCCL's ``host:pid:tid``, glog, asctime,
+#: bracketed ones, the HF example scripts' US-order stamp, Python's ``LEVEL:``), a traceback or exception line,
+#: indentation, an NCCL Inspector record.
 _KNOWN_START = (
-    r"^(?:\[|[A-Za-z0-9][\w.-]*:\d+:\d+ |[VIWEFC]\d{4}|\d{4}-\d\d-\d\d|Traceback|[A-Za-z_][\w.]*(?:Error|Exception):|"
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\s|\{\"header\":\{\"id\":\")"  # the last: NCCL Inspector's records
+    r"^(?:\[|[A-Za-z0-9][\w.-]*:\d+:\d+ |[VIWEFC]\d{4}|\d{4}-\d\d-\d\d|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d |Traceback|"
+    r"[A-Za-z_][\w.]*(?:Error|Exception):|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\s|\{\"header\":\{\"id\":\")"
 )
 
 

@@ -72,7 +72,9 @@ MESSAGE_MARKERS: tuple[str, ...] = (
     spawn._SPAWN_HEAD,  # spawn.spawn_child_rank: the block after ``-- Process N terminated …``
     stack.DEBUG_SERVER_RANK.pattern,  # stack.dump_rows: ``=== Rank N: addr ===`` above a dump
     "Root Cause",  # elastic.mark_root_cause: the entry after ChildFailedError's header
-    r"^\{",  # ras.json_rows: a JSON document's first line
+    # ras.json_rows: a JSON document's first line, ``{`` alone (it reads records that start with ``{\n``; a
+    # one-line dict such as HF Trainer's ``{'loss': 2.31, 'epoch': 0.5}`` is not one)
+    r"^\{$",
 )
 #: :data:`MESSAGE_MARKERS` as one alternation.
 _MARKERS = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
@@ -240,12 +242,15 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
     Three kinds of lines qualify: plain asctime lines (see the module), plain lines of the other application
     logging prefixes (:func:`_prefixed_lines`), and lines without any prefix (a tqdm bar, a warning, a script's
     ``print``) that hold no rule literal but tqdm's and no helper marker. A file all of
-    whose lines qualify takes it whole. In a file where some lines do not (a traceback at the end of a stdout
+    whose lines qualify takes it whole, unless it holds a line that does not start like a log line
+    (``parsers._KNOWN_START``) where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file where some lines do not (a traceback at the end of a stdout
     log, a watchdog error after a run of progress bars), the qualifying lines farther than
     :data:`CONTEXT_LINES` from every line that does not take it, unless the file holds a line of
     :func:`_file_gate`, its path is in ``whole_only`` (files with NCCL COLL fast-path lines, which the generic
     path may take back between its lines), or the generic path could find a hard-wrapped line in it or in the
     lines it keeps (:func:`_maybe_wraps`)."""
+    import parsers
+
     if lines.height == 0 or not {"raw", "body", "path", "line_count"} <= set(lines.columns):
         return None
     raw = lines["raw"]
@@ -271,8 +276,10 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
     if mixed.len():
         mixed = mixed.filter(mixed.is_in(path.gather(qual).unique().implode()))
         take = _mixed_rows(lines, qual_mask, mixed, whole_only)
-    # A file of qualifying lines only, some without a prefix: those may be hard wraps (see _maybe_wraps).
-    whole = path.gather(bare[0]).unique()
+    # A file of qualifying lines only, some that do not start like a log line (no prefix, or an application
+    # prefix outside ``parsers._KNOWN_START``): those may be hard wraps (see _maybe_wraps).
+    unknown = pre[0].filter(~raw.gather(pre[0]).str.contains(parsers._KNOWN_START))
+    whole = path.gather(pl.concat([bare[0], unknown])).unique()
     whole = whole.filter(~whole.is_in(mixed.implode()))
     if whole.len():
         rows = path.is_in(whole.implode())

@@ -371,6 +371,24 @@ def test_fixed_width_wrap_rejoins_cut_lines(tmp_path: Path) -> None:
     ]
 
 
+def test_a_log_line_after_lines_of_the_wrap_width_is_not_a_wrap(tmp_path: Path) -> None:
+    """Three lines of one length (a file's longest) make the hard-wrap test see a terminal of that width; the
+    next line is a wrap's tail only when it does not start like a log line. An HF example script's line (its
+    US-order stamp, ``parsers.app.HF``) does: it stays a row of its own (it was joined to the line before it)."""
+    asc = "2026-11-29 22:00:01,234 WARNING [trainer] rank=3 step=1835 loss=2.0959 lr=3.0e-04"
+    hf = "11/29/2026 22:00:01 - WARNING - __main__ - world_size=16"
+    rows = _load(tmp_path, "\n".join([asc, asc, asc, hf, asc, asc, asc, "the tail of a cut line"]))
+    assert rows.select("kind", "layer", "line_count", "world_size").rows() == [
+        ("step_progress", "app", 1, None),
+        ("step_progress", "app", 1, None),
+        ("step_progress", "app", 1, None),
+        ("log", "app", 1, 16),
+        ("step_progress", "app", 1, None),
+        ("step_progress", "app", 1, None),
+        ("step_progress", "app", 2, None),  # the plain line after it is a wrap's tail
+    ]
+
+
 def test_horovod_stall_reports_name_the_missing_rank(tmp_path: Path) -> None:
     ready = "Stalled ops: HorovodBroadcast_InceptionV3_Logits_Conv2d_1c_1x1_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]"
     d = correlator.diagnose(_load(tmp_path, ready))
