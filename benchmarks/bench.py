@@ -54,7 +54,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from generate import generate, generate_app
+from generate import LOG_FORMATS, generate, generate_app
 
 _COLL_RE = re.compile(
     r"NCCL INFO (?P<op>[A-Za-z]+): opCount (?P<seq>[0-9a-f]+) sendbuff \S+ recvbuff \S+ "
@@ -196,8 +196,11 @@ def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str 
 REF: Path | None = None
 
 
+#: The application-heavy workloads and the logging format of their Python lines (``generate.py --shape app
+#: --log-format``): ``app`` the default asctime format, ``app-hf``, ``app-deepspeed``, ``app-hydra`` the others.
+APP_WORKLOADS = {"app": "asctime", **{f"app-{f}": f for f in LOG_FORMATS if f != "asctime"}}
 #: ``grep``'s pattern per workload: one field of the lines that make up the bulk of it.
-GREP_FIELD = {"coll": "opCount [0-9a-f]+", "app": "step=[0-9]+"}
+GREP_FIELD = {"coll": "opCount [0-9a-f]+", **{w: "step=[0-9]+" for w in APP_WORKLOADS}}
 
 
 def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str]]:
@@ -388,10 +391,11 @@ def main(argv: list[str] | None = None) -> int:
         "--workloads",
         default="coll",
         help="coll: the generator's COLL-heavy job; app: an application-heavy job (Python logging, warnings, "
-        "tqdm, no NCCL line) in the plain attempt_0/<rank>/ layout (generate.py --shape app); comma-separated",
+        "tqdm, no NCCL line) in the plain attempt_0/<rank>/ layout (generate.py --shape app); app-hf, "
+        "app-deepspeed, app-hydra: the same with its logging lines in that format; comma-separated",
     )
     ap.add_argument(
-        "--app-lines", type=int, default=0, help="lines per rank of the app workload (0: --lines)"
+        "--app-lines", type=int, default=0, help="lines per rank of the app workloads (0: --lines)"
     )
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true")
@@ -420,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(which) - set(ALL)
     if unknown:
         ap.error(f"--only: unknown {sorted(unknown)}; choose from {ALL}")
+    bad = sorted({w for w in a.workloads.split(",") if w} - set(GREP_FIELD))
+    if bad:
+        ap.error(f"--workloads: unknown {bad}; choose from {sorted(GREP_FIELD)}")
     work = a.work or tempfile.mkdtemp(prefix="rankscope-bench-")
     os.makedirs(work, exist_ok=True)
     report: dict[str, object] = {"machine": machine(), "runs": [], "diag_scale": []}
@@ -427,11 +434,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runs = [(w, int(x)) for w in a.workloads.split(",") if w for x in a.sizes.split(",") if x]
         for workload, ranks in runs:
-            lines = a.app_lines or a.lines if workload == "app" else a.lines
+            fmt = APP_WORKLOADS.get(workload)
+            lines = a.app_lines or a.lines if fmt else a.lines
             data = os.path.join(work, f"logs-{workload}-{ranks}x{lines}")
             if not os.path.exists(data + ".json"):
-                gen = generate_app if workload == "app" else generate
-                info = gen(data, ranks, lines, seed=0)
+                if fmt:
+                    info = generate_app(data, ranks, lines, seed=0, fmt=fmt)
+                else:
+                    info = generate(data, ranks, lines, seed=0)
                 Path(data + ".json").write_text(json.dumps(info))
             else:
                 info = json.loads(Path(data + ".json").read_text())

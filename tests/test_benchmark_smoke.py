@@ -67,3 +67,36 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     (scale,) = rep["diag_scale"]
     assert scale["ranks"] == 128 and scale["rows"] > 0 and scale["diagnose_s"] > 0
     assert "timeline" in p.stdout and "grep" in p.stdout
+
+
+def test_bench_app_workload_in_another_logging_format(tmp_path: Path) -> None:
+    """``--workloads app-hf``: the application job with its logging lines in the HF example scripts' format; the
+    diagnosis names the rank the generator made fail (its OOM traceback)."""
+    out = tmp_path / "bench.json"
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench.py"),
+            *["--quick", "--workloads", "app-hf", "--only", "grep,timeline,diagnose_dir"],
+            *["--json", str(out), "--work", str(tmp_path / "w")],
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["workload"] == "app-hf" and run["lines"] > 16 * 300
+    assert set(run["results"]) == {"grep", "timeline", "diagnose_dir"}
+    assert run["results"]["diagnose_dir"].get("initiating_ok") is True
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--quick", "--workloads", "app-xml"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and "unknown ['app-xml']" in bad.stderr
