@@ -13,6 +13,18 @@ import bench
 from generate import generate
 
 
+def _bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/bench.py ARGS`` run from the repository, its output captured."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def test_generate_is_deterministic(tmp_path: Path) -> None:
     a = generate(tmp_path / "a", ranks=10, lines=120, seed=3)
     b = generate(tmp_path / "b", ranks=10, lines=120, seed=3)
@@ -31,25 +43,9 @@ def test_pyloop_baseline_extracts_rows(tmp_path: Path) -> None:
 
 def test_bench_quick_runs(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    p = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench.py"),
-            "--quick",
-            "--json",
-            str(out),
-            "--work",
-            str(tmp_path / "w"),
-            "--diag-scale",
-            "128",
-            "--cores",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-        check=False,
+    p = _bench(
+        *["--quick", "--json", str(out), "--work", str(tmp_path / "w")],
+        *["--diag-scale", "128", "--cores", "1"],
     )
     assert p.returncode == 0, p.stderr[-3000:]
     rep = json.loads(out.read_text())
@@ -73,30 +69,14 @@ def test_bench_app_workload_in_another_logging_format(tmp_path: Path) -> None:
     """``--workloads app-hf``: the application job with its logging lines in the HF example scripts' format; the
     diagnosis names the rank the generator made fail (its OOM traceback)."""
     out = tmp_path / "bench.json"
-    p = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench.py"),
-            *["--quick", "--workloads", "app-hf", "--only", "grep,timeline,diagnose_dir"],
-            *["--json", str(out), "--work", str(tmp_path / "w")],
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-        check=False,
+    p = _bench(
+        *["--quick", "--workloads", "app-hf", "--only", "grep,timeline,diagnose_dir"],
+        *["--json", str(out), "--work", str(tmp_path / "w")],
     )
     assert p.returncode == 0, p.stderr[-3000:]
     (run,) = json.loads(out.read_text())["runs"]
     assert run["workload"] == "app-hf" and run["lines"] > 16 * 300
     assert set(run["results"]) == {"grep", "timeline", "diagnose_dir"}
     assert run["results"]["diagnose_dir"].get("initiating_ok") is True
-    bad = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--quick", "--workloads", "app-xml"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+    bad = _bench("--quick", "--workloads", "app-xml", timeout=60)
     assert bad.returncode == 2 and "unknown ['app-xml']" in bad.stderr
