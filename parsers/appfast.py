@@ -241,11 +241,11 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
 
     Three kinds of lines qualify: plain asctime lines (see the module), plain lines of the other application
     logging prefixes (:func:`_prefixed_lines`), and lines without any prefix (a tqdm bar, a warning, a script's
-    ``print``) that hold no rule literal but tqdm's and no helper marker. A file all of
-    whose lines qualify takes it whole, unless it holds a line that does not start like a log line
-    (``parsers._KNOWN_START``) where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file where some lines do not (a traceback at the end of a stdout
-    log, a watchdog error after a run of progress bars), the qualifying lines farther than
-    :data:`CONTEXT_LINES` from every line that does not take it, unless the file holds a line of
+    ``print``) that hold no rule literal but tqdm's and no helper marker. A file all of whose lines qualify
+    takes it whole, unless it holds a line that does not start like a log line (``parsers._KNOWN_START``)
+    where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file where some lines do not (a
+    traceback at the end of a stdout log, a watchdog error after a run of progress bars), the qualifying lines
+    farther than :data:`CONTEXT_LINES` from every line that does not take it, unless the file holds a line of
     :func:`_file_gate`, its path is in ``whole_only`` (files with NCCL COLL fast-path lines, which the generic
     path may take back between its lines), or the generic path could find a hard-wrapped line in it or in the
     lines it keeps (:func:`_maybe_wraps`)."""
@@ -471,7 +471,7 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
         "body": rest,
         "message": rest,
         "record": rest,
-        **{c: caps[c] for c in ("pyts", "usts", "logger", "sev_word") if c in caps.columns},
+        **{c: caps[c] for c in CAPS if c not in ("rest", "bare")},  # the prefix's captures
         "severity": sev,
         "step": step,
         "rank_stated": asc.str.extract(app.RANK_RE, 1).cast(pl.Int32, strict=False),

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 from pathlib import Path
@@ -287,3 +288,41 @@ def test_nccl_init_world_size_round_trip(rank, extra, dev, pid, phase, comm_id):
     row = _one(line)
     assert row["kind"] == "nccl_init", row
     assert (row["world_size"], row["rank"], row["pid"], row["host"]) == (world, rank, pid, "node-b"), row
+
+
+_two = st.integers(0, 99).map(lambda v: f"{v:02d}")
+#: Python logging's default stamp (``%(asctime)s``), any valid time ...
+_asctime = st.datetimes(min_value=dt.datetime(1971, 1, 1), max_value=dt.datetime(2099, 12, 31)).map(
+    lambda t: t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
+)
+#: ... and stamps of every shape around it (fields out of range, other fractions, separators, trailing text).
+_stamp = _asctime | st.tuples(
+    st.integers(1900, 2100).map(str) | st.integers(0, 99999).map(str),
+    st.integers(0, 14).map(lambda v: f"{v:02d}") | st.integers(1, 9).map(str),
+    st.integers(0, 33).map(lambda v: f"{v:02d}"),
+    st.sampled_from([" ", "T", "  "]),
+    st.integers(0, 23).map(lambda v: f"{v:02d}") | _two,
+    st.integers(0, 59).map(lambda v: f"{v:02d}") | _two,
+    st.integers(0, 59).map(lambda v: f"{v:02d}") | _two,
+    st.sampled_from(["", ",", "."]),
+    st.text("0123456789", min_size=3, max_size=3) | st.text("0123456789", max_size=10),
+    st.sampled_from(["", "", " ", "Z", "x", "+00:00"]),
+).map(lambda t: f"{t[0]}-{t[1]}-{t[2]}{t[3]}{t[4]}:{t[5]}:{t[6]}{t[7]}{t[8]}{t[9]}")
+
+
+@DRAWN
+@given(st.lists(_stamp | st.none(), min_size=1, max_size=30))
+def test_python_stamps_read_as_the_general_format_reads_them(stamps: list[str | None]) -> None:
+    """``parsers.timestamps`` reads Python logging stamps with a fixed shape first (milliseconds) and the
+    general ``%.f`` format for the rest: each value is the general format's, computed here on every stamp."""
+    from parsers.timestamps import _py_stamps
+
+    df = pl.DataFrame({"pyts": stamps}, schema={"pyts": pl.String})
+    got = df.select(_py_stamps(df).alias("t"))["t"]
+    want = (
+        df["pyts"]
+        .str.replace(",", ".", literal=True)
+        .str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    )
+    assert got.to_list() == want.to_list()
