@@ -792,6 +792,10 @@ def _attempts(df: pl.DataFrame) -> pl.DataFrame:
     """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts seen so far, or (when
     torchrun logged no restart line, its default) the latest ``attempt_N`` folder whose first stamped row
     is not after the row's time (rows without a time take the attempt of the row above them)."""
+    stated = df["src_attempt"].cast(pl.Int32)
+    need = stated.is_null()
+    if not need.any():  # every file under an ``attempt_N`` folder (torchrun's --log-dir): nothing to infer
+        return df.with_columns(stated.alias("attempt"))
     restarts = (pl.col("kind") == Kind.RESTART).cast(pl.Int32).cum_sum().over("path") - (
         pl.col("kind") == Kind.RESTART
     ).cast(pl.Int32)
@@ -806,8 +810,11 @@ def _attempts(df: pl.DataFrame) -> pl.DataFrame:
     for a, start in starts:
         by_time = pl.when(pl.col("ts") >= start).then(pl.lit(a, dtype=pl.Int32)).otherwise(by_time)
     by_time = pl.when(pl.col("ts").is_not_null()).then(by_time).otherwise(None).forward_fill().over("path")
-    return df.with_columns(
-        pl.coalesce(pl.col("src_attempt"), pl.max_horizontal(restarts, by_time), pl.lit(0))
-        .cast(pl.Int32)
-        .alias("attempt")
+    # The rows without a stated attempt are whole files (``src_attempt`` comes from the path): the windows
+    # over ``path`` read those rows only.
+    inferred = (
+        df.filter(need)
+        .select(pl.coalesce(pl.max_horizontal(restarts, by_time), pl.lit(0)).cast(pl.Int32))
+        .to_series()
     )
+    return df.with_columns(stated.scatter(need.arg_true(), inferred).alias("attempt"))
