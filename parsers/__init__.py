@@ -553,7 +553,8 @@ def _app_split(lines: pl.DataFrame, whole_only: pl.Series | None) -> tuple[pl.Se
             for g, (a, b) in zip(got, parts, strict=True)
         ]
     )
-    return mask, pl.concat([g[1] for g in got if g is not None], how="vertical_relaxed")
+    # diagonal: a part leaves out the captures null on all its rows (appfast.split)
+    return mask, pl.concat([g[1] for g in got if g is not None], how="diagonal_relaxed")
 
 
 def _parse_app(
