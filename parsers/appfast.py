@@ -237,7 +237,7 @@ if not _BAR_LITERAL or not _BAR_PATTERN:
 def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
     columns) that take the fast path, and for those rows (in order) the columns of :data:`CAPS`: the prefix's
-    captures (those not null on every row), ``rest`` (the message) and ``bare`` (True for a line without any
+    captures (``sev_word``, and the others where not null on every row), ``rest`` (the message) and ``bare`` (True for a line without any
     prefix); None when none do.
 
     Three kinds of lines qualify: plain asctime lines (see the module), plain lines of the other application
@@ -294,9 +294,10 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
     caps = pl.concat([asc[1], pre[1], bare[1]])
     caps = caps.with_columns(idx.alias("__at")).filter(take.gather(idx)).sort("__at").drop("__at")
     # A capture null on every row (``usts`` and ``logger`` in a job of asctime lines) is left out: 16 bytes a
-    # row each while the rows are built (+18 MiB peak on the 400k-line app job).
+    # row each while the rows are built (+18 MiB peak on the 400k-line app job). ``sev_word`` gives the
+    # severity (parse): it stays.
     return take, caps.select(
-        [c for c in caps.columns if c in ("rest", "bare") or caps[c].null_count() < caps.height]
+        [c for c in caps.columns if c in ("rest", "bare", "sev_word") or caps[c].null_count() < caps.height]
     )
 
 

@@ -432,6 +432,20 @@ def test_a_mixed_file_keeps_two_lines_around_what_does_not_qualify() -> None:
     assert rows.filter(pl.col("path") == "f3.log")["line_count"].to_list()[-2:] == [1, 2]  # the wrap
 
 
+def test_files_of_one_kind_of_line() -> None:
+    """Jobs whose fast-path lines are all of one kind (no line with a level word, no stamp, no logger): the rows
+    are the generic path's, and the fast path took every line."""
+    bars = [f"Epoch 0:  {k}0%|#     | {k}/10 [00:0{k}<00:10, 1.0it/s]" for k in range(1, 6)]
+    for files in (
+        [bars, ["plain output of a print", "another"]],
+        [[_asc(i, "step=1") for i in range(4)]],
+        [["11/29/2026 22:00:01 - INFO - __main__ - step 7 done"] * 3],
+    ):
+        frame = _frame(files)
+        got = _compare(frame)
+        assert got is not None and got[0].all()
+
+
 def test_qualifying_lines_and_files() -> None:
     """Which lines take the fast path: plain asctime lines and lines of the other application logging prefixes
     (Hydra, DeepSpeed, the HF example scripts, bracketed asctime), nothing a rule or helper reads."""
