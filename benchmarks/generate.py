@@ -55,7 +55,8 @@ def _py_ts(t: dt.datetime) -> str:
 #: Logging formats of the application-heavy job's Python lines (``--log-format``), each the shape of a real
 #: producer's line as ``parsers.app`` knows it: ``asctime`` ``%(asctime)s %(levelname)s [%(name)s] …``;
 #: ``hf`` the HF transformers / accelerate example scripts' ``%(asctime)s - %(levelname)s - %(name)s -`` with
-#: ``%m/%d/%Y %H:%M:%S``, and HF Trainer's metrics dicts (``{'loss': 2.31, …, 'epoch': 0.01}``); ``deepspeed`` DeepSpeed's ``[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s]``;
+#: ``%m/%d/%Y %H:%M:%S``, and HF Trainer's metrics dicts (``{'loss': 2.31, …, 'epoch': 0.01}``);
+#: ``deepspeed`` DeepSpeed's ``[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s]``;
 #: ``hydra`` Hydra's job logging ``[%(asctime)s][%(name)s][%(levelname)s] -``.
 LOG_FORMATS = ("asctime", "hf", "deepspeed", "hydra")
 

@@ -509,14 +509,8 @@ def test_qualifying_lines_and_files() -> None:
     assert out.filter(pl.col("path") == "f6.log").select(
         "kind", "severity", "step", "rank_stated", "world_size", "layer"
     ).rows() == [
-        (
-            "step_progress",
-            "info",
-            32,
-            2,
-            None,
-            "app",
-        ),  # app.STEP_RE and RANK_RE take ``step: 32``, ``rank: 2``
+        # app.STEP_RE and RANK_RE take ``step: 32`` and ``rank: 2``
+        ("step_progress", "info", 32, 2, None, "app"),
         ("step_progress", "warning", 3, 1, 8, "app"),
         ("step_progress", "info", 7, None, None, "app"),
         ("step_progress", "info", 120, None, None, "app"),
