@@ -362,7 +362,7 @@ def _prefixed_lines(raw: pl.Series, cand: pl.Series) -> tuple[tuple[pl.Series, p
         idx.append(here.filter(ok))
         caps.append(_caps(text.len(), rest=rest, **got).filter(ok))
     if not idx:
-        return (pl.Series("idx", [], dtype=pl.UInt32), _caps(0)), headed
+        return (cand.arg_true().clear(), _caps(0)), headed  # no row, of the index type of the others
     return (pl.concat(idx), pl.concat(caps)), headed
 
 
