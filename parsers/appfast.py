@@ -99,11 +99,19 @@ def rule_literals() -> tuple[str, ...]:
     return tuple(sorted({r.literal for r in defined()[0] if r.literal}))
 
 
-@lru_cache(maxsize=2)
-def _raw_gate(bare: bool = False) -> str:
-    """One regex for lines the generic path would treat otherwise than as a bare ASCTIME line: any producer
-    prefix before ASCTIME, any transport / tee prefix (LEAD by its record starts, anywhere), Ray's worker prefix,
-    and :data:`RAW_MARKERS`. ``bare``: for lines without any prefix, so ASCTIME's too."""
+def _xport_patterns() -> tuple[str, ...]:
+    """The patterns of the transport / tee prefixes ``parsers.transport.strip_transport`` strips, LEAD aside (a
+    record starting inside a line, which :data:`RAW_MARKERS` and ``_KNOWN_START`` see by its record starts)."""
+    return tuple(
+        v.pattern for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD
+    )
+
+
+@lru_cache(maxsize=8)
+def _raw_gate(prefix: Prefix | None) -> str:
+    """One regex for lines the generic path would treat otherwise than as a plain line of ``prefix`` (a line
+    without any prefix when None): any producer prefix tried before it (all of them for None), any transport /
+    tee prefix (LEAD by its record starts, anywhere), Ray's worker prefix, and :data:`RAW_MARKERS`."""
     import parsers
 
     prods = parsers.PRODUCER_PREFIXES
@@ -111,9 +119,9 @@ def _raw_gate(bare: bool = False) -> str:
         raise AssertionError(
             "application fast path: ASCTIME must be the last producer prefix, and only there"
         )
-    xport = [v for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD]
-    heads = [p.pattern for p in (*(prods if bare else prods[:-1]), *xport, ray.PREFIX)]
-    return "|".join([_gate_of(tuple(heads)), *(f"(?:{m})" for m in RAW_MARKERS)])
+    before = prods if prefix is None else prods[: prods.index(prefix)]
+    heads = (*(p.pattern for p in before), *_xport_patterns(), ray.PREFIX.pattern)
+    return "|".join([_gate_of(heads), *(f"(?:{m})" for m in RAW_MARKERS)])
 
 
 #: ASCTIME's prefix part (``rules.strip_prefix`` strips the text it matches, leftmost-first), as the two
@@ -172,7 +180,6 @@ def _app_heads() -> tuple[tuple[str, str, str, str], ...]:
     import parsers
 
     prods = parsers.PRODUCER_PREFIXES
-    xport = [v.pattern for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD]
     out = []
     for p in app.PREFIXES:
         if p is app.ASCTIME:
@@ -182,15 +189,8 @@ def _app_heads() -> tuple[tuple[str, str, str, str], ...]:
         groups = set(re.compile(p.pattern).groupindex) - {"rest"}
         if len(at) != 1 or not head or not groups <= set(CAPS) or at[0] == len(prods) - 1:
             raise AssertionError(f"application fast path: prefix {p.name} must be a producer prefix, once")
-        i = at[0]
-        raw_gate = "|".join(
-            [
-                _gate_of((*(q.pattern for q in prods[:i]), *xport, ray.PREFIX.pattern)),
-                *(f"(?:{m})" for m in RAW_MARKERS),
-            ]
-        )
-        rest_gate = _gate_of(tuple(q.pattern for q in prods[i + 1 :]))
-        out.append((head, f"(?P<__all>{head})", raw_gate, rest_gate))
+        rest_gate = _gate_of(tuple(q.pattern for q in prods[at[0] + 1 :]))
+        out.append((head, f"(?P<__all>{head})", _raw_gate(p), rest_gate))
     return tuple(out)
 
 
@@ -218,11 +218,7 @@ def _file_gate() -> str:
 def _xport_heads() -> str:
     """One regex for the transport / tee prefixes ``parsers.transport.strip_transport`` strips before the hard-wrap
     test reads a line's body (LEAD aside: what it leaves starts with a record start, like a log line)."""
-    return _gate_of(
-        tuple(
-            v.pattern for v in vars(transport).values() if isinstance(v, Prefix) and v is not transport.LEAD
-        )
-    )
+    return _gate_of(_xport_patterns())
 
 
 #: The literal of the one rule whose row this path builds for a line without any prefix: tqdm's progress bar
@@ -237,8 +233,8 @@ if not _BAR_LITERAL or not _BAR_PATTERN:
 def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
     columns) that take the fast path, and for those rows (in order) the columns of :data:`CAPS`: the prefix's
-    captures (``sev_word``, and the others where not null on every row), ``rest`` (the message) and ``bare`` (True for a line without any
-    prefix); None when none do.
+    captures (``sev_word``, and the others where not null on every row), ``rest`` (the message) and ``bare``
+    (True for a line without any prefix); None when none do.
 
     Three kinds of lines qualify: plain asctime lines (see the module), plain lines of the other application
     logging prefixes (:func:`_prefixed_lines`), and lines without any prefix (a tqdm bar, a warning, a script's
@@ -308,7 +304,7 @@ def _asctime_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataF
     if at.len() == 0:
         return at, _caps(0)
     sub = raw.gather(at)
-    bad = sub.str.contains(_raw_gate()).fill_null(True)
+    bad = sub.str.contains(_raw_gate(app.ASCTIME)).fill_null(True)
     # ASCTIME's captures without a regex per line: the stamp up to the first space after the seconds, then
     # the level part, read once per distinct window of its 16 characters (a few distinct in a file).
     sp = sub.str.slice(19).str.find(" ", literal=True)
@@ -376,7 +372,7 @@ def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFram
     lits = [x for x in rule_literals() if x != _BAR_LITERAL]
     bad = (
         (sub.str.strip_chars() == "")
-        | sub.str.contains(_raw_gate(bare=True))
+        | sub.str.contains(_raw_gate(None))
         | sub.str.contains_any(lits)
         | sub.str.contains(_MARKERS)
     )
