@@ -537,14 +537,14 @@ def _parse_slice(
 APP_PART_ROWS = 100_000
 
 
-def _app_split(lines: pl.DataFrame, whole_only: pl.Series | None) -> tuple[pl.Series, pl.DataFrame] | None:
+def _app_split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     """:func:`parsers.appfast.split` of ``lines``, in parts of whole files on threads when they are many."""
     k = parallelism(lines.height // APP_PART_ROWS)
     parts = _file_slices(lines, -(-lines.height // k)) if k > 1 else [(0, lines.height)]
     if len(parts) == 1:
-        return appfast.split(lines, whole_only)
+        return appfast.split(lines)
     with ThreadPoolExecutor(max_workers=k) as pool:
-        got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0]), whole_only), parts))
+        got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0])), parts))
     if all(g is None for g in got):
         return None
     mask = pl.concat(
@@ -602,6 +602,11 @@ def _merge_app(gen: pl.DataFrame, app_rows: pl.DataFrame, cols: list[str]) -> pl
     return _interleave(gen, app_rows, names).rechunk()
 
 
+#: Runs of fast-path rows above which :func:`_interleave` sorts instead of slicing: a slice and its share of
+#: the concatenation cost ~50 us (a sort of the 400k-line app job's rows ~0.3 s).
+_INTERLEAVE_MAX_RUNS = 4096
+
+
 def _interleave(part: pl.DataFrame, app_rows: pl.DataFrame, names: list[str]) -> pl.DataFrame:
     """``part`` and ``app_rows`` (both in ``_pos`` order, no ``_pos`` in both) as one frame in ``_pos`` order,
     with columns ``names``: slices of the two put one after the other, no gather (a sort of the merged slice
@@ -614,11 +619,14 @@ def _interleave(part: pl.DataFrame, app_rows: pl.DataFrame, names: list[str]) ->
         )
 
     part, app_rows = full(part), full(app_rows)
-    apos = app_rows["_pos"].cast(pl.Int64)
-    starts = (apos.diff().fill_null(0) != 1).arg_true().to_list() if apos.len() > 1 else [0]
-    if not starts or starts[0] != 0:
-        starts = [0, *starts]
-    at = part["_pos"].cast(pl.Int64).search_sorted(apos.gather(starts), side="left").to_list()
+    # Each fast-path row's place among the generic rows; a run of rows with one place goes in as one slice
+    # (the rows of an app line's neighbours on the COLL fast path are in neither part, so runs are not runs
+    # of ``_pos``: 15k one-row runs on the 16-rank COLL job would cost 1.6 s of slicing).
+    place = part["_pos"].cast(pl.Int64).search_sorted(app_rows["_pos"].cast(pl.Int64), side="left")
+    starts = (place.diff().fill_null(1) != 0).arg_true().to_list()
+    if len(starts) > _INTERLEAVE_MAX_RUNS:  # lines of the two kinds alternate throughout: one sort
+        return pl.concat([part, app_rows], how="vertical_relaxed").sort("_pos", maintain_order=True)
+    at = place.gather(starts).to_list()
     pieces, done = [], 0
     for k, s in enumerate(starts):
         e = starts[k + 1] if k + 1 < len(starts) else app_rows.height
@@ -696,11 +704,7 @@ def parse_lines_split(
     comm_pg: dict[str, str] = {}
     cols = None if keep is None else [*keep, "_pos"]
     report = coll.ON_ROWS.get()
-    app_split = (
-        _app_split(lines, fast_df["path"].unique() if fast_df.height else None)
-        if APP_FAST and cols is not None
-        else None
-    )
+    app_split = _app_split(lines) if APP_FAST and cols is not None else None
     if app_split is not None and cols is not None:
         # Application lines (:mod:`parsers.appfast`: whole files, and the lines of mixed files away from what
         # else they hold) leave the generic lines before they are sliced: fewer slices, each with its fixed

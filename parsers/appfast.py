@@ -205,13 +205,15 @@ CONTEXT_LINES = 2
 
 @lru_cache(maxsize=1)
 def _file_gate() -> str:
-    """One regex for the lines that keep a whole mixed file on the generic path: Ray's worker prefix and its
-    marker `` pid=`` (``ray.worker_ranks`` maps pids to ranks per file), and Paddle's launcher prefixes
-    (``paddle.console_streams`` gives every unprefixed line of such a file a local rank)."""
+    """One regex for the lines that keep a whole mixed file on the generic path: Ray's worker prefix, its tag
+    ``(<Actor> pid=P)`` anywhere in a line (behind another prefix) and the controller's ``pid=P) world_rank=R``
+    (``ray.worker_ranks`` maps pids to ranks per file), and Paddle's launcher prefixes
+    (``paddle.console_streams`` gives every unprefixed line of such a file a local rank). A ``pid=`` of a
+    ``key=value`` message (``starting worker pid=40047``) keeps nothing whole."""
     from parsers import paddle
 
     heads = [p.pattern for p in (ray.PREFIX, *paddle.PREFIXES)]
-    return "|".join([_gate_of(tuple(heads)), " pid="])
+    return "|".join([_gate_of(tuple(heads)), re.sub(r"\(\?P<\w+>", "(?:", ray.TAG), ray.WORKER_MAP])
 
 
 @lru_cache(maxsize=1)
@@ -230,7 +232,7 @@ if not _BAR_LITERAL or not _BAR_PATTERN:
     raise AssertionError("parsers.app.BAR needs a literal and a pattern: parsers.appfast builds its rows")
 
 
-def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
+def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
     columns) that take the fast path, and for those rows (in order) the columns of :data:`CAPS`: the prefix's
     captures (``sev_word``, and the others where not null on every row), ``rest`` (the message) and ``bare``
@@ -243,9 +245,15 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
     where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file where some lines do not (a
     traceback at the end of a stdout log, a watchdog error after a run of progress bars), the qualifying lines
     farther than :data:`CONTEXT_LINES` from every line that does not take it, unless the file holds a line of
-    :func:`_file_gate`, its path is in ``whole_only`` (files with NCCL COLL fast-path lines, which the generic
-    path may take back between its lines), or the generic path could find a hard-wrapped line in it or in the
-    lines it keeps (:func:`_maybe_wraps`)."""
+    :func:`_file_gate` or the generic path could find a hard-wrapped line in it or in the lines it keeps
+    (:func:`_maybe_wraps`).
+
+    In a file with NCCL COLL fast-path lines (``parsers.fast_split``), ``lines`` lacks those, and distances are
+    counted without them. The generic path takes them back into a file whose lines hold a record candidate
+    (``parsers._parse_slice``), where each ends the record before it: a chain of rows ends no later than
+    without them, so the lines farther than :data:`CONTEXT_LINES` from every line that does not qualify are
+    read by none; and such a file has no line where a hard wrap could be found (``fast_split`` keeps a file
+    with one whole on the generic path)."""
     import parsers
 
     if lines.height == 0 or not {"raw", "body", "path", "line_count"} <= set(lines.columns):
@@ -272,7 +280,7 @@ def split(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> tuple[pl.
     mixed = path.filter(~qual_mask).unique()
     if mixed.len():
         mixed = mixed.filter(mixed.is_in(path.gather(qual).unique().implode()))
-        take = _mixed_rows(lines, qual_mask, mixed, whole_only)
+        take = _mixed_rows(lines, qual_mask, mixed)
     # A file of qualifying lines only, some that do not start like a log line (no prefix, or an application
     # prefix outside ``parsers._KNOWN_START``): those may be hard wraps (see _maybe_wraps).
     unknown = pre[0].filter(~raw.gather(pre[0]).str.contains(parsers._KNOWN_START))
@@ -381,16 +389,12 @@ def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFram
     return at.filter(ok), _caps(rest.len(), rest=rest, bare=pl.repeat(True, rest.len(), eager=True))
 
 
-def _mixed_rows(
-    lines: pl.DataFrame, qual: pl.Series, mixed: pl.Series, whole_only: pl.Series | None
-) -> pl.Series:
+def _mixed_rows(lines: pl.DataFrame, qual: pl.Series, mixed: pl.Series) -> pl.Series:
     """``qual`` (the qualifying lines) where their file qualifies whole, or is one of the ``mixed`` files
     (paths) that may be split and the line lies farther than :data:`CONTEXT_LINES` from every line that does
     not qualify (see :func:`split`); False elsewhere."""
     path = lines["path"]
     take = qual & ~path.is_in(mixed.implode())
-    if whole_only is not None and whole_only.len():
-        mixed = mixed.filter(~mixed.is_in(whole_only.implode()))
     if mixed.len() == 0:
         return take
     in_mixed = path.is_in(mixed.implode())

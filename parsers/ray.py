@@ -26,10 +26,11 @@ from parsers.rules import Prefix, Rule, strip_prefix
 SRC = "Ray 2.60.0 ({})"
 
 _ANSI = r"(?:\x1b\[[\d;]*m)?"
+#: Ray's worker tag ``(<Actor> pid=<pid>[, ip=<ip>])``, which :data:`PREFIX` strips at the start of a line.
+TAG = r"\((?:(?P<ray_actor>[A-Za-z_][\w.]*) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[^)\s]+))?\)"
 PREFIX = Prefix(
     "ray_worker",
-    rf"^{_ANSI}\((?:(?P<ray_actor>[A-Za-z_][\w.]*) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[^)\s]+))?\){_ANSI} "
-    r"(?P<rest>.*)$",
+    rf"^{_ANSI}{TAG}{_ANSI} (?P<rest>.*)$",
     source=SRC.format("ray/_private/worker.py print_worker_logs, Ray 1.x – 2.60"),
     example="\x1b[36m(RayTrainWorker pid=28306)\x1b[0m Error in training function:",
 )
@@ -88,7 +89,7 @@ def dead_snippets(df: pl.DataFrame) -> pl.Series:
     return df.select((msg.str.contains(_SNIPPET) & nxt.str.contains(_DIED)).alias("d"))["d"]
 
 
-_MAP = r"pid=(\d+)\) world_rank=(\d+),"
+WORKER_MAP = r"pid=(\d+)\) world_rank=(\d+),"
 _PG = r"^Setting up process group for: \S+ \[rank=(\d+), world_size=\d+\]"
 
 
@@ -112,7 +113,7 @@ def worker_ranks(df: pl.DataFrame) -> pl.DataFrame:
     if "pfx_ray_worker" not in df.columns or not df["pfx_ray_worker"].any():
         return df
     body = pl.col("body")
-    m = body.str.extract_groups(_MAP)
+    m = body.str.extract_groups(WORKER_MAP)
     by_ctrl = df.select(
         pl.col("path"),
         m.struct.field("1").cast(pl.Int64, strict=False).alias("p"),

@@ -60,6 +60,11 @@ def _both(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl
 
 
 _ASC = "2026-11-29 22:00:{s:02d},{ms:03d} {lvl} "
+#: An NCCL COLL line of the COLL fast path's shape (``parsers.coll``), opCount ``n``.
+_COLL = (
+    "node-a:11:11 [0] NCCL INFO AllReduce: opCount {n:x} sendbuff 0x7f3b52000000 recvbuff 0x7f3b52000000 "
+    "count 1024 datatype 7 op 0 root 0 comm 0x5a1 [nranks=2] stream 0x5b2"
+)
 
 
 def _asc(i: int, msg: str, lvl: str = "INFO") -> str:
@@ -113,7 +118,7 @@ def test_fast_path_equals_generic_on_generated_app_job(
     # Both ranks' stdout files and the two clean files and hf.log took the fast path whole. Of the other mixed files
     # (6 asctime lines, the odd lines, 6 asctime lines), those that may be split gave the asctime lines more
     # than two lines from every odd line: 4 + 4 each, and indented.log (its header is an asctime line) 5 + 4.
-    # raypid (`` pid=``) stays whole; so do tee and plain: each has a line after one as long as the file's
+    # raypid (a Ray worker tag behind the prefix) stays whole; so do tee and plain: each has a line after one as long as the file's
     # longest lines, all of one length, that may be a hard wrap (plain.log's is one).
     split = {"traceback", "tbprod", "bar", "exc", "spawn", "nccl", "glued", "lead"}
     # Rank 0's stderr (bars and warnings, a watchdog error at its end): all but its last three lines. Rank 1's
@@ -164,9 +169,9 @@ def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.M
     calls: list[int] = []
     real = appfast.split
 
-    def spy(lines: pl.DataFrame, whole_only: pl.Series | None = None) -> object:
+    def spy(lines: pl.DataFrame) -> object:
         calls.append(lines.height)
-        return real(lines, whole_only)
+        return real(lines)
 
     monkeypatch.setattr(appfast, "split", spy)
     monkeypatch.setattr(parsers, "APP_PART_ROWS", 1500)
@@ -180,6 +185,19 @@ def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.M
     assert_frame_equal(parts, slow)
     assert_frame_equal(parts, whole)
     assert n_parts == n_whole
+
+
+def test_fast_path_rows_merged_by_a_sort_equal_generic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the fast-path rows come in more runs between generic rows than ``parsers._INTERLEAVE_MAX_RUNS``,
+    the two parts are merged by one sort: the same rows."""
+    generate_app(tmp_path / "job", ranks=2, lines=3000, seed=5)
+    _mixed(tmp_path / "job")
+    monkeypatch.setattr(parsers, "_INTERLEAVE_MAX_RUNS", 1)
+    fast, slow, n_fast = _both(tmp_path / "job", monkeypatch)
+    assert_frame_equal(fast, slow)
+    assert n_fast > 0
 
 
 def test_fast_path_equals_generic_on_asctime_only_job(
@@ -345,6 +363,10 @@ _BLOCKS = [
     ["{'loss': 2.3456, 'epoch': 0.01}", "{", "  'a': 1", "}", "{ "],
     ["", ""],
     ["node-a:11:11 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE"],
+    # NCCL COLL lines (their own fast path, in a file all of whose lines start like log lines)
+    [_COLL.format(n=1)],
+    [_COLL.format(n=2), _COLL.format(n=3)],
+    ["RuntimeError: boom", _COLL.format(n=4)],
     [
         "E1129 23:08:36.778382 77 ProcessGroupNCCL.cpp:2901] [PG 0 Rank 1] Watchdog caught collective operation timeout"
     ],
@@ -430,6 +452,30 @@ def test_a_mixed_file_keeps_two_lines_around_what_does_not_qualify() -> None:
     assert caps.filter(pl.col("bare"))["rest"].to_list() == ["plain text line"]
     rows = parsers.parse_lines(frame, keep=list(PARSE_KEEP))
     assert rows.filter(pl.col("path") == "f3.log")["line_count"].to_list()[-2:] == [1, 2]  # the wrap
+
+
+def test_files_with_coll_lines_are_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank's stdout whose asctime lines come between NCCL COLL lines is split as any mixed file, its
+    distances counted without the COLL lines (which take their own fast path), also where the generic path
+    takes the COLL lines back into its lines (a record candidate in the file: an exception line, a traceback
+    logged through ``logging``)."""
+    init = ["node-a:11:11 [0] NCCL INFO comm 0x5a1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE"]
+    body = [x for i in range(10) for x in (_asc(i, f"[trainer] rank=0 step={i} loss=1.5"), _COLL.format(n=i))]
+    odd = {
+        "exc": "RuntimeError: boom",
+        "tbasc": _asc(7, "Traceback (most recent call last):", "ERROR"),
+        "excasc": _asc(7, "RuntimeError: CUDA error: an illegal memory access was encountered", "ERROR"),
+    }
+    (tmp_path / "plain.log").write_text("\n".join(init + body) + "\n")
+    for name, line in odd.items():
+        (tmp_path / f"{name}.log").write_text("\n".join([*init, *body[:10], line, *body[10:]]) + "\n")
+    fast, slow, n_fast = _both(tmp_path, monkeypatch)
+    assert_frame_equal(fast, slow)
+    assert fast.filter(pl.col("kind") == "nccl_coll").height == 40
+    # Without the COLL lines, plain.log is the Init line then 10 asctime lines: those 3 or more lines past it,
+    # 8. Each other file: the Init line, 5 asctime lines, the odd line, 5 asctime lines: the 3rd asctime line
+    # (3 lines from both) and the last three, 4.
+    assert n_fast == 8 + 3 * 4
 
 
 def test_files_of_one_kind_of_line() -> None:
