@@ -481,13 +481,19 @@ def fast_split(df: pl.DataFrame, on_rows: Callable[[int], None] | None = None) -
 #: 256-rank bench, ``rankscope diagnose DIR`` (254k such lines, 2 cores, 3 rounds): 8.76 s at 0.91x the input
 #: with 50k rows, against 8.39 s at 0.98x with 100k.
 GENERIC_CHUNK_ROWS = 50_000
+#: A slice of generic-path lines ends only where at least this share of ``GENERIC_CHUNK_ROWS`` lines follows, so
+#: the last one is not a few lines: a slice costs ~0.15 s of CPU whatever its size (every prefix and rule pass,
+#: their regexes compiled again: polars keeps 32 per thread). 400k-line app job: a last slice of 3 lines (one
+#: file) took 0.16 s.
+GENERIC_LEAST_SHARE = 0.1
 
 
-def _file_slices(df: pl.DataFrame, rows: int, ramp: int = 0) -> list[tuple[int, int]]:
+def _file_slices(df: pl.DataFrame, rows: int, ramp: int = 0, least: int = 0) -> list[tuple[int, int]]:
     """``[(start, end)]`` row ranges of ``df`` that cover it in order, each of whole files and about
     ``rows`` rows (one range when the rows of some file are not contiguous). ``ramp``: the first ``ramp``
     ranges aim at ``rows / 2**ramp``, ``rows / 2**(ramp-1)``, … rows, so the first report of a parse in
-    slices comes early."""
+    slices comes early. ``least``: a range ends only where at least that many rows follow (the rest of a
+    parse is not left to a slice of a few rows, which costs what a slice costs)."""
     if df.height <= rows >> ramp:
         return [(0, df.height)]
     path = df["path"]
@@ -497,7 +503,7 @@ def _file_slices(df: pl.DataFrame, rows: int, ramp: int = 0) -> list[tuple[int, 
     out: list[tuple[int, int]] = []
     a = 0
     for i in starts[1:]:
-        if i - a >= max(1, rows >> max(0, ramp - len(out))):
+        if i - a >= max(1, rows >> max(0, ramp - len(out))) and df.height - i >= least:
             out.append((a, i))
             a = i
     out.append((a, df.height))
@@ -717,7 +723,9 @@ def parse_lines_split(
             return app_out, None if fast_out is None else fast_out.select(
                 [c for c in cols if c in fast_out.columns]
             )
-    slices = _file_slices(lines, GENERIC_CHUNK_ROWS, ramp=2)
+    slices = _file_slices(
+        lines, GENERIC_CHUNK_ROWS, ramp=2, least=int(GENERIC_CHUNK_ROWS * GENERIC_LEAST_SHARE)
+    )
     back_paths = []
     # The slices are parsed on a thread each (``rules.parallelism``; each polars call runs on one core
     # and releases the GIL), reported as each ends and taken in order, so the result is that of one slice

@@ -327,3 +327,6 @@ def test_file_slices_keep_a_file_whole_and_cover_all_rows() -> None:
     assert parsers._file_slices(df, 4, ramp=2) == [(0, 2), (2, 6), (6, 11)]
     assert parsers._file_slices(df, 4) == [(0, 6), (6, 11)]
     assert parsers._file_slices(df, 40, ramp=2) == [(0, 11)]
+    # With ``least`` a range ends only where that many rows follow: at 6, no last slice of d e (5 rows).
+    assert parsers._file_slices(df, 4, ramp=2, least=6) == [(0, 2), (2, 11)]
+    assert parsers._file_slices(df, 4, ramp=2, least=5) == [(0, 2), (2, 6), (6, 11)]
