@@ -625,9 +625,9 @@ def _interleave(part: pl.DataFrame, app_rows: pl.DataFrame, names: list[str]) ->
         )
 
     part, app_rows = full(part), full(app_rows)
-    # Each fast-path row's place among the generic rows; a run of rows with one place goes in as one slice
-    # (the rows of an app line's neighbours on the COLL fast path are in neither part, so runs are not runs
-    # of ``_pos``: 15k one-row runs on the 16-rank COLL job would cost 1.6 s of slicing).
+    # Each fast-path row's place among the generic rows; the rows with one place go in as one slice. Runs of
+    # consecutive ``_pos`` would be too short: the NCCL COLL rows between a file's asctime lines are in neither
+    # part (15k one-row runs on the 16-rank COLL job, 1.6 s of slicing).
     place = part["_pos"].cast(pl.Int64).search_sorted(app_rows["_pos"].cast(pl.Int64), side="left")
     starts = (place.diff().fill_null(1) != 0).arg_true().to_list()
     if len(starts) > _INTERLEAVE_MAX_RUNS:  # lines of the two kinds alternate throughout: one sort

@@ -118,8 +118,8 @@ def test_fast_path_equals_generic_on_generated_app_job(
     # Both ranks' stdout files and the two clean files and hf.log took the fast path whole. Of the other mixed files
     # (6 asctime lines, the odd lines, 6 asctime lines), those that may be split gave the asctime lines more
     # than two lines from every odd line: 4 + 4 each, and indented.log (its header is an asctime line) 5 + 4.
-    # raypid (a Ray worker tag behind the prefix) stays whole; so do tee and plain: each has a line after one as long as the file's
-    # longest lines, all of one length, that may be a hard wrap (plain.log's is one).
+    # raypid (a Ray worker tag behind the prefix) stays whole; so do tee and plain: each has a line after one as
+    # long as the file's longest lines, all of one length, that may be a hard wrap (plain.log's is one).
     split = {"traceback", "tbprod", "bar", "exc", "spawn", "nccl", "glued", "lead"}
     # Rank 0's stderr (bars and warnings, a watchdog error at its end): all but its last three lines. Rank 1's
     # none: its warnings, all of one length, are its longest lines, so the generic path takes the bar after
