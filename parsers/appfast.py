@@ -212,8 +212,8 @@ def _file_gate() -> str:
     ``key=value`` message (``starting worker pid=40047``) keeps nothing whole."""
     from parsers import paddle
 
-    heads = [p.pattern for p in (ray.PREFIX, *paddle.PREFIXES)]
-    return "|".join([_gate_of(tuple(heads)), re.sub(r"\(\?P<\w+>", "(?:", ray.TAG), ray.WORKER_MAP])
+    # Ray's tag anywhere covers its prefix, which is the tag at the start of a line.
+    return "|".join([_gate_of((ray.TAG, *(p.pattern for p in paddle.PREFIXES))), ray.WORKER_MAP])
 
 
 @lru_cache(maxsize=1)
