@@ -39,7 +39,7 @@ traceback, a stderr log of bars that ends in a watchdog error), the qualifying l
 :data:`CONTEXT_LINES` lines away from all of those take it (:func:`split`): no helper reads farther than that
 from a row, and every chain of rows those helpers follow runs through lines that do not qualify and stops at
 the first that does (kept). The decisions made from all the lines of a file are kept off by :func:`_file_gate`
-(Ray, Paddle) and :func:`_maybe_wraps` (hard wraps: a file where the generic path could find one, in all its
+(Ray, Paddle, the transport prefixes stripped by their share of a file's lines) and :func:`_maybe_wraps` (hard wraps: a file where the generic path could find one, in all its
 lines or in those it keeps, stays whole). Leaving these lines out of the generic lines changes no decision
 about the others (the slice-wide ones, the tee roles of glued lines and the Ray worker prefix, are kept off by
 :func:`_raw_gate`). ``parsers.parse_lines_split`` takes these lines out before it slices the generic lines and
@@ -207,13 +207,40 @@ CONTEXT_LINES = 2
 def _file_gate() -> str:
     """One regex for the lines that keep a whole mixed file on the generic path: Ray's worker prefix, its tag
     ``(<Actor> pid=P)`` anywhere in a line (behind another prefix) and the controller's ``pid=P) world_rank=R``
-    (``ray.worker_ranks`` maps pids to ranks per file), and Paddle's launcher prefixes
-    (``paddle.console_streams`` gives every unprefixed line of such a file a local rank). A ``pid=`` of a
-    ``key=value`` message (``starting worker pid=40047``) keeps nothing whole."""
+    (``ray.worker_ranks`` maps pids to ranks per file), Paddle's launcher prefixes
+    (``paddle.console_streams`` gives every unprefixed line of such a file a local rank), and the transport
+    prefixes stripped by their share of a file's lines (:func:`_share_gate`). A ``pid=`` of a ``key=value``
+    message (``starting worker pid=40047``) keeps nothing whole."""
     from parsers import paddle
 
     # Ray's tag anywhere covers its prefix, which is the tag at the start of a line.
-    return "|".join([_gate_of((ray.TAG, *(p.pattern for p in paddle.PREFIXES))), ray.WORKER_MAP])
+    return "|".join(
+        [_gate_of((ray.TAG, *(p.pattern for p in paddle.PREFIXES))), ray.WORKER_MAP, _share_gate()]
+    )
+
+
+def _lead_of(prefix: Prefix) -> str:
+    """``prefix``'s pattern as a part of a longer one: no ``^``, no message group (a ``.+`` message as one
+    character), its groups unnamed."""
+    pat = prefix.pattern
+    for tail, rest in (("(?P<rest>.*)$", ""), ("(?P<rest>.+)$", ".")):
+        if pat.startswith("^") and pat.endswith(tail):
+            return re.sub(r"\(\?P<\w+>", "(?:", pat[1 : -len(tail)]) + rest
+    raise AssertionError(f"application fast path: transport prefix {prefix.name} changed shape")
+
+
+@lru_cache(maxsize=1)
+def _share_gate() -> str:
+    """One regex for the lines of the transport prefixes ``parsers.transport.strip_transport`` strips only in a
+    file where enough of its lines (its generic-path lines) hold one: Slurm's ``srun --label`` and pdsh's host
+    (half of them) and the tee's ``[<rank>]:`` (30%), behind any of the prefixes stripped before them (kubectl's
+    stamp and pod, Open MPI's tag). Taking lines out of such a file would raise that share: ``0: hello`` in a
+    file of asctime lines would lose its label."""
+    before = "".join(
+        f"(?:{_lead_of(p)})?" for p in (transport.KUBECTL_TS, transport.KUBECTL_POD, transport.MPI_TAG)
+    )
+    srun, pdsh = _lead_of(transport.SRUN_LABEL), _lead_of(transport.PDSH_HOST)
+    return f"^{before}(?:{srun})?(?:{pdsh})?(?:{srun}|{pdsh}|{_lead_of(transport.TEE_RANK)})"
 
 
 @lru_cache(maxsize=1)

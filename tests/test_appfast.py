@@ -375,6 +375,10 @@ _BLOCKS = [
     [_asc(1, "a" * 60), _asc(2, "b" * 60), _asc(3, "c" * 60), "the wrapped tail of the line above"],
     ["w" * 90, "v" * 90, "u" * 90, "continued", "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"],
     ["[default0]:" + "t" * 80, "[default1]:" + "t" * 80, "[default0]:" + "t" * 80, "tail "],
+    # transport prefixes stripped by their share of a file's lines (which keep their file whole)
+    ["0: hello world", "1: srun task says hi"],
+    ["node-a7: hello"],
+    ["[13]: x", "[14]: y"],
 ]
 #: ... and those that keep their file whole (lines that do not start like a log line, a transport prefix).
 _WHOLE = [
@@ -476,6 +480,26 @@ def test_files_with_coll_lines_are_split(tmp_path: Path, monkeypatch: pytest.Mon
     # 8. Each other file: the Init line, 5 asctime lines, the odd line, 5 asctime lines: the 3rd asctime line
     # (3 lines from both) and the last three, 4.
     assert n_fast == 8 + 3 * 4
+
+
+def test_lines_of_transport_prefixes_kept_by_share_keep_their_file_whole() -> None:
+    """Slurm's ``srun --label``, pdsh's host and the tee's ``[<rank>]:`` are stripped only in a file where enough
+    of the generic path's lines hold one (half of them; 30% for ``[<rank>]:``). Two such lines after ten asctime
+    lines are 2 of 12 there: taking the asctime lines away from them (all but the last two) would make them 2 of
+    4, and they would lose their text to a label. Such a file stays whole, also behind kubectl's stamp."""
+    asc = [_asc(i, f"[trainer] rank=0 step={i}") for i in range(10)]
+    tails = (
+        ["0: hello world", "1: srun task says hi"],
+        ["node-a7: hello", "node-b7: hi"],
+        ["[13]: x", "[14]: y"],
+        ["2024-11-29T22:58:55.104211337Z 0: hello", "2024-11-29T22:58:55.104211337Z 1: hi"],
+    )
+    for tail in tails:
+        got = _compare(_frame([[*asc, *tail], asc]))
+        assert got is not None
+        assert got[0].to_list() == [False] * 12 + [True] * 10
+    # one such line keeps its file whole too
+    assert _compare(_frame([[*asc, "RuntimeError: boom", "0: hello"]])) is None
 
 
 def test_files_of_one_kind_of_line() -> None:
