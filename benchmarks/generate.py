@@ -481,28 +481,60 @@ def _app_rank_lines(
     return so, se
 
 
+def _interleave_lines(streams: list[list[str]]) -> list[str]:
+    """The lines of ``streams`` as one console prints them: each stream's lines in order, the streams merged by
+    the share of each already printed (ties to the lower stream)."""
+    keyed = [
+        (i / max(1, len(lines)), k, i, line)
+        for k, lines in enumerate(streams)
+        for i, line in enumerate(lines)
+    ]
+    return [line for *_, line in sorted(keyed)]
+
+
 def generate_app(
-    out: str | Path, ranks: int = 16, lines: int = 20000, seed: int = 0, fmt: str = "asctime"
+    out: str | Path,
+    ranks: int = 16,
+    lines: int = 20000,
+    seed: int = 0,
+    fmt: str = "asctime",
+    tee: bool = False,
 ) -> dict[str, object]:
     """An application-heavy job (see :func:`_app_rank_lines`; ``fmt`` its logging format, :data:`LOG_FORMATS`)
     in the plain torchrun ``--log-dir`` layout of one node, not the generator's node folders:
-    ``out/attempt_0/<rank>/{stdout,stderr}.log``."""
+    ``out/attempt_0/<rank>/{stdout,stderr}.log``. ``tee``: instead, each node's console as ``torchrun --tee 3``
+    prints it, ``out/node-<K>/console.log``: the lines of its ranks (:data:`RANKS_PER_NODE` a node, stdout and
+    stderr merged) behind the tee's ``[default<local rank>]:`` prefix (``TailLog``, torch 1.9 - 2.13),
+    interleaved."""
     if fmt not in LOG_FORMATS:
         raise ValueError(f"unknown log format {fmt!r}; one of {', '.join(LOG_FORMATS)}")
     out = Path(out)
     rng = random.Random(seed)
     culprit = rng.randrange(ranks)
     total_bytes = n_lines = files = 0
+    consoles: dict[int, list[list[str]]] = {}
     for r in range(ranks):
         so, se = _app_rank_lines(r, ranks, lines, culprit, rng, fmt)
+        if tee:
+            lr = r % RANKS_PER_NODE
+            consoles.setdefault(r // RANKS_PER_NODE, []).append(
+                [f"[default{lr}]:{x}" for x in _interleave_lines([so, se])]
+            )
+            continue
         d = out / "attempt_0" / str(r)
         d.mkdir(parents=True, exist_ok=True)
         b, n, f = _write_bodies([(d / "stdout.log", so), (d / "stderr.log", se)])
+        total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
+    for node, streams in consoles.items():
+        d = out / f"node-{node}"
+        d.mkdir(parents=True, exist_ok=True)
+        b, n, f = _write_bodies([(d / "console.log", _interleave_lines(streams))])
         total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
     return {
         "dir": str(out),
         "shape": "app",
         "log_format": fmt,
+        "tee": tee,
         "ranks": ranks,
         "culprit": culprit,
         "files": files,
@@ -617,13 +649,18 @@ def main(argv: list[str] | None = None) -> int:
         default="asctime",
         help="--shape app: the format of the Python logging lines (asctime, HF example scripts, DeepSpeed, Hydra)",
     )
+    ap.add_argument(
+        "--tee",
+        action="store_true",
+        help="--shape app: each node's console as torchrun --tee 3 prints it (node-K/console.log, [defaultN]: lines)",
+    )
     a = ap.parse_args(argv)
     if a.shape == "files":
         info = generate_many_files(a.out, a.files, a.layout, a.seed)
     elif a.shape == "ranks":
         info = generate_many_ranks(a.out, a.ranks, a.seed, a.faults)
     elif a.shape == "app":
-        info = generate_app(a.out, a.ranks, a.lines, a.seed, a.log_format)
+        info = generate_app(a.out, a.ranks, a.lines, a.seed, a.log_format, a.tee)
     else:
         info = generate(a.out, a.ranks, a.lines, a.seed)
     json.dump(info, sys.stdout)

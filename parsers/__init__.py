@@ -549,8 +549,11 @@ def _app_split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     parts = _file_slices(lines, -(-lines.height // k)) if k > 1 else [(0, lines.height)]
     if len(parts) == 1:
         return appfast.split(lines)
+    inside = appfast.tee_inside(
+        lines["raw"]
+    )  # decided for all the lines: a generic slice holds any part's files
     with ThreadPoolExecutor(max_workers=k) as pool:
-        got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0])), parts))
+        got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0]), inside), parts))
     if all(g is None for g in got):
         return None
     mask = pl.concat(
@@ -650,6 +653,7 @@ def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[s
     not silently)."""
     probe = [
         "2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
+        "[default3]:2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
         "2026-01-02 03:04:05.678 - WARNING - data loader slow, world size: 4",
         "2026-01-02T03:04:05 ERROR [x] rank 2 failed",
         "2026-01-02 03:04:05 plain message",

@@ -28,23 +28,27 @@ one; for both :func:`parsers.c10d.stated_ranks`' columns.
 A line takes this path when it qualifies: it is one physical line (``raw == body``, no newline, ``line_count``
 1, no ``layer`` of its own); it starts with an application prefix and matches no earlier producer prefix, and
 its message matches no later one (``rules.strip_prefixes`` would strip it again), or it matches no producer
-prefix at all and is not blank; it has no transport / tee / Ray worker prefix and no record start inside the
-line (:func:`_raw_gate`, :func:`_app_heads`); and its message holds no literal of any rule (a line without
-a prefix may hold tqdm's) and no marker of a helper that reads across rows or adds columns
-(:data:`MESSAGE_MARKERS`). A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are
+prefix at all and is not blank; it has no transport or Ray worker prefix and no record start inside the line
+(:func:`_raw_gate`, :func:`_app_heads`); and its message holds no literal of any rule (a line without a prefix
+may hold tqdm's) and no marker of a helper that reads across rows or adds columns (:data:`MESSAGE_MARKERS`).
+A line behind torchrun's tee prefix (``[default3]:``) qualifies as the text behind it would, and its row gets
+the tee's ``tee_local_rank`` (:data:`_TEE_HEAD`), unless a line of the parse holds a tee prefix glued to other
+text (:data:`_TEE_INSIDE`). A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are
 already apart) qualify takes it whole: several helpers read across the rows of a file (record grouping, spawn
 blocks, snippets, banners, stall lists, root causes, stack dumps, RAS JSON documents), and such a file gives
 none of them anything to act on. In a file where some lines do not qualify (a stdout log that ends in a
 traceback, a stderr log of bars that ends in a watchdog error), the qualifying lines more than
-:data:`CONTEXT_LINES` lines away from all of those take it (:func:`split`): no helper reads farther than that
-from a row, and every chain of rows those helpers follow runs through lines that do not qualify and stops at
-the first that does (kept). The decisions made from all the lines of a file are kept off by :func:`_file_gate`
-(Ray, Paddle, the transport prefixes stripped by their share of a file's lines) and :func:`_maybe_wraps` (hard wraps: a file where the generic path could find one, in all its
-lines or in those it keeps, stays whole). Leaving these lines out of the generic lines changes no decision
+:data:`CONTEXT_LINES` lines away from all of those, in the file and in their stream (:func:`_near`), take it
+(:func:`split`): no helper reads farther than that from a row, and every chain of rows those helpers follow
+runs through lines that do not qualify and stops at the first that does (kept). The decisions made from all the
+lines of a file are kept off by :func:`_file_gate` (Ray, Paddle, the transport prefixes stripped by their share
+of a file's lines) and :func:`_maybe_wraps` (hard wraps: a file where the generic path could find one, in all
+its lines or in those it keeps, stays whole). Leaving these lines out of the generic lines changes no decision
 about the others (the slice-wide ones, the tee roles of glued lines and the Ray worker prefix, are kept off by
-:func:`_raw_gate`). ``parsers.parse_lines_split`` takes these lines out before it slices the generic lines and
-merges their rows back in ``_pos`` order. ``tests/test_appfast.py`` checks the rows against the generic path's
-on every corpus case, on generated jobs and on drawn files, whole and mixed.
+:func:`_raw_gate` and :data:`_TEE_INSIDE`). ``parsers.parse_lines_split`` takes these lines out before it slices
+the generic lines and merges their rows back in ``_pos`` order. ``tests/test_appfast.py`` checks the rows
+against the generic path's on every corpus case, on generated jobs (a tee'd console among them) and on drawn
+files, whole and mixed.
 """
 
 from __future__ import annotations
@@ -152,6 +156,7 @@ CAPS: dict[str, pl.DataType] = {
     "sev_word": pl.String(),
     "rest": pl.String(),
     "bare": pl.Boolean(),
+    "tee_local_rank": pl.Int32(),
 }
 
 
@@ -259,7 +264,56 @@ if not _BAR_LITERAL or not _BAR_PATTERN:
     raise AssertionError("parsers.app.BAR needs a literal and a pattern: parsers.appfast builds its rows")
 
 
-def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
+#: torchrun's tee prefix (``parsers.transport.TEE``'s head): ``[<role><local rank>]:``. A line behind one whose
+#: role does not start with ``rank`` (``[rank3]:`` may be c10d's excepthook; ``transport.strip_transport`` tells
+#: them apart) is tee'd whatever follows, and the generic path reads what follows as a line of its own: the row
+#: of a plain line, with the tee's ``tee_local_rank``. Such a line qualifies as that text would (the gates are
+#: tested on it), where no line holds a tee-like prefix glued to the text before it (:data:`_TEE_INSIDE`).
+_TEE_HEAD = _head_pattern(transport.TEE.pattern) or ""
+if not _TEE_HEAD.startswith("^") or set(re.compile(_TEE_HEAD).groupindex) != {"tee_role", "tee_local_rank"}:
+    raise AssertionError("parsers.transport.TEE changed: parsers.appfast reads its head")
+#: A line head of the tee's shape, ``[rank3]:`` included, and its number: the stream (``tee_local_rank``, or c10d's
+#: ``hook_rank``) a line is counted in when distances are counted per stream (:func:`_near`).
+_HEAD_NUMBER = r"^\[[A-Za-z_][A-Za-z_-]*?(\d+)\]:"
+#: A tee-like prefix glued to the text before it (``transport.split_glued_tee``'s cut, any role): the generic
+#: path splits such a line where the role is one seen at a line start in its slice of files. Where any line holds
+#: one, no tee'd line takes the fast path: the lines left would see fewer roles. (A record starting inside a line,
+#: ``transport.LEAD``, is split off whatever the other lines: such a line does not qualify, and :func:`_near`
+#: counts it in every stream.)
+_TEE_INSIDE = r"[^:\s]\[[A-Za-z_][A-Za-z_-]*?\d+\]:"
+
+
+def tee_inside(raw: pl.Series) -> bool:
+    """Whether a line of ``raw`` holds a tee-like prefix glued to the text before it (:data:`_TEE_INSIDE`): then
+    no tee'd line takes the fast path (:func:`split`'s ``tee_inside``, to be decided for all the lines of a
+    parse at once, as the generic path's slices hold files of any of its parts)."""
+    lead = raw.str.contains("[", literal=True)
+    return bool(lead.any() and raw.filter(lead.fill_null(False)).str.contains(_TEE_INSIDE).any())
+
+
+def _untee(lines: pl.DataFrame, one: pl.Series, inside: bool | None) -> tuple[pl.Series, pl.Series | None]:
+    """``(text, local rank)``: the lines' ``raw`` with torchrun's tee prefix cut off the ``one`` lines (single
+    physical lines) that are tee'd (:data:`_TEE_HEAD`, a role not starting with ``rank``), and the tee's local
+    rank of each line (Int32, null where none); ``(raw, None)`` where no line is, or where a line holds a
+    glued tee-like prefix (``inside``: :func:`tee_inside` of all the lines parsed; None: of ``lines``)."""
+    raw = lines["raw"]
+    cand = (one & raw.str.starts_with("[") & ~raw.str.starts_with("[rank")).fill_null(False)
+    if not cand.any():
+        return raw, None
+    at = cand.arg_true()
+    head = raw.gather(at).str.extract_groups(f"(?P<__all>{_TEE_HEAD})").struct.unnest()
+    ok = head["__all"].is_not_null()
+    if not ok.any() or (tee_inside(raw) if inside is None else inside):
+        return raw, None
+    at, head = at.filter(ok), head.filter(ok)
+    cut = pl.repeat(0, raw.len(), dtype=pl.UInt32, eager=True).scatter(at, head["__all"].str.len_chars())
+    lr = pl.repeat(None, raw.len(), dtype=pl.Int32, eager=True).scatter(
+        at, head["tee_local_rank"].cast(pl.Int32, strict=False)
+    )
+    return raw.str.slice(cut), lr
+
+
+def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
     columns) that take the fast path, and for those rows (in order) the columns of :data:`CAPS`: the prefix's
     captures (``sev_word``, and the others where not null on every row), ``rest`` (the message) and ``bare``
@@ -295,10 +349,12 @@ def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     path = lines["path"]
     if path.null_count() or not one.any():
         return None
-    stamped = raw.str.contains(_STAMP).fill_null(False)
-    asc = _asctime_lines(raw, one & stamped)
-    pre, headed = _prefixed_lines(raw, one & ~stamped)
-    bare = _bare_lines(raw, one & ~stamped & ~headed)
+    # a tee'd line qualifies as the text behind its prefix would (every gate reads that text)
+    text, tee_lr = _untee(lines, one, tee_inside)
+    stamped = text.str.contains(_STAMP).fill_null(False)
+    asc = _asctime_lines(text, one & stamped)
+    pre, headed = _prefixed_lines(text, one & ~stamped)
+    bare = _bare_lines(text, one & ~stamped & ~headed)
     qual = pl.concat([asc[0], pre[0], bare[0]]).sort()  # the rows of the three kinds (none of two), in order
     if qual.len() == 0:
         return None
@@ -323,6 +379,8 @@ def split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
         return None
     idx = pl.concat([asc[0], pre[0], bare[0]])
     caps = pl.concat([asc[1], pre[1], bare[1]])
+    if tee_lr is not None:
+        caps = caps.with_columns(tee_lr.gather(idx).alias("tee_local_rank"))
     caps = caps.with_columns(idx.alias("__at")).filter(take.gather(idx)).sort("__at").drop("__at")
     # A capture null on every row (``usts`` and ``logger`` in a job of asctime lines) is left out: 16 bytes a
     # row each while the rows are built (+18 MiB peak on the 400k-line app job). ``sev_word`` gives the
@@ -433,19 +491,48 @@ def _mixed_rows(lines: pl.DataFrame, qual: pl.Series, mixed: pl.Series) -> pl.Se
         return take
     at = in_mixed.arg_true()
     files = pl.DataFrame({"path": path.gather(at), "raw": lines["raw"].gather(at), "o": ~qual.gather(at)})
-    near = files.select(
-        pl.any_horizontal(
-            [
-                pl.col("o").shift(k).over("path").fill_null(False)
-                for k in range(-CONTEXT_LINES, CONTEXT_LINES + 1)
-            ]
-        )
-    ).to_series()
-    fast = qual.gather(at) & ~near
+    fast = qual.gather(at) & ~_near(files)
     unsure = _maybe_wraps(files, fast)
     if unsure.len():
         fast = fast & ~files["path"].is_in(unsure.implode())
     return take.scatter(at, fast)
+
+
+def _near(files: pl.DataFrame) -> pl.Series:
+    """Per line of ``files`` (``path``, ``raw``, ``o``: whole files in order, ``o`` the lines that do not qualify):
+    whether a line that does not qualify lies within :data:`CONTEXT_LINES` of it, in its file or in its stream.
+
+    A helper that reads a line's neighbours reads them in the file (Ray's snippets) or in the line's stream
+    (``python.group_records`` by ``parsers.STREAM_KEYS``: the tee's local rank, c10d's excepthook rank), where
+    the lines between two of a stream may be others' that qualify. A line's stream is counted as the number of
+    its tee-shaped head (:data:`_HEAD_NUMBER`, none for a line without one), together with every line that does
+    not qualify: that holds the lines of its real stream (a line that qualifies and has no head has no stream key
+    at all), and the lines it adds do not qualify, so a line near one that does not in its real stream is near
+    one here too. In a file without heads that is the file."""
+    k = CONTEXT_LINES
+    o, i = pl.col("o"), pl.col("__i")
+    near = files.select(
+        pl.any_horizontal([o.shift(d).over("path").fill_null(False) for d in range(-k, k + 1)])
+    ).to_series()
+    heads = files["raw"].str.extract(_HEAD_NUMBER, 1)
+    if heads.is_null().all():
+        return near
+    df = files.select("path", "o").with_row_index("__i").with_columns(i.cast(pl.Int64), heads.alias("__s"))
+    # The last and the next line that does not qualify, in the file (at a line that qualifies) ...
+    nq = pl.when(o).then(i)
+    df = df.with_columns(
+        nq.forward_fill().over("path").alias("__l"), nq.backward_fill().over("path").alias("__n")
+    )
+    # ... lie nearer in its stream than its k-th previous (next) line that qualifies there, or it has none.
+    qual = df.filter(~o).with_columns(
+        i.shift(k).over("path", "__s").fill_null(-1).alias("__b"),
+        i.shift(-k).over("path", "__s").fill_null(df.height).alias("__a"),
+    )
+    got = qual.select(
+        "__i",
+        ((pl.col("__l") > pl.col("__b")).fill_null(False) | (pl.col("__n") < pl.col("__a")).fill_null(False)),
+    ).to_series(1)
+    return near | pl.repeat(False, files.height, dtype=pl.Boolean, eager=True).scatter(qual["__i"], got)
 
 
 def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
@@ -458,18 +545,31 @@ def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
     either way, so taking the ``fast`` lines out changes no wrap decision."""
     import parsers
 
-    kept = files.filter(~fast)
     raw = pl.col("raw")
-    # the generic test reads the body, ``raw`` less its transport prefixes: a line with one may be plain
-    plain = (~raw.str.contains(parsers._KNOWN_START) & (raw.str.len_chars() > 0)) | raw.str.contains(
-        _xport_heads()
-    )
+    # the generic test reads the body, ``raw`` less its transport prefixes: a line with one may be plain, but
+    # for the tee's (a role not starting with ``rank``): such a line is tee'd, and a tee'd line is no wrap
+    plain = (
+        (~raw.str.contains(parsers._KNOWN_START) & (raw.str.len_chars() > 0))
+        | raw.str.contains(_xport_heads())
+    ) & ~(raw.str.contains(_TEE_HEAD) & ~raw.str.starts_with("[rank"))
+    # only a file where a line may be plain may hold a wrap (a tee'd console: none)
+    may = files.filter(files.select(plain).to_series())["path"].unique()
+    if may.len() == 0:
+        return may
+    if may.len() < files["path"].n_unique():
+        rows = files["path"].is_in(may.implode())
+        files, fast = files.filter(rows), fast.filter(rows)
+    kept = files.filter(~fast)
     wrap = plain & parsers.at_width()
+    # a line after one ending in a space, where the tee'd lines are half or more: in all the lines or in those
+    # left (tee'd lines may leave too)
     tee_like = raw.str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.Float64)
+    teeish = tee_like.mean().over("path") >= parsers.WRAP_TEE_SHARE
     bad = [
         files.filter(files.select(wrap).to_series())["path"],
         kept.filter(kept.select(wrap).to_series())["path"],
-        kept.filter(kept.select(tee_like.mean().over("path") >= parsers.WRAP_TEE_SHARE).to_series())["path"],
+        files.filter(files.select(teeish).to_series())["path"],
+        kept.filter(kept.select(teeish).to_series())["path"],
     ]
     return pl.concat(bad).unique()
 
@@ -590,4 +690,4 @@ def _bare_cols(cols: dict[str, pl.Series], bare: pl.Series, rest: pl.Series) -> 
     return out
 
 
-__all__ = ["MESSAGE_MARKERS", "RAW_MARKERS", "parse", "rule_literals", "split"]
+__all__ = ["MESSAGE_MARKERS", "RAW_MARKERS", "parse", "rule_literals", "split", "tee_inside"]

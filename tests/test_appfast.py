@@ -118,9 +118,10 @@ def test_fast_path_equals_generic_on_generated_app_job(
     # Both ranks' stdout files and the two clean files and hf.log took the fast path whole. Of the other mixed files
     # (6 asctime lines, the odd lines, 6 asctime lines), those that may be split gave the asctime lines more
     # than two lines from every odd line: 4 + 4 each, and indented.log (its header is an asctime line) 5 + 4.
-    # raypid (a Ray worker tag behind the prefix) stays whole; so do tee and plain: each has a line after one as
-    # long as the file's longest lines, all of one length, that may be a hard wrap (plain.log's is one).
-    split = {"traceback", "tbprod", "bar", "exc", "spawn", "nccl", "glued", "lead"}
+    # raypid (a Ray worker tag behind the prefix) stays whole; so does plain: its line after one as long as the
+    # file's longest lines, all of one length, may be a hard wrap (and is one). tee.log's tee'd line is no wrap,
+    # but stays generic: glued.log holds a tee prefix inside a line, so no tee'd line takes the fast path.
+    split = {"traceback", "tbprod", "bar", "exc", "spawn", "nccl", "glued", "lead", "tee"}
     # Rank 0's stderr (bars and warnings, a watchdog error at its end): all but its last three lines. Rank 1's
     # none: its warnings, all of one length, are its longest lines, so the generic path takes the bar after
     # each for a hard wrap.
@@ -160,6 +161,18 @@ def test_fast_path_equals_generic_on_other_logging_formats(
     assert stdout.filter(pl.col("kind") == "step_progress").height == 2 * 1500
 
 
+def test_fast_path_equals_generic_on_a_teed_console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node's console as ``torchrun --tee 3`` prints it (``generate.py --shape app --tee``: four local ranks'
+    lines behind ``[default<N>]:``, interleaved, with the culprit's error and the others' watchdog lines): the
+    same rows, and the tee'd application lines took the fast path, but for those near the error lines."""
+    generate_app(tmp_path / "job", ranks=4, lines=1500, seed=3, tee=True)
+    fast, slow, n_fast = _both(tmp_path / "job", monkeypatch)
+    assert_frame_equal(fast, slow)
+    teed = pl.col("raw").str.extract(r"^\[default(\d)\]:", 1).cast(pl.Int32)
+    assert fast.select((pl.col("local_rank") == teed).all()).item()
+    assert n_fast > 0.9 * fast.height
+
+
 def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many lines: the split and the rows of the fast path run in parts on threads (the split in parts of whole
     files: here a rank's two files, the other rank's, the mixed files), and give the rows of one part."""
@@ -169,9 +182,9 @@ def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.M
     calls: list[int] = []
     real = appfast.split
 
-    def spy(lines: pl.DataFrame) -> object:
+    def spy(lines: pl.DataFrame, tee_inside: bool | None = None) -> object:
         calls.append(lines.height)
-        return real(lines)
+        return real(lines, tee_inside)
 
     monkeypatch.setattr(appfast, "split", spy)
     monkeypatch.setattr(parsers, "APP_PART_ROWS", 1500)
@@ -279,9 +292,13 @@ _PREFIXES = [
     "11/29/2026 22:00:01 - WARNING - __main__ - ",
     "[2026-11-29 22:00:01,234] INFO ",
     "[2026-11-29 22:00:01] ",
+    # behind torchrun's tee
+    "[default0]:2026-11-29 22:00:01,234 INFO ",
+    "[worker12]:[2026-11-29 22:00:01,234][trainer][INFO] - ",
+    "[default1]:",
     # prefixes the fast path does not take
     "2024-11-29T22:58:55.104211337Z ",
-    "[default0]:2026-11-29 22:00:01,234 INFO ",
+    "[rank3]:2026-11-29 22:00:01,234 INFO ",
     "[rank: 1] ",
     "",
 ]
@@ -349,7 +366,9 @@ def test_drawn_files_took_the_fast_path() -> None:
     assert _TAKEN["files"] >= _TAKEN["examples"] // 2
 
 
-_asc_line = st.tuples(st.sampled_from(_APP), st.sampled_from(_PLAIN)).map("".join)
+#: torchrun's tee prefixes of a few local ranks (and none), before a drawn line of a mixed file
+_TEES = ["", "", "", "[default0]:", "[default1]:", "[default2]:", "[trainer1]:"]
+_asc_line = st.tuples(st.sampled_from(_TEES), st.sampled_from(_APP), st.sampled_from(_PLAIN)).map("".join)
 #: Whole lines and blocks that do not qualify, as they come in logs, besides the drawn special lines above:
 #: lines of other producers and blocks that start like log lines (a file holding them may be split) ...
 _BLOCKS = [
@@ -375,6 +394,21 @@ _BLOCKS = [
     [_asc(1, "a" * 60), _asc(2, "b" * 60), _asc(3, "c" * 60), "the wrapped tail of the line above"],
     ["w" * 90, "v" * 90, "u" * 90, "continued", "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"],
     ["[default0]:" + "t" * 80, "[default1]:" + "t" * 80, "[default0]:" + "t" * 80, "tail "],
+    # tee'd blocks of one local rank, c10d's excepthook, a tee'd line glued to another
+    [
+        "[default1]:Traceback (most recent call last):",
+        '[default1]:  File "t.py", line 3, in f',
+        "[default1]:ValueError: x",
+    ],
+    [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "t.py", line 3, in f',
+        "[rank1]: ValueError: x",
+    ],
+    [
+        "[default0]:Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s][default1]:[E1129 23:08:36.778382438 x.cpp:1] y"
+    ],
+    ["[default2]:"],
     # transport prefixes stripped by their share of a file's lines (which keep their file whole)
     ["0: hello world", "1: srun task says hi"],
     ["node-a7: hello"],
@@ -480,6 +514,33 @@ def test_files_with_coll_lines_are_split(tmp_path: Path, monkeypatch: pytest.Mon
     # 8. Each other file: the Init line, 5 asctime lines, the odd line, 5 asctime lines: the 3rd asctime line
     # (3 lines from both) and the last three, 4.
     assert n_fast == 8 + 3 * 4
+
+
+def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
+    """Lines behind torchrun's tee prefix take the fast path as the text behind it would, with the tee's local
+    rank. In a console of four local ranks' lines with a traceback of local rank 1 at lines 11-13, a line is kept
+    generic within two lines of it in the file, or in its stream counted with every line that does not qualify:
+    local rank 2's lines 3 and 7 (the traceback follows line 7 of that count), rank 1's line 21 (two after its
+    traceback). A file holding a bar and a line without prefix, where half of the lines are tee'd, stays whole
+    (the plain line may be a hard wrap)."""
+    asc = [f"[default{i % 4}]:" + _asc(i, f"[trainer] step={i}") for i in range(20)]
+    tb = [
+        "[default1]:Traceback (most recent call last):",
+        '[default1]:  File "t.py", line 3, in f',
+        "[default1]:ValueError: x",
+    ]
+    bar = "[default1]:Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"
+    frame = _frame([asc, [*asc[:10], *tb, *asc[10:]], [*asc[:10], bar, "plain", *asc[10:]]])
+    got = _compare(frame)
+    assert got is not None
+    taken = (
+        frame.with_columns(got[0].alias("m")).group_by("path").agg(pl.col("line").filter(pl.col("m")).sort())
+    )
+    assert dict(taken.rows()) == {"f0.log": list(range(1, 21)), "f1.log": [1, 2, 22, 23], "f2.log": []}
+    assert got[1]["tee_local_rank"].to_list() == [i % 4 for i in range(20)] + [0, 1, 2, 3]
+    assert got[1]["rest"][1] == "[trainer] step=1"
+    # a tee prefix inside any line keeps every tee'd line generic (the generic path splits such a line)
+    assert _compare(_frame([asc, ["[default0]:" + _asc(1, "x[default1]:y")]])) is None
 
 
 def test_lines_of_transport_prefixes_kept_by_share_keep_their_file_whole() -> None:
