@@ -514,7 +514,14 @@ def _near(files: pl.DataFrame) -> pl.Series:
     near = files.select(
         pl.any_horizontal([o.shift(d).over("path").fill_null(False) for d in range(-k, k + 1)])
     ).to_series()
-    heads = files["raw"].str.extract(_HEAD_NUMBER, 1)
+    raw = files["raw"]
+    bracket = raw.str.starts_with("[").fill_null(False)
+    if not bracket.any():
+        return near
+    at = bracket.arg_true()
+    heads = pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(
+        at, raw.gather(at).str.extract(_HEAD_NUMBER, 1)
+    )
     if heads.is_null().all():
         return near
     df = files.select("path", "o").with_row_index("__i").with_columns(i.cast(pl.Int64), heads.alias("__s"))
@@ -537,39 +544,35 @@ def _near(files: pl.DataFrame) -> pl.Series:
 
 def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
     """The paths of ``files`` (``path``, ``raw``: whole files in order) where ``parsers._mark_wraps`` might
-    mark a hard-wrapped line, in all the lines or in those left once the ``fast`` ones leave: a line after one
-    as long as the file's wrap width (:func:`parsers.at_width`) that does not start like a log line, or has a
-    transport prefix (what is left once it is stripped may not), or, where lines may carry torchrun's tee prefix
-    (a line starting like one counts), a tee share of the lines left reaching ``parsers.WRAP_TEE_SHARE`` (the
-    share of all the lines is lower: the lines leaving have no prefix). In the other files no line is a wrap
-    either way, so taking the ``fast`` lines out changes no wrap decision."""
+    mark a hard-wrapped line, in all the lines or in those left once the ``fast`` ones leave. Only a line that
+    may be plain can be one: one that does not start like a log line, or has a transport prefix (what is left
+    once it is stripped may not), but the tee's (a role not starting with ``rank``: such a line is tee'd, and a
+    tee'd line is no wrap). It is one after a line as long as the file's wrap width (:func:`parsers.at_width`),
+    or after a line ending in a space where the tee'd lines (a line starting like one counts) reach
+    ``parsers.WRAP_TEE_SHARE`` of the file's lines: in all of them or in those left (tee'd lines may leave, or
+    stay while others leave). In the other files no line is a wrap either way, so taking the ``fast`` lines out
+    changes no wrap decision."""
     import parsers
 
     raw = pl.col("raw")
-    # the generic test reads the body, ``raw`` less its transport prefixes: a line with one may be plain, but
-    # for the tee's (a role not starting with ``rank``): such a line is tee'd, and a tee'd line is no wrap
     plain = (
         (~raw.str.contains(parsers._KNOWN_START) & (raw.str.len_chars() > 0))
         | raw.str.contains(_xport_heads())
     ) & ~(raw.str.contains(_TEE_HEAD) & ~raw.str.starts_with("[rank"))
+    files = files.select("path", "raw", plain.alias("__p"), fast.alias("__f"))
     # only a file where a line may be plain may hold a wrap (a tee'd console: none)
-    may = files.filter(files.select(plain).to_series())["path"].unique()
+    may = files.filter(pl.col("__p"))["path"].unique()
     if may.len() == 0:
         return may
     if may.len() < files["path"].n_unique():
-        rows = files["path"].is_in(may.implode())
-        files, fast = files.filter(rows), fast.filter(rows)
-    kept = files.filter(~fast)
-    wrap = plain & parsers.at_width()
-    # a line after one ending in a space, where the tee'd lines are half or more: in all the lines or in those
-    # left (tee'd lines may leave too)
+        files = files.filter(pl.col("path").is_in(may.implode()))
+    kept = files.filter(~pl.col("__f"))
+    wrap = pl.col("__p") & parsers.at_width()
     tee_like = raw.str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.Float64)
     teeish = tee_like.mean().over("path") >= parsers.WRAP_TEE_SHARE
     bad = [
-        files.filter(files.select(wrap).to_series())["path"],
-        kept.filter(kept.select(wrap).to_series())["path"],
-        files.filter(files.select(teeish).to_series())["path"],
-        kept.filter(kept.select(teeish).to_series())["path"],
+        files.filter(files.select(wrap | teeish).to_series())["path"],
+        kept.filter(kept.select(wrap | teeish).to_series())["path"],
     ]
     return pl.concat(bad).unique()
 
