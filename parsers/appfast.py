@@ -301,14 +301,18 @@ def _untee(lines: pl.DataFrame, one: pl.Series, inside: bool | None) -> tuple[pl
     if not cand.any():
         return raw, None
     at = cand.arg_true()
-    head = raw.gather(at).str.extract_groups(f"(?P<__all>{_TEE_HEAD})").struct.unnest()
-    ok = head["__all"].is_not_null()
+    sub = raw.gather(at)
+    # The head holds no ``]``: where it matches, it ends at the line's first ``]:``. Read once per distinct
+    # text up to there (a console has a few: one per local rank).
+    upto = sub.str.slice(0, sub.str.find("]:", literal=True) + 2)
+    head = per_distinct(upto, pl.col(DISTINCT).str.extract(f"{_TEE_HEAD}$", 2).alias("lr"))
+    ok = head["lr"].is_not_null()
     if not ok.any() or (tee_inside(raw) if inside is None else inside):
         return raw, None
-    at, head = at.filter(ok), head.filter(ok)
-    cut = pl.repeat(0, raw.len(), dtype=pl.UInt32, eager=True).scatter(at, head["__all"].str.len_chars())
+    at = at.filter(ok)
+    cut = pl.repeat(0, raw.len(), dtype=pl.UInt32, eager=True).scatter(at, upto.filter(ok).str.len_chars())
     lr = pl.repeat(None, raw.len(), dtype=pl.Int32, eager=True).scatter(
-        at, head["tee_local_rank"].cast(pl.Int32, strict=False)
+        at, head["lr"].filter(ok).cast(pl.Int32, strict=False)
     )
     return raw.str.slice(cut), lr
 
