@@ -198,14 +198,18 @@ REF: Path | None = None
 
 #: The application-heavy workloads and the logging format of their Python lines (``generate.py --shape app
 #: --log-format``): ``app`` the default asctime format, ``app-hf``, ``app-deepspeed``, ``app-hydra`` the others,
-#: ``app-tee`` the default format on each node's tee'd console.
+#: ``app-tee`` the default format on each node's tee'd console, ``app-srun`` in the job's ``srun --label``
+#: output.
 APP_WORKLOADS = {
     "app": "asctime",
     **{f"app-{f}": f for f in LOG_FORMATS if f != "asctime"},
     "app-tee": "asctime",
+    "app-srun": "asctime",
 }
-#: Application-heavy workloads written as each node's ``torchrun --tee 3`` console (``generate.py --tee``).
+#: Application-heavy workloads written as each node's ``torchrun --tee 3`` console (``generate.py --tee``) ...
 TEE_WORKLOADS = {"app-tee"}
+#: ... and as the job's ``srun --label`` output (``generate.py --srun``).
+SRUN_WORKLOADS = {"app-srun"}
 #: ``grep``'s pattern per workload: one field of the lines that make up the bulk of it.
 GREP_FIELD = {"coll": "opCount [0-9a-f]+", **{w: "step=[0-9]+" for w in APP_WORKLOADS}}
 
@@ -400,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         help="coll: the generator's COLL-heavy job; app: an application-heavy job (Python logging, warnings, "
         "tqdm, no NCCL line) in the plain attempt_0/<rank>/ layout (generate.py --shape app); app-hf, "
         "app-deepspeed, app-hydra: the same with its logging lines in that format; app-tee: the app job as each "
-        "node's torchrun --tee 3 console (node-K/console.log, generate.py --tee); comma-separated",
+        "node's torchrun --tee 3 console (node-K/console.log, generate.py --tee); app-srun: as the job's srun "
+        "--label output (slurm.out, generate.py --srun); comma-separated",
     )
     ap.add_argument(
         "--app-lines", type=int, default=0, help="lines per rank of the app workloads (0: --lines)"
@@ -447,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
             data = os.path.join(work, f"logs-{workload}-{ranks}x{lines}")
             if not os.path.exists(data + ".json"):
                 if fmt:
-                    info = generate_app(data, ranks, lines, seed=0, fmt=fmt, tee=workload in TEE_WORKLOADS)
+                    tee, srun = workload in TEE_WORKLOADS, workload in SRUN_WORKLOADS
+                    info = generate_app(data, ranks, lines, seed=0, fmt=fmt, tee=tee, srun=srun)
                 else:
                     info = generate(data, ranks, lines, seed=0)
                 Path(data + ".json").write_text(json.dumps(info))

@@ -499,12 +499,15 @@ def generate_app(
     seed: int = 0,
     fmt: str = "asctime",
     tee: bool = False,
+    srun: bool = False,
 ) -> dict[str, object]:
     """An application-heavy job (see :func:`_app_rank_lines`; ``fmt`` its logging format, :data:`LOG_FORMATS`)
     in the plain torchrun ``--log-dir`` layout of one node, not the generator's node folders:
     ``out/attempt_0/<rank>/{stdout,stderr}.log``. ``tee``: instead, each node's console as ``torchrun --tee 3``
     prints it, ``out/node-<K>/console.log``: the lines of its ranks (:data:`RANKS_PER_NODE` a node, stdout and
     stderr merged) behind the tee's ``[default<local rank>]:`` prefix (``TailLog``, torch 1.9 - 2.13),
+    interleaved. ``srun``: instead, the job's Slurm output as ``srun --label``
+    writes it, ``out/slurm.out``: every rank's lines (stdout and stderr merged) behind its task label ``R: ``,
     interleaved."""
     if fmt not in LOG_FORMATS:
         raise ValueError(f"unknown log format {fmt!r}; one of {', '.join(LOG_FORMATS)}")
@@ -513,8 +516,12 @@ def generate_app(
     culprit = rng.randrange(ranks)
     total_bytes = n_lines = files = 0
     consoles: dict[int, list[list[str]]] = {}
+    tasks: list[list[str]] = []
     for r in range(ranks):
         so, se = _app_rank_lines(r, ranks, lines, culprit, rng, fmt)
+        if srun:
+            tasks.append([f"{r}: {x}" for x in _interleave_lines([so, se])])
+            continue
         if tee:
             lr = r % RANKS_PER_NODE
             consoles.setdefault(r // RANKS_PER_NODE, []).append(
@@ -524,6 +531,10 @@ def generate_app(
         d = out / "attempt_0" / str(r)
         d.mkdir(parents=True, exist_ok=True)
         b, n, f = _write_bodies([(d / "stdout.log", so), (d / "stderr.log", se)])
+        total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
+    if tasks:
+        out.mkdir(parents=True, exist_ok=True)
+        b, n, f = _write_bodies([(out / "slurm.out", _interleave_lines(tasks))])
         total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
     for node, streams in consoles.items():
         d = out / f"node-{node}"
@@ -535,6 +546,7 @@ def generate_app(
         "shape": "app",
         "log_format": fmt,
         "tee": tee,
+        "srun": srun,
         "ranks": ranks,
         "culprit": culprit,
         "files": files,
@@ -654,13 +666,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="--shape app: each node's console as torchrun --tee 3 prints it (node-K/console.log, [defaultN]: lines)",
     )
+    ap.add_argument(
+        "--srun",
+        action="store_true",
+        help="--shape app: the job's Slurm output as srun --label writes it (slurm.out, 'R: ' before each line)",
+    )
     a = ap.parse_args(argv)
     if a.shape == "files":
         info = generate_many_files(a.out, a.files, a.layout, a.seed)
     elif a.shape == "ranks":
         info = generate_many_ranks(a.out, a.ranks, a.seed, a.faults)
     elif a.shape == "app":
-        info = generate_app(a.out, a.ranks, a.lines, a.seed, a.log_format, a.tee)
+        info = generate_app(a.out, a.ranks, a.lines, a.seed, a.log_format, a.tee, a.srun)
     else:
         info = generate(a.out, a.ranks, a.lines, a.seed)
     json.dump(info, sys.stdout)

@@ -33,7 +33,9 @@ prefix at all and is not blank; it has no transport or Ray worker prefix and no 
 may hold tqdm's) and no marker of a helper that reads across rows or adds columns (:data:`MESSAGE_MARKERS`).
 A line behind torchrun's tee prefix (``[default3]:``) qualifies as the text behind it would, and its row gets
 the tee's ``tee_local_rank`` (:data:`_TEE_HEAD`), unless a line of the parse holds a tee prefix glued to other
-text (:data:`_TEE_INSIDE`). A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are
+text (:data:`_TEE_INSIDE`); so does a line behind Slurm's ``srun --label`` (``3: ``, its row with
+``srun_label``; :func:`_unsrun`) in a file where the generic path strips the labels, with and without the lines
+that leave. A file all of whose lines (its generic-path lines: NCCL COLL fast-path lines are
 already apart) qualify takes it whole: several helpers read across the rows of a file (record grouping, spawn
 blocks, snippets, banners, stall lists, root causes, stack dumps, RAS JSON documents), and such a file gives
 none of them anything to act on. In a file where some lines do not qualify (a stdout log that ends in a
@@ -157,6 +159,7 @@ CAPS: dict[str, pl.DataType] = {
     "rest": pl.String(),
     "bare": pl.Boolean(),
     "tee_local_rank": pl.Int32(),
+    "srun_label": pl.String(),
 }
 
 
@@ -213,15 +216,13 @@ def _file_gate() -> str:
     """One regex for the lines that keep a whole mixed file on the generic path: Ray's worker prefix, its tag
     ``(<Actor> pid=P)`` anywhere in a line (behind another prefix) and the controller's ``pid=P) world_rank=R``
     (``ray.worker_ranks`` maps pids to ranks per file), Paddle's launcher prefixes
-    (``paddle.console_streams`` gives every unprefixed line of such a file a local rank), and the transport
-    prefixes stripped by their share of a file's lines (:func:`_share_gate`). A ``pid=`` of a ``key=value``
-    message (``starting worker pid=40047``) keeps nothing whole."""
+    (``paddle.console_streams`` gives every unprefixed line of such a file a local rank). A ``pid=`` of a
+    ``key=value`` message (``starting worker pid=40047``) keeps nothing whole. (The transport prefixes stripped
+    by their share of a file's lines: :func:`_share_gate`.)"""
     from parsers import paddle
 
     # Ray's tag anywhere covers its prefix, which is the tag at the start of a line.
-    return "|".join(
-        [_gate_of((ray.TAG, *(p.pattern for p in paddle.PREFIXES))), ray.WORKER_MAP, _share_gate()]
-    )
+    return "|".join([_gate_of((ray.TAG, *(p.pattern for p in paddle.PREFIXES))), ray.WORKER_MAP])
 
 
 def _lead_of(prefix: Prefix) -> str:
@@ -272,9 +273,6 @@ if not _BAR_LITERAL or not _BAR_PATTERN:
 _TEE_HEAD = _head_pattern(transport.TEE.pattern) or ""
 if not _TEE_HEAD.startswith("^") or set(re.compile(_TEE_HEAD).groupindex) != {"tee_role", "tee_local_rank"}:
     raise AssertionError("parsers.transport.TEE changed: parsers.appfast reads its head")
-#: A line head of the tee's shape, ``[rank3]:`` included, and its number: the stream (``tee_local_rank``, or c10d's
-#: ``hook_rank``) a line is counted in when distances are counted per stream (:func:`_near`).
-_HEAD_NUMBER = r"^\[[A-Za-z_][A-Za-z_-]*?(\d+)\]:"
 #: A tee-like prefix glued to the text before it (``transport.split_glued_tee``'s cut, any role): the generic
 #: path splits such a line where the role is one seen at a line start in its slice of files. Where any line holds
 #: one, no tee'd line takes the fast path: the lines left would see fewer roles. (A record starting inside a line,
@@ -291,30 +289,80 @@ def tee_inside(raw: pl.Series) -> bool:
     return bool(lead.any() and raw.filter(lead.fill_null(False)).str.contains(_TEE_INSIDE).any())
 
 
-def _untee(lines: pl.DataFrame, one: pl.Series, inside: bool | None) -> tuple[pl.Series, pl.Series | None]:
-    """``(text, local rank)``: the lines' ``raw`` with torchrun's tee prefix cut off the ``one`` lines (single
-    physical lines) that are tee'd (:data:`_TEE_HEAD`, a role not starting with ``rank``), and the tee's local
-    rank of each line (Int32, null where none); ``(raw, None)`` where no line is, or where a line holds a
-    glued tee-like prefix (``inside``: :func:`tee_inside` of all the lines parsed; None: of ``lines``)."""
-    raw = lines["raw"]
-    cand = (one & raw.str.starts_with("[") & ~raw.str.starts_with("[rank")).fill_null(False)
+def _untee(
+    raw: pl.Series, text: pl.Series, one: pl.Series, inside: bool | None
+) -> tuple[pl.Series, pl.Series | None]:
+    """``(text, local rank)``: ``text`` (the lines' ``raw``, less an srun label) with torchrun's tee prefix cut
+    off the ``one`` lines (single physical lines) that are tee'd (:data:`_TEE_HEAD`, a role not starting with
+    ``rank``), and the tee's local rank of each line (Int32, null where none); ``(text, None)`` where no line
+    is, or where a line holds a glued tee-like prefix (``inside``: :func:`tee_inside` of all the lines parsed;
+    None: of ``raw``)."""
+    cand = (one & text.str.starts_with("[") & ~text.str.starts_with("[rank")).fill_null(False)
     if not cand.any():
-        return raw, None
+        return text, None
     at = cand.arg_true()
-    sub = raw.gather(at)
+    sub = text.gather(at)
     # The head holds no ``]``: where it matches, it ends at the line's first ``]:``. Read once per distinct
     # text up to there (a console has a few: one per local rank).
     upto = sub.str.slice(0, sub.str.find("]:", literal=True) + 2)
     head = per_distinct(upto, pl.col(DISTINCT).str.extract(f"{_TEE_HEAD}$", 2).alias("lr"))
     ok = head["lr"].is_not_null()
     if not ok.any() or (tee_inside(raw) if inside is None else inside):
-        return raw, None
+        return text, None
     at = at.filter(ok)
-    cut = pl.repeat(0, raw.len(), dtype=pl.UInt32, eager=True).scatter(at, upto.filter(ok).str.len_chars())
-    lr = pl.repeat(None, raw.len(), dtype=pl.Int32, eager=True).scatter(
+    cut = pl.repeat(0, text.len(), dtype=pl.UInt32, eager=True).scatter(at, upto.filter(ok).str.len_chars())
+    lr = pl.repeat(None, text.len(), dtype=pl.Int32, eager=True).scatter(
         at, head["lr"].filter(ok).cast(pl.Int32, strict=False)
     )
-    return raw.str.slice(cut), lr
+    return text.str.slice(cut), lr
+
+
+#: Slurm's ``srun --label`` (``parsers.transport.SRUN_LABEL``): ``R: `` before each line of task R. The generic
+#: path strips it in a file where enough of its non-blank lines hold one (``transport.FILE_SHARE``), after
+#: kubectl's and Open MPI's prefixes; a line behind it qualifies as the text behind it would, its row with the
+#: label (``srun_label``), where the file is such a file and stays one without the lines that leave
+#: (:func:`split`).
+_SRUN = transport.SRUN_LABEL.pattern
+_SRUN_SHARE = transport.FILE_SHARE[transport.SRUN_LABEL.name]
+if _head_pattern(_SRUN) is None or set(re.compile(_SRUN).groupindex) != {"srun_label", "rest"}:
+    raise AssertionError("parsers.transport.SRUN_LABEL changed: parsers.appfast reads its label and message")
+
+
+def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series | None, pl.Series, pl.Series]:
+    """``(text, label, hit, srun files)``: the lines' ``raw`` with the srun label cut off the ``one`` lines of the
+    files whose label the generic path strips, each line's label (String, null where none; None where no line
+    has one), whether each line holds a label as ``transport._file_share`` counts it, and the paths of those
+    files: half of their non-blank lines hold a label, and none holds a prefix stripped before it (kubectl's,
+    Open MPI's)."""
+    raw, body, path = lines["raw"], lines["body"], lines["path"]
+    none = (raw, None, pl.repeat(False, raw.len(), dtype=pl.Boolean, eager=True), path.clear())
+    lead = body.str.contains(r"^ *\d").fill_null(False)
+    if not lead.any():
+        return none
+    hit = pl.repeat(False, raw.len(), dtype=pl.Boolean, eager=True).scatter(
+        lead.arg_true(), body.filter(lead).str.contains(_SRUN).fill_null(False)
+    )
+    nonblank = body.str.len_chars() > 0
+    share = (
+        pl.DataFrame({"path": path, "h": hit & nonblank, "n": nonblank})
+        .group_by("path")
+        .agg((pl.col("h").sum() / pl.col("n").sum().clip(1, None)).alias("s"))
+    )
+    files = share.filter(pl.col("s") >= _SRUN_SHARE)["path"]
+    if files.len():
+        before = _gate_of(
+            tuple(p.pattern for p in (transport.KUBECTL_TS, transport.KUBECTL_POD, transport.MPI_TAG))
+        )
+        rows = path.is_in(files.implode())
+        files = files.filter(
+            ~files.is_in(path.filter(rows & body.str.contains(before).fill_null(True)).implode())
+        )
+    if files.len() == 0:
+        return (raw, None, hit, files)
+    at = (hit & one & path.is_in(files.implode())).arg_true()
+    got = raw.gather(at).str.extract_groups(_SRUN).struct.unnest()
+    label = pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(at, got["srun_label"])
+    return raw.clone().scatter(at, got["rest"]), label, hit, files
 
 
 def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
@@ -353,8 +401,9 @@ def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Serie
     path = lines["path"]
     if path.null_count() or not one.any():
         return None
-    # a tee'd line qualifies as the text behind its prefix would (every gate reads that text)
-    text, tee_lr = _untee(lines, one, tee_inside)
+    # a line behind an srun label or tee prefix qualifies as the text behind it would (every gate reads that text)
+    body, label, hit, srun_files = _unsrun(lines, one)
+    text, tee_lr = _untee(raw, body, one, tee_inside)
     stamped = text.str.contains(_STAMP).fill_null(False)
     asc = _asctime_lines(text, one & stamped)
     pre, headed = _prefixed_lines(text, one & ~stamped)
@@ -367,24 +416,54 @@ def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Serie
     mixed = path.filter(~qual_mask).unique()
     if mixed.len():
         mixed = mixed.filter(mixed.is_in(path.gather(qual).unique().implode()))
-        take = _mixed_rows(lines, qual_mask, mixed)
+        stream = None
+        if label is not None or tee_lr is not None:  # a line's stream: its srun label and tee local rank
+            n = lines.height
+            lab = label if label is not None else pl.repeat(None, n, dtype=pl.String, eager=True)
+            lr = tee_lr if tee_lr is not None else pl.repeat(None, n, dtype=pl.Int32, eager=True)
+            stream = (
+                pl.DataFrame({"l": lab, "t": lr.cast(pl.String)})
+                .select(
+                    pl.when(pl.col("l").is_not_null() | pl.col("t").is_not_null()).then(
+                        pl.concat_str([pl.col("l").fill_null(""), pl.col("t").fill_null("")], separator="/")
+                    )
+                )
+                .to_series()
+            )
+        take = _mixed_rows(lines, body, stream, qual_mask, mixed)
     # A file of qualifying lines only, some that do not start like a log line (no prefix, or an application
     # prefix outside ``parsers._KNOWN_START``): those may be hard wraps (see _maybe_wraps).
-    unknown = pre[0].filter(~raw.gather(pre[0]).str.contains(parsers._KNOWN_START))
+    unknown = pre[0].filter(~body.gather(pre[0]).str.contains(parsers._KNOWN_START))
     whole = path.gather(pl.concat([bare[0], unknown])).unique()
     whole = whole.filter(~whole.is_in(mixed.implode()))
     if whole.len():
         rows = path.is_in(whole.implode())
-        files = pl.DataFrame({"path": path.filter(rows), "raw": raw.filter(rows)})
+        files = pl.DataFrame({"path": path.filter(rows), "raw": raw.filter(rows), "body": body.filter(rows)})
         unsure = _maybe_wraps(files, pl.repeat(True, files.height, dtype=pl.Boolean, eager=True))
         if unsure.len():
             take = take & ~path.is_in(unsure.implode())
+    if srun_files.len():
+        # The generic path strips the labels of a file where half of the lines it keeps hold one: so must the
+        # lines left (a file none of whose non-blank lines is left decides nothing).
+        left = path.is_in(srun_files.implode()) & ~take
+        nonblank = lines["body"].str.len_chars() > 0
+        share = (
+            pl.DataFrame({"path": path, "h": hit & nonblank & left, "n": nonblank & left})
+            .filter(pl.col("n"))
+            .group_by("path")
+            .agg((pl.col("h").sum() / pl.col("n").sum()).alias("s"))
+        )
+        lost = share.filter(pl.col("s") < _SRUN_SHARE)["path"]
+        if lost.len():
+            take = take & ~path.is_in(lost.implode())
     if not take.any():
         return None
     idx = pl.concat([asc[0], pre[0], bare[0]])
     caps = pl.concat([asc[1], pre[1], bare[1]])
     if tee_lr is not None:
         caps = caps.with_columns(tee_lr.gather(idx).alias("tee_local_rank"))
+    if label is not None:
+        caps = caps.with_columns(label.gather(idx).alias("srun_label"))
     caps = caps.with_columns(idx.alias("__at")).filter(take.gather(idx)).sort("__at").drop("__at")
     # A capture null on every row (``usts`` and ``logger`` in a job of asctime lines) is left out: 16 bytes a
     # row each while the rows are built (+18 MiB peak on the 400k-line app job). ``sev_word`` gives the
@@ -478,23 +557,41 @@ def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFram
     return at.filter(ok), _caps(rest.len(), rest=rest, bare=pl.repeat(True, rest.len(), eager=True))
 
 
-def _mixed_rows(lines: pl.DataFrame, qual: pl.Series, mixed: pl.Series) -> pl.Series:
+def _mixed_rows(
+    lines: pl.DataFrame, body: pl.Series, stream: pl.Series | None, qual: pl.Series, mixed: pl.Series
+) -> pl.Series:
     """``qual`` (the qualifying lines) where their file qualifies whole, or is one of the ``mixed`` files
     (paths) that may be split and the line lies farther than :data:`CONTEXT_LINES` from every line that does
-    not qualify (see :func:`split`); False elsewhere."""
+    not qualify, in its file and in its ``stream`` (:func:`_near`; srun label and tee local rank, null for none;
+    None: no line has one) (see :func:`split`); False elsewhere. ``body``: the lines' ``raw`` less an srun label
+    the generic path strips (what it tests for the prefixes stripped by share and for hard wraps)."""
     path = lines["path"]
     take = qual & ~path.is_in(mixed.implode())
     if mixed.len() == 0:
         return take
     in_mixed = path.is_in(mixed.implode())
-    other = lines.filter(in_mixed & ~qual)["path", "raw"]
-    blocked = other["path"].filter(other["raw"].str.contains(_file_gate()).fill_null(True)).unique()
+    other = in_mixed & ~qual
+    gates = pl.DataFrame({"path": path, "raw": lines["raw"], "body": body}).filter(other)
+    blocked = gates.filter(
+        pl.col("raw").str.contains(_file_gate()).fill_null(True)
+        | pl.col("body").str.contains(_share_gate()).fill_null(True)
+    )["path"].unique()
     if blocked.len():
         in_mixed = in_mixed & ~path.is_in(blocked.implode())
     if not in_mixed.any():
         return take
     at = in_mixed.arg_true()
-    files = pl.DataFrame({"path": path.gather(at), "raw": lines["raw"].gather(at), "o": ~qual.gather(at)})
+    files = pl.DataFrame(
+        {
+            "path": path.gather(at),
+            "raw": lines["raw"].gather(at),
+            "body": body.gather(at),
+            "o": ~qual.gather(at),
+            "s": stream.gather(at)
+            if stream is not None
+            else pl.repeat(None, at.len(), dtype=pl.String, eager=True),
+        }
+    )
     fast = qual.gather(at) & ~_near(files)
     unsure = _maybe_wraps(files, fast)
     if unsure.len():
@@ -503,30 +600,24 @@ def _mixed_rows(lines: pl.DataFrame, qual: pl.Series, mixed: pl.Series) -> pl.Se
 
 
 def _near(files: pl.DataFrame) -> pl.Series:
-    """Per line of ``files`` (``path``, ``raw``, ``o``: whole files in order, ``o`` the lines that do not qualify):
-    whether a line that does not qualify lies within :data:`CONTEXT_LINES` of it, in its file or in its stream.
+    """Per line of ``files`` (``path``, ``o``, ``s``: whole files in order, ``o`` the lines that do not qualify,
+    ``s`` a line's stream): whether a line that does not qualify lies within :data:`CONTEXT_LINES` of it, in its
+    file or in its stream.
 
     A helper that reads a line's neighbours reads them in the file (Ray's snippets) or in the line's stream
-    (``python.group_records`` by ``parsers.STREAM_KEYS``: the tee's local rank, c10d's excepthook rank), where
-    the lines between two of a stream may be others' that qualify. A line's stream is counted as the number of
-    its tee-shaped head (:data:`_HEAD_NUMBER`, none for a line without one), together with every line that does
-    not qualify: that holds the lines of its real stream (a line that qualifies and has no head has no stream key
-    at all), and the lines it adds do not qualify, so a line near one that does not in its real stream is near
-    one here too. In a file without heads that is the file."""
+    (``python.group_records`` by ``parsers.STREAM_KEYS``: srun's label, the tee's local rank, ...), where the
+    lines between two of a stream may be others' that qualify. ``s`` is exact on a line that qualifies (its srun
+    label and tee local rank, the only stream keys it may have; null for none). A line's stream is counted
+    together with every line that does not qualify: that holds the lines of its real stream, and the lines it adds
+    do not qualify, so a line near one that does not in its real stream is near one here too. In a file whose
+    lines that qualify have no stream key, that is the file."""
     k = CONTEXT_LINES
     o, i = pl.col("o"), pl.col("__i")
     near = files.select(
         pl.any_horizontal([o.shift(d).over("path").fill_null(False) for d in range(-k, k + 1)])
     ).to_series()
-    raw = files["raw"]
-    bracket = raw.str.starts_with("[").fill_null(False)
-    if not bracket.any():
-        return near
-    at = bracket.arg_true()
-    heads = pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(
-        at, raw.gather(at).str.extract(_HEAD_NUMBER, 1)
-    )
-    if heads.is_null().all():
+    heads = files["s"]
+    if heads.filter(~files["o"]).is_null().all():
         return near
     df = files.select("path", "o").with_row_index("__i").with_columns(i.cast(pl.Int64), heads.alias("__s"))
     # The last and the next line that does not qualify, in the file (at a line that qualifies) ...
@@ -547,7 +638,8 @@ def _near(files: pl.DataFrame) -> pl.Series:
 
 
 def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
-    """The paths of ``files`` (``path``, ``raw``: whole files in order) where ``parsers._mark_wraps`` might
+    """The paths of ``files`` (``path``, ``raw``, ``body``: whole files in order, ``body`` the lines less an srun
+    label the generic path strips) where ``parsers._mark_wraps`` might
     mark a hard-wrapped line, in all the lines or in those left once the ``fast`` ones leave. Only a line that
     may be plain can be one: one that does not start like a log line, or has a transport prefix (what is left
     once it is stripped may not), but the tee's (a role not starting with ``rank``: such a line is tee'd, and a
@@ -558,12 +650,15 @@ def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
     changes no wrap decision."""
     import parsers
 
-    raw = pl.col("raw")
+    body = pl.col("body")
+    # c10d's ``[rank3]:[E…`` keeps its prefix (no transport strips it: the tee only before ``[rank3]:`` or a
+    # character other than ``[`` and space), so it starts like a log line
+    c10d_rank = body.str.contains(r"^\[rank\d+\]:\[") & ~body.str.contains(r"^\[rank\d+\]:\[rank\d+\]:")
     plain = (
-        (~raw.str.contains(parsers._KNOWN_START) & (raw.str.len_chars() > 0))
-        | raw.str.contains(_xport_heads())
-    ) & ~(raw.str.contains(_TEE_HEAD) & ~raw.str.starts_with("[rank"))
-    files = files.select("path", "raw", plain.alias("__p"), fast.alias("__f"))
+        (~body.str.contains(parsers._KNOWN_START) & (body.str.len_chars() > 0))
+        | (body.str.contains(_xport_heads()) & ~c10d_rank)
+    ) & ~(body.str.contains(_TEE_HEAD) & ~body.str.starts_with("[rank"))
+    files = files.select("path", "raw", "body", plain.alias("__p"), fast.alias("__f"))
     # only a file where a line may be plain may hold a wrap (a tee'd console: none)
     may = files.filter(pl.col("__p"))["path"].unique()
     if may.len() == 0:
@@ -572,7 +667,7 @@ def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
         files = files.filter(pl.col("path").is_in(may.implode()))
     kept = files.filter(~pl.col("__f"))
     wrap = pl.col("__p") & parsers.at_width()
-    tee_like = raw.str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.Float64)
+    tee_like = body.str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.Float64)
     teeish = tee_like.mean().over("path") >= parsers.WRAP_TEE_SHARE
     bad = [
         files.filter(files.select(wrap | teeish).to_series())["path"],

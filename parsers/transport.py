@@ -143,6 +143,10 @@ def strip_lead(df: pl.DataFrame, rows: pl.Series | None = None) -> pl.DataFrame:
     return out.with_columns(*[pl.when(extra).then(None).otherwise(pl.col(c)).alias(c) for c in tee])
 
 
+#: The share of a file's non-blank lines that must hold a prefix (its name) for :func:`strip_transport` to strip
+#: it in that file: a label or host prefix is told from a message that starts like one by most lines having it.
+FILE_SHARE: dict[str, float] = {"srun": 0.5, "pdsh": 0.5, "tee_rank": 0.3}
+
 _TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"
 _RANK_IS_TEE = r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])"
 
@@ -211,11 +215,11 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     (and ``pfx_*`` markers). Input: the lines frame with ``path``, ``line``, ``body``.
     """
     df = strip_prefixes(df, (KUBECTL_TS, KUBECTL_POD, MPI_TAG))
-    srun_file = _file_share(df, SRUN_LABEL.pattern) >= 0.5
+    srun_file = _file_share(df, SRUN_LABEL.pattern) >= FILE_SHARE[SRUN_LABEL.name]
     df = strip_prefix(df, SRUN_LABEL, mask=srun_file)
-    pdsh_file = _file_share(df, PDSH_HOST.pattern) >= 0.5
+    pdsh_file = _file_share(df, PDSH_HOST.pattern) >= FILE_SHARE[PDSH_HOST.name]
     df = strip_prefix(df, PDSH_HOST, mask=pdsh_file)
-    tee_rank_file = _file_share(df, TEE_RANK.pattern) >= 0.3
+    tee_rank_file = _file_share(df, TEE_RANK.pattern) >= FILE_SHARE[TEE_RANK.name]
     df = strip_prefix(df, TEE_RANK, mask=tee_rank_file)
     df = strip_lead(df).with_columns(pl.col("body").alias("_lead_body"))
     df = split_glued_tee(df)

@@ -161,15 +161,22 @@ def test_fast_path_equals_generic_on_other_logging_formats(
     assert stdout.filter(pl.col("kind") == "step_progress").height == 2 * 1500
 
 
-def test_fast_path_equals_generic_on_a_teed_console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A node's console as ``torchrun --tee 3`` prints it (``generate.py --shape app --tee``: four local ranks'
-    lines behind ``[default<N>]:``, interleaved, with the culprit's error and the others' watchdog lines): the
-    same rows, and the tee'd application lines took the fast path, but for those near the error lines."""
-    generate_app(tmp_path / "job", ranks=4, lines=1500, seed=3, tee=True)
+@pytest.mark.parametrize(
+    ("layout", "stated", "column"),
+    [("tee", r"^\[default(\d)\]:", "local_rank"), ("srun", r"^(\d+): ", "rank")],
+)
+def test_fast_path_equals_generic_on_a_combined_console(
+    layout: str, stated: str, column: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four ranks' lines interleaved in one file (``generate.py --shape app``) as a node's console of
+    ``torchrun --tee 3`` prints them (``--tee``: behind ``[default<N>]:``) or as ``srun --label`` writes the
+    job's output (``--srun``: behind ``R: ``), with the culprit's error and the others' watchdog lines: the same
+    rows, each with the (local) rank its prefix states, and the prefixed application lines took the fast path,
+    but for those near the error lines."""
+    generate_app(tmp_path / "job", ranks=4, lines=1500, seed=3, **{layout: True})
     fast, slow, n_fast = _both(tmp_path / "job", monkeypatch)
     assert_frame_equal(fast, slow)
-    teed = pl.col("raw").str.extract(r"^\[default(\d)\]:", 1).cast(pl.Int32)
-    assert fast.select((pl.col("local_rank") == teed).all()).item()
+    assert fast.select((pl.col(column) == pl.col("raw").str.extract(stated, 1).cast(pl.Int32)).all()).item()
     assert n_fast > 0.9 * fast.height
 
 
@@ -346,7 +353,14 @@ def _compare(frame: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     return got
 
 
-_TAKEN = {"files": 0, "examples": 0, "mixed_files": 0, "mixed_examples": 0}
+_TAKEN = {
+    "files": 0,
+    "examples": 0,
+    "mixed_files": 0,
+    "mixed_examples": 0,
+    "srun_examples": 0,
+    "srun_lines": 0,
+}
 
 
 @DRAWN
@@ -369,6 +383,24 @@ def test_drawn_files_took_the_fast_path() -> None:
 #: torchrun's tee prefixes of a few local ranks (and none), before a drawn line of a mixed file
 _TEES = ["", "", "", "[default0]:", "[default1]:", "[default2]:", "[trainer1]:"]
 _asc_line = st.tuples(st.sampled_from(_TEES), st.sampled_from(_APP), st.sampled_from(_PLAIN)).map("".join)
+#: Files of srun-labelled lines (the label stripped where half of a file's lines or more have one), with
+#: blocks of one task that do not qualify
+_SRUN_BLOCKS = [
+    ["1: Traceback (most recent call last):", '1:   File "t.py", line 3, in f', "1: ValueError: x"],
+    ["0: [default1]:Traceback (most recent call last):", "0: [default1]:ValueError: x"],
+    ["3: Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"],
+    ["2: [rank2]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] [PG 0 Rank 2] Timeout"],
+]
+_srun_line = st.tuples(
+    st.sampled_from(["0: ", " 1: ", "12: ", "1: [default0]:", ""]),
+    st.sampled_from(_APP),
+    st.sampled_from(_PLAIN),
+).map("".join)
+_srun_file = st.lists(
+    _srun_line.map(lambda x: [x]) | _srun_line.map(lambda x: [x]) | st.sampled_from(_SRUN_BLOCKS),
+    min_size=1,
+    max_size=8,
+).map(lambda segs: [x for seg in segs for x in seg])
 #: Whole lines and blocks that do not qualify, as they come in logs, besides the drawn special lines above:
 #: lines of other producers and blocks that start like log lines (a file holding them may be split) ...
 _BLOCKS = [
@@ -409,6 +441,11 @@ _BLOCKS = [
         "[default0]:Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s][default1]:[E1129 23:08:36.778382438 x.cpp:1] y"
     ],
     ["[default2]:"],
+    # c10d lines behind their rank prefix, the file's longest, all of one length (no wrap follows them)
+    [
+        f"[rank{r}]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] [PG 0 Rank {r}] Watchdog timeout"
+        for r in range(3)
+    ],
     # transport prefixes stripped by their share of a file's lines (which keep their file whole)
     ["0: hello world", "1: srun task says hi"],
     ["node-a7: hello"],
@@ -455,6 +492,25 @@ def test_drawn_mixed_files_parse_as_on_the_generic_path(files: list[list[str]]) 
         taken = frame.filter(got[0])["path"].unique()
         left = frame.filter(~got[0])["path"].unique()
         _TAKEN["mixed_files"] += taken.filter(taken.is_in(left.implode())).len()
+
+
+@DRAWN
+@given(st.lists(_srun_file | _mixed_file, min_size=1, max_size=3))
+def test_drawn_srun_files_parse_as_on_the_generic_path(files: list[list[str]]) -> None:
+    """Files of srun-labelled lines (with and without a tee prefix behind the label, some unlabelled) beside
+    mixed files: the same rows."""
+    frame = _frame(files)
+    got = _compare(frame)
+    _TAKEN["srun_examples"] += 1
+    if got is not None:
+        _TAKEN["srun_lines"] += int(frame.filter(got[0])["raw"].str.contains(r"^ *\d+: ").sum())
+
+
+def test_drawn_srun_files_took_the_fast_path() -> None:
+    """Labelled lines of the drawn files above did take the fast path."""
+    if _TAKEN["srun_examples"] == 0:
+        pytest.skip("run with the drawn srun-files test")
+    assert _TAKEN["srun_lines"] >= _TAKEN["srun_examples"] // 4
 
 
 def test_drawn_mixed_files_were_split() -> None:
@@ -541,6 +597,40 @@ def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
     assert got[1]["rest"][1] == "[trainer] step=1"
     # a tee prefix inside any line keeps every tee'd line generic (the generic path splits such a line)
     assert _compare(_frame([asc, ["[default0]:" + _asc(1, "x[default1]:y")]])) is None
+
+
+def test_srun_labelled_lines_take_the_fast_path_where_the_label_is_stripped() -> None:
+    """Lines behind Slurm's ``srun --label`` take the fast path, their rows with the label, in a file where the
+    generic path strips the labels (half of its non-blank lines hold one) and still would without the lines that
+    leave; distances are counted per task (and tee'd local rank behind the label). Four tasks' lines with a
+    traceback of task 2 at lines 11-13 keep task 3's lines 4 and 8 and task 2's line 7 (and the lines within two
+    of it); a file of sbatch's unlabelled lines around labelled ones takes them all; a file of 3 labelled and 4
+    unlabelled lines, where the labels are not stripped, takes none."""
+    asc = [f"{i % 4}: " + _asc(i, f"[trainer] step={i}") for i in range(20)]
+    tb = ["2: Traceback (most recent call last):", '2:   File "t.py", line 3, in f', "2: ValueError: x"]
+    frame = _frame(
+        [
+            asc,
+            [*asc[:10], *tb, *asc[10:]],
+            ["sbatch: starting", *asc, "sbatch: done", "x", "y"],
+            [*asc[:3], "plain", "more plain", "a", "b"],
+        ]
+    )
+    got = _compare(frame)
+    assert got is not None
+    taken = (
+        frame.with_columns(got[0].alias("m")).group_by("path").agg(pl.col("line").filter(pl.col("m")).sort())
+    )
+    assert dict(taken.rows()) == {
+        "f0.log": list(range(1, 21)),
+        "f1.log": [1, 2, 22, 23],
+        "f2.log": list(range(1, 25)),
+        "f3.log": [],
+    }
+    assert got[1]["srun_label"].to_list()[:4] == ["0", "1", "2", "3"]
+    assert got[1]["rest"][0] == "[trainer] step=0"
+    # the lines that leave would leave the labels under half of the lines left: the file stays whole
+    assert _compare(_frame([[*asc[:8], "a", "b", "c", "d", "e", "f", "g", "h", "i"]])) is None
 
 
 def test_lines_of_transport_prefixes_kept_by_share_keep_their_file_whole() -> None:
