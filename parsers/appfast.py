@@ -650,29 +650,52 @@ def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
     changes no wrap decision."""
     import parsers
 
-    body = pl.col("body")
-    # c10d's ``[rank3]:[E…`` keeps its prefix (no transport strips it: the tee only before ``[rank3]:`` or a
-    # character other than ``[`` and space), so it starts like a log line
-    c10d_rank = body.str.contains(r"^\[rank\d+\]:\[") & ~body.str.contains(r"^\[rank\d+\]:\[rank\d+\]:")
+    body = files["body"]
     plain = (
         (~body.str.contains(parsers._KNOWN_START) & (body.str.len_chars() > 0))
-        | (body.str.contains(_xport_heads()) & ~c10d_rank)
-    ) & ~(body.str.contains(_TEE_HEAD) & ~body.str.starts_with("[rank"))
-    files = files.select("path", "raw", "body", plain.alias("__p"), fast.alias("__f"))
+        | body.str.contains(_xport_heads())
+    ).fill_null(True)
+    # ... but a tee'd line (a tee'd line is no wrap), and c10d's ``[rank3]:[E…``, which keeps its prefix (no
+    # transport strips it: the tee only before ``[rank3]:`` or a character other than ``[`` and space), so it
+    # starts like a log line. Both start with ``[``.
+    at = (plain & body.str.starts_with("[").fill_null(False)).arg_true()
+    if at.len():
+        sub = body.gather(at)
+        no = (sub.str.contains(_TEE_HEAD) & ~sub.str.starts_with("[rank")) | (
+            sub.str.contains(r"^\[rank\d+\]:\[") & ~sub.str.contains(r"^\[rank\d+\]:\[rank\d+\]:")
+        )
+        plain = plain.scatter(at.filter(no.fill_null(False)), False)
+    files = files.select("path", "raw", "body").with_columns(plain.alias("__p"), fast.alias("__f"))
     # only a file where a line may be plain may hold a wrap (a tee'd console: none)
     may = files.filter(pl.col("__p"))["path"].unique()
     if may.len() == 0:
         return may
     if may.len() < files["path"].n_unique():
         files = files.filter(pl.col("path").is_in(may.implode()))
-    kept = files.filter(~pl.col("__f"))
-    wrap = pl.col("__p") & parsers.at_width()
-    tee_like = body.str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.Float64)
-    teeish = tee_like.mean().over("path") >= parsers.WRAP_TEE_SHARE
-    bad = [
-        files.filter(files.select(wrap | teeish).to_series())["path"],
-        kept.filter(kept.select(wrap | teeish).to_series())["path"],
-    ]
+    return pl.concat([_wrap_paths(files), _wrap_paths(files.filter(~pl.col("__f")))]).unique()
+
+
+def _wrap_paths(files: pl.DataFrame) -> pl.Series:
+    """The paths of ``files`` (:func:`_maybe_wraps`' frame: ``path``, ``raw``, ``body``, ``__p`` a line that may
+    be plain) with a line that may be plain after a line as long as the file's wrap width, or where the tee'd
+    lines reach ``parsers.WRAP_TEE_SHARE``."""
+    import parsers
+
+    if files.height == 0:
+        return files["path"]
+    n, path = pl.col("raw").str.len_chars(), pl.col("path")
+    # A wrap width is the length of 3 lines or more, 70 or more, within one of the file's longest (and the
+    # width only where that holds): the per-file mode runs on those files only.
+    top = n.max().over(path)
+    wide = files.filter(files.select(((n >= top - 1).sum().over(path) >= 3) & (top >= 70)).to_series())
+    bad = [wide.filter(wide.select(pl.col("__p") & parsers.at_width()).to_series())["path"]]
+    tee_like = pl.col("body").str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:")
+    if files["body"].str.starts_with("[").any():
+        bad.append(
+            files.filter(files.select(tee_like.mean().over(path) >= parsers.WRAP_TEE_SHARE).to_series())[
+                "path"
+            ]
+        )
     return pl.concat(bad).unique()
 
 

@@ -397,9 +397,7 @@ _srun_line = st.tuples(
     st.sampled_from(_PLAIN),
 ).map("".join)
 _srun_file = st.lists(
-    _srun_line.map(lambda x: [x]) | _srun_line.map(lambda x: [x]) | st.sampled_from(_SRUN_BLOCKS),
-    min_size=1,
-    max_size=8,
+    st.lists(_srun_line, min_size=1, max_size=12) | st.sampled_from(_SRUN_BLOCKS), min_size=1, max_size=4
 ).map(lambda segs: [x for seg in segs for x in seg])
 #: Whole lines and blocks that do not qualify, as they come in logs, besides the drawn special lines above:
 #: lines of other producers and blocks that start like log lines (a file holding them may be split) ...
