@@ -336,7 +336,7 @@ def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series |
     Open MPI's)."""
     raw, body, path = lines["raw"], lines["body"], lines["path"]
     none = (raw, None, pl.repeat(False, raw.len(), dtype=pl.Boolean, eager=True), path.clear())
-    lead = body.str.contains(r"^ *\d").fill_null(False)
+    lead = body.str.contains(_gate_of((_SRUN,))).fill_null(False)  # the label alone: most lines fail at once
     if not lead.any():
         return none
     hit = pl.repeat(False, raw.len(), dtype=pl.Boolean, eager=True).scatter(
