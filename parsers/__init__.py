@@ -549,9 +549,8 @@ def _app_split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     parts = _file_slices(lines, -(-lines.height // k)) if k > 1 else [(0, lines.height)]
     if len(parts) == 1:
         return appfast.split(lines)
-    inside = appfast.tee_inside(
-        lines["raw"]
-    )  # decided for all the lines: a generic slice holds any part's files
+    # whether a tee'd line may leave, decided for all the lines: a generic slice holds files of any part
+    inside = appfast.tee_inside(lines["raw"])
     with ThreadPoolExecutor(max_workers=k) as pool:
         got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0]), inside), parts))
     if all(g is None for g in got):

@@ -373,13 +373,17 @@ def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Serie
 
     Three kinds of lines qualify: plain asctime lines (see the module), plain lines of the other application
     logging prefixes (:func:`_prefixed_lines`), and lines without any prefix (a tqdm bar, a warning, a script's
-    ``print``) that hold no rule literal but tqdm's and no helper marker. A file all of whose lines qualify
-    takes it whole, unless it holds a line that does not start like a log line (``parsers._KNOWN_START``)
-    where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file where some lines do not (a
-    traceback at the end of a stdout log, a watchdog error after a run of progress bars), the qualifying lines
-    farther than :data:`CONTEXT_LINES` from every line that does not take it, unless the file holds a line of
-    :func:`_file_gate` or the generic path could find a hard-wrapped line in it or in the lines it keeps
-    (:func:`_maybe_wraps`).
+    ``print``) that hold no rule literal but tqdm's and no helper marker; each also behind torchrun's tee prefix
+    (:func:`_untee`; ``tee_inside``: :func:`tee_inside` of all the lines of the parse, when ``lines`` is a part
+    of them) or Slurm's srun label (:func:`_unsrun`), with the tee's local rank or the label among the captures.
+    A file all of whose lines qualify takes it whole, unless it holds a line that does not start like a log line
+    (``parsers._KNOWN_START``) where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file
+    where some lines do not (a traceback at the end of a stdout log, a watchdog error after a run of progress
+    bars), the qualifying lines farther than :data:`CONTEXT_LINES` from every line that does not take it, in the
+    file and in their stream (:func:`_near`), unless the file holds a line of :func:`_file_gate` or
+    :func:`_share_gate` or the generic path could find a hard-wrapped line in it or in the lines it keeps
+    (:func:`_maybe_wraps`). A file whose srun labels the generic path strips takes it only where it still would
+    in the lines left.
 
     In a file with NCCL COLL fast-path lines (``parsers.fast_split``), ``lines`` lacks those, and distances are
     counted without them. The generic path takes them back into a file whose lines hold a record candidate
@@ -639,8 +643,8 @@ def _near(files: pl.DataFrame) -> pl.Series:
 
 def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
     """The paths of ``files`` (``path``, ``raw``, ``body``: whole files in order, ``body`` the lines less an srun
-    label the generic path strips) where ``parsers._mark_wraps`` might
-    mark a hard-wrapped line, in all the lines or in those left once the ``fast`` ones leave. Only a line that
+    label the generic path strips) where ``parsers._mark_wraps`` might mark a hard-wrapped line, in all the
+    lines or in those left once the ``fast`` ones leave. Only a line that
     may be plain can be one: one that does not start like a log line, or has a transport prefix (what is left
     once it is stripped may not), but the tee's (a role not starting with ``rank``: such a line is tee'd, and a
     tee'd line is no wrap). It is one after a line as long as the file's wrap width (:func:`parsers.at_width`),
