@@ -506,9 +506,9 @@ def generate_app(
     ``out/attempt_0/<rank>/{stdout,stderr}.log``. ``tee``: instead, each node's console as ``torchrun --tee 3``
     prints it, ``out/node-<K>/console.log``: the lines of its ranks (:data:`RANKS_PER_NODE` a node, stdout and
     stderr merged) behind the tee's ``[default<local rank>]:`` prefix (``TailLog``, torch 1.9 - 2.13),
-    interleaved. ``srun``: instead, the job's Slurm output as ``srun --label``
-    writes it, ``out/slurm.out``: every rank's lines (stdout and stderr merged) behind its task label ``R: ``,
-    interleaved."""
+    interleaved. ``srun``: instead, the job's Slurm output as ``srun --label`` writes it, ``out/slurm.out``:
+    every rank's lines (stdout and stderr merged) behind its task label ``R: ``, interleaved; with ``tee``, one
+    task per node running torchrun (``srun -l torchrun --tee 3``): each node's console behind the node's label."""
     if fmt not in LOG_FORMATS:
         raise ValueError(f"unknown log format {fmt!r}; one of {', '.join(LOG_FORMATS)}")
     out = Path(out)
@@ -519,7 +519,7 @@ def generate_app(
     tasks: list[list[str]] = []
     for r in range(ranks):
         so, se = _app_rank_lines(r, ranks, lines, culprit, rng, fmt)
-        if srun:
+        if srun and not tee:
             tasks.append([f"{r}: {x}" for x in _interleave_lines([so, se])])
             continue
         if tee:
@@ -532,6 +532,9 @@ def generate_app(
         d.mkdir(parents=True, exist_ok=True)
         b, n, f = _write_bodies([(d / "stdout.log", so), (d / "stderr.log", se)])
         total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
+    if srun and tee:
+        tasks = [[f"{node}: {x}" for x in _interleave_lines(streams)] for node, streams in consoles.items()]
+        consoles = {}
     if tasks:
         out.mkdir(parents=True, exist_ok=True)
         b, n, f = _write_bodies([(out / "slurm.out", _interleave_lines(tasks))])
@@ -669,7 +672,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--srun",
         action="store_true",
-        help="--shape app: the job's Slurm output as srun --label writes it (slurm.out, 'R: ' before each line)",
+        help="--shape app: the job's Slurm output as srun --label writes it (slurm.out, 'R: ' before each line; "
+        "with --tee, each node's torchrun console behind the node's label)",
     )
     a = ap.parse_args(argv)
     if a.shape == "files":

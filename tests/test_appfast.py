@@ -163,17 +163,22 @@ def test_fast_path_equals_generic_on_other_logging_formats(
 
 @pytest.mark.parametrize(
     ("layout", "stated", "column"),
-    [("tee", r"^\[default(\d)\]:", "local_rank"), ("srun", r"^(\d+): ", "rank")],
+    [
+        ("tee", r"^\[default(\d)\]:", "local_rank"),
+        ("srun", r"^(\d+): ", "rank"),
+        ("srun,tee", r"^\d+: \[default(\d)\]:", "local_rank"),
+    ],
 )
 def test_fast_path_equals_generic_on_a_combined_console(
     layout: str, stated: str, column: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Four ranks' lines interleaved in one file (``generate.py --shape app``) as a node's console of
-    ``torchrun --tee 3`` prints them (``--tee``: behind ``[default<N>]:``) or as ``srun --label`` writes the
-    job's output (``--srun``: behind ``R: ``), with the culprit's error and the others' watchdog lines: the same
-    rows, each with the (local) rank its prefix states, and the prefixed application lines took the fast path,
-    but for those near the error lines."""
-    generate_app(tmp_path / "job", ranks=4, lines=1500, seed=3, **{layout: True})
+    """Sixteen ranks' lines interleaved (``generate.py --shape app``, two nodes) as each node's console of
+    ``torchrun --tee 3`` prints them (``--tee``: behind ``[default<N>]:``), as ``srun --label`` writes the job's
+    output (``--srun``: behind ``R: ``), or both (``srun -l torchrun --tee 3``: each node's console behind its
+    label), with the culprit's error and the others' watchdog lines: the same rows, each with the (local) rank
+    its prefix states, and the prefixed application lines took the fast path, but for those near the error
+    lines."""
+    generate_app(tmp_path / "job", ranks=16, lines=400, seed=3, **dict.fromkeys(layout.split(","), True))
     fast, slow, n_fast = _both(tmp_path / "job", monkeypatch)
     assert_frame_equal(fast, slow)
     assert fast.select((pl.col(column) == pl.col("raw").str.extract(stated, 1).cast(pl.Int32)).all()).item()
