@@ -579,9 +579,9 @@ def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
     """Lines behind torchrun's tee prefix take the fast path as the text behind it would, with the tee's local
     rank. In a console of four local ranks' lines with a traceback of local rank 1 at lines 11-13, a line is kept
     generic within two lines of it in the file, or in its stream counted with every line that does not qualify:
-    local rank 2's lines 3 and 7 (the traceback follows line 7 of that count), rank 1's line 21 (two after its
-    traceback). A file holding a bar and a line without prefix, where half of the lines are tee'd, stays whole
-    (the plain line may be a hard wrap)."""
+    each local rank's last two lines before the traceback and first two after it (lines 3-10 and 14-21; local
+    rank 2's line 3 is two before it in that count: 3, 7, the traceback). A file holding a bar and a line without
+    prefix, where half of the lines are tee'd, stays whole (the plain line may be a hard wrap)."""
     asc = [f"[default{i % 4}]:" + _asc(i, f"[trainer] step={i}") for i in range(20)]
     tb = [
         "[default1]:Traceback (most recent call last):",
@@ -606,9 +606,9 @@ def test_srun_labelled_lines_take_the_fast_path_where_the_label_is_stripped() ->
     """Lines behind Slurm's ``srun --label`` take the fast path, their rows with the label, in a file where the
     generic path strips the labels (half of its non-blank lines hold one) and still would without the lines that
     leave; distances are counted per task (and tee'd local rank behind the label). Four tasks' lines with a
-    traceback of task 2 at lines 11-13 keep task 3's lines 4 and 8 and task 2's line 7 (and the lines within two
-    of it); a file of sbatch's unlabelled lines around labelled ones takes them all; a file of 3 labelled and 4
-    unlabelled lines, where the labels are not stripped, takes none."""
+    traceback of task 2 at lines 11-13 keep each task's last two lines before it and first two after it (lines
+    3-10 and 14-21); a file of sbatch's unlabelled lines around labelled ones takes them all; a file of 3
+    labelled and 4 unlabelled lines, where the labels are not stripped, takes none."""
     asc = [f"{i % 4}: " + _asc(i, f"[trainer] step={i}") for i in range(20)]
     tb = ["2: Traceback (most recent call last):", '2:   File "t.py", line 3, in f', "2: ValueError: x"]
     frame = _frame(
