@@ -331,7 +331,7 @@ if _head_pattern(_SRUN) is None or set(re.compile(_SRUN).groupindex) != {"srun_l
 def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series | None, pl.Series, pl.Series]:
     """``(text, label, hit, srun files)``: the lines' ``raw`` with the srun label cut off the ``one`` lines of the
     files whose label the generic path strips, each line's label (String, null where none; None where no line
-    has one), whether each line holds a label as ``transport._file_share`` counts it, and the paths of those
+    has one), whether each line holds a label as ``transport.strip_transport`` counts it, and the paths of those
     files: half of their non-blank lines hold a label, and none holds a prefix stripped before it (kubectl's,
     Open MPI's)."""
     raw, body, path = lines["raw"], lines["body"], lines["path"]
@@ -342,13 +342,8 @@ def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series |
     hit = pl.repeat(False, raw.len(), dtype=pl.Boolean, eager=True).scatter(
         lead.arg_true(), body.filter(lead).str.contains(_SRUN).fill_null(False)
     )
-    nonblank = body.str.len_chars() > 0
-    share = (
-        pl.DataFrame({"path": path, "h": hit & nonblank, "n": nonblank})
-        .group_by("path")
-        .agg((pl.col("h").sum() / pl.col("n").sum().clip(1, None)).alias("s"))
-    )
-    files = share.filter(pl.col("s") >= _SRUN_SHARE)["path"]
+    shares = transport.file_shares(path, hit, body.str.len_chars() > 0)
+    files = shares.filter(pl.col("share") >= _SRUN_SHARE)["path"]
     if files.len():
         before = _gate_of(
             tuple(p.pattern for p in (transport.KUBECTL_TS, transport.KUBECTL_POD, transport.MPI_TAG))
@@ -450,14 +445,8 @@ def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Serie
         # The generic path strips the labels of a file where half of the lines it keeps hold one: so must the
         # lines left (a file none of whose non-blank lines is left decides nothing).
         left = path.is_in(srun_files.implode()) & ~take
-        nonblank = lines["body"].str.len_chars() > 0
-        share = (
-            pl.DataFrame({"path": path, "h": hit & nonblank & left, "n": nonblank & left})
-            .filter(pl.col("n"))
-            .group_by("path")
-            .agg((pl.col("h").sum() / pl.col("n").sum()).alias("s"))
-        )
-        lost = share.filter(pl.col("s") < _SRUN_SHARE)["path"]
+        shares = transport.file_shares(path, hit, left & (lines["body"].str.len_chars() > 0))
+        lost = shares.filter(pl.col("share") < _SRUN_SHARE)["path"]
         if lost.len():
             take = take & ~path.is_in(lost.implode())
     if not take.any():
@@ -620,10 +609,10 @@ def _near(files: pl.DataFrame) -> pl.Series:
     near = files.select(
         pl.any_horizontal([o.shift(d).over("path").fill_null(False) for d in range(-k, k + 1)])
     ).to_series()
-    heads = files["s"]
-    if heads.filter(~files["o"]).is_null().all():
+    stream = files["s"]
+    if stream.filter(~files["o"]).is_null().all():
         return near
-    df = files.select("path", "o").with_row_index("__i").with_columns(i.cast(pl.Int64), heads.alias("__s"))
+    df = files.select("path", "o").with_row_index("__i").with_columns(i.cast(pl.Int64), stream.alias("__s"))
     # The last and the next line that does not qualify, in the file (at a line that qualifies) ...
     nq = pl.when(o).then(i)
     df = df.with_columns(

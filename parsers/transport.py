@@ -151,16 +151,30 @@ _TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"
 _RANK_IS_TEE = r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])"
 
 
+def file_shares(path: pl.Series, hit: pl.Series, counted: pl.Series) -> pl.DataFrame:
+    """``path, share`` (String, Float64): for each file (``path``) with a ``counted`` row, the share of its
+    counted rows that ``hit`` (three Boolean Series of one length). The one definition of the share
+    :data:`FILE_SHARE` bounds: :func:`strip_transport` counts a file's non-blank lines, ``parsers.appfast``
+    also the non-blank lines it leaves to this module."""
+    return (
+        pl.DataFrame({"path": path, "h": hit & counted, "n": counted})
+        .filter(pl.col("n"))
+        .group_by("path")
+        .agg((pl.col("h").sum() / pl.col("n").sum()).alias("share"))
+    )
+
+
 def _file_share(df: pl.DataFrame, pattern: str) -> pl.Series:
-    """Per row: the share of non-blank lines of the row's file that match ``pattern``."""
+    """Per row: the share of non-blank lines of the row's file that match ``pattern`` (:func:`file_shares`; 0
+    in a file without a non-blank line)."""
     nonblank = df["body"].str.len_chars() > 0
     hit = df["body"].str.contains(pattern) & nonblank
-    if not hit.any():  # no file has a hit: every share is 0 (no window over the files)
+    if not hit.any():  # no file has a hit: every share is 0 (no grouping over the files)
         return pl.repeat(0.0, df.height, dtype=pl.Float64, eager=True).alias("share")
-    share = pl.DataFrame({"path": df["path"], "hit": hit, "nb": nonblank}).select(
-        (pl.col("hit").sum().over("path") / pl.col("nb").sum().over("path").clip(1, None)).alias("share")
+    shares = file_shares(df["path"], hit, nonblank)
+    return (
+        df.select("path").join(shares, on="path", how="left", maintain_order="left")["share"].fill_null(0.0)
     )
-    return share["share"]
 
 
 def _split_rows(df: pl.DataFrame, hit: pl.Series, pattern: str, replacement: str) -> pl.DataFrame:
