@@ -547,8 +547,8 @@ def _app_split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     """:func:`parsers.appfast.split` of ``lines``, in parts of whole files on threads when they are many."""
     k = parallelism(lines.height // APP_PART_ROWS)
     parts = _file_slices(lines, -(-lines.height // k)) if k > 1 else [(0, lines.height)]
-    if len(parts) == 1:
-        return appfast.split(lines)
+    if len(parts) == 1:  # one part: its lines are still classified in k parts of rows
+        return appfast.split(lines, workers=k)
     # whether a tee'd line may leave, decided for all the lines: a generic slice holds files of any part
     inside = appfast.tee_inside(lines["raw"])
     with ThreadPoolExecutor(max_workers=k) as pool:

@@ -56,6 +56,7 @@ files, whole and mixed.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import polars as pl
@@ -360,7 +361,9 @@ def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series |
     return raw.clone().scatter(at, got["rest"]), label, hit, files
 
 
-def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Series, pl.DataFrame] | None:
+def split(
+    lines: pl.DataFrame, tee_inside: bool | None = None, workers: int = 1
+) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
     columns) that take the fast path, and for those rows (in order) the columns of :data:`CAPS`: the prefix's
     captures (``sev_word``, and the others where not null on every row), ``rest`` (the message) and ``bare``
@@ -371,6 +374,8 @@ def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Serie
     ``print``) that hold no rule literal but tqdm's and no helper marker; each also behind torchrun's tee prefix
     (:func:`_untee`; ``tee_inside``: :func:`tee_inside` of all the lines of the parse, when ``lines`` is a part
     of them) or Slurm's srun label (:func:`_unsrun`), with the tee's local rank or the label among the captures.
+    Each line is classified on its own (:func:`_classify`: in ``workers`` parts of rows on threads), each file
+    then decided as a whole.
     A file all of whose lines qualify takes it whole, unless it holds a line that does not start like a log line
     (``parsers._KNOWN_START``) where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file
     where some lines do not (a traceback at the end of a stdout log, a watchdog error after a run of progress
@@ -402,11 +407,7 @@ def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Serie
         return None
     # a line behind an srun label or tee prefix qualifies as the text behind it would (every gate reads that text)
     body, label, hit, srun_files = _unsrun(lines, one)
-    text, tee_lr = _untee(raw, body, one, tee_inside)
-    stamped = text.str.contains(_STAMP).fill_null(False)
-    asc = _asctime_lines(text, one & stamped)
-    pre, headed = _prefixed_lines(text, one & ~stamped)
-    bare = _bare_lines(text, one & ~stamped & ~headed)
+    tee_lr, asc, pre, bare = _classify(raw, body, one, tee_inside, workers)
     qual = pl.concat([asc[0], pre[0], bare[0]]).sort()  # the rows of the three kinds (none of two), in order
     if qual.len() == 0:
         return None
@@ -464,6 +465,62 @@ def split(lines: pl.DataFrame, tee_inside: bool | None = None) -> tuple[pl.Serie
     return take, caps.select(
         [c for c in caps.columns if c in ("rest", "bare", "sev_word") or caps[c].null_count() < caps.height]
     )
+
+
+_Kind = tuple[pl.Series, pl.DataFrame]
+
+
+def _classify(
+    raw: pl.Series, body: pl.Series, one: pl.Series, inside: bool | None, workers: int
+) -> tuple[pl.Series | None, _Kind, _Kind, _Kind]:
+    """``(tee local rank, asctime, prefixed, bare)``: the lines' tee local ranks (:func:`_untee`: Int32, null
+    where none; None where no line is tee'd) and, for each of the three kinds of lines that qualify
+    (:func:`_asctime_lines`, :func:`_prefixed_lines`, :func:`_bare_lines`), the row indices of its lines
+    (ascending) and their captures. ``raw``, ``body`` (``raw`` less an srun label the generic path strips) and
+    ``one`` (the single physical lines) are of one length; every test reads one line only, so ``workers`` > 1
+    parts of rows give the same on threads (each polars call runs on one core: a 37 MB tee'd console, one
+    file, is otherwise classified on one). ``inside``: :func:`tee_inside` of all the lines parsed, None for
+    ``raw``'s (decided once for all the parts)."""
+    n = raw.len()
+    k = max(1, min(workers, n // _CLASSIFY_MIN_ROWS))
+    if k == 1:
+        text, tee_lr = _untee(raw, body, one, inside)
+        stamped = text.str.contains(_STAMP).fill_null(False)
+        asc = _asctime_lines(text, one & stamped)
+        pre, headed = _prefixed_lines(text, one & ~stamped)
+        return tee_lr, asc, pre, _bare_lines(text, one & ~stamped & ~headed)
+    if inside is None:
+        inside = tee_inside(raw)
+    step = -(-n // k)
+    starts = range(0, n, step)
+
+    def part(a: int) -> tuple[pl.Series | None, _Kind, _Kind, _Kind]:
+        return _classify(raw.slice(a, step), body.slice(a, step), one.slice(a, step), inside, 1)
+
+    with ThreadPoolExecutor(max_workers=k) as pool:
+        got = list(pool.map(part, starts))
+    tees = [g[0] for g in got]
+    tee_lr = None
+    if any(t is not None for t in tees):
+        tee_lr = pl.concat(
+            [
+                t if t is not None else pl.repeat(None, min(step, n - a), dtype=pl.Int32, eager=True)
+                for t, a in zip(tees, starts, strict=True)
+            ]
+        )
+
+    def kind(kinds: list[_Kind]) -> _Kind:
+        return (
+            pl.concat([at + a for (at, _), a in zip(kinds, starts, strict=True)]),
+            pl.concat([caps for _, caps in kinds], how="vertical"),
+        )
+
+    return tee_lr, kind([g[1] for g in got]), kind([g[2] for g in got]), kind([g[3] for g in got])
+
+
+#: Rows below which :func:`_classify` does not split its lines into parts (a part's fixed cost, ~30 polars
+#: calls, stays small against its lines).
+_CLASSIFY_MIN_ROWS = 50_000
 
 
 def _asctime_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFrame]:

@@ -194,9 +194,9 @@ def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.M
     calls: list[int] = []
     real = appfast.split
 
-    def spy(lines: pl.DataFrame, tee_inside: bool | None = None) -> object:
+    def spy(lines: pl.DataFrame, tee_inside: bool | None = None, workers: int = 1) -> object:
         calls.append(lines.height)
-        return real(lines, tee_inside)
+        return real(lines, tee_inside, workers)
 
     monkeypatch.setattr(appfast, "split", spy)
     monkeypatch.setattr(parsers, "APP_PART_ROWS", 1500)
@@ -210,6 +210,37 @@ def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.M
     assert_frame_equal(parts, slow)
     assert_frame_equal(parts, whole)
     assert n_parts == n_whole
+
+
+@pytest.mark.parametrize("layout", ["tee", "srun"])
+def test_one_file_classified_in_parts_of_rows(
+    layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One file (a node's tee'd console, or the job's ``srun --label`` output) holding all the lines: its lines
+    are classified in parts of rows on threads (``appfast._classify``), and give the rows of one part, which
+    equal the generic path's."""
+    generate_app(tmp_path / "job", ranks=8, lines=500, seed=11, **{layout: True})
+    assert len([p for p in (tmp_path / "job").rglob("*") if p.is_file()]) == 1
+    whole, slow, n_whole = _both(tmp_path / "job", monkeypatch)
+    parts: list[int] = []
+    real = appfast._classify
+
+    def spy(raw: pl.Series, body: pl.Series, one: pl.Series, inside: bool | None, workers: int) -> object:
+        if workers == 1:
+            parts.append(raw.len())
+        return real(raw, body, one, inside, workers)
+
+    monkeypatch.setattr(appfast, "_classify", spy)
+    monkeypatch.setattr(appfast, "_CLASSIFY_MIN_ROWS", 100)
+    monkeypatch.setattr(parsers, "APP_PART_ROWS", 100)
+    monkeypatch.setattr(parsers, "parallelism", lambda tasks: max(1, min(3, tasks)))
+    got, _, n_parts = _both(tmp_path / "job", monkeypatch)
+    lines = sum(1 for _ in next(p for p in (tmp_path / "job").rglob("*") if p.is_file()).open())
+    # three parts of one third of the lines each (the last less), and the probe's one line in one part
+    assert sorted(parts, reverse=True)[:3] == [-(-lines // 3)] * 2 + [lines - 2 * -(-lines // 3)]
+    assert_frame_equal(got, whole)
+    assert_frame_equal(got, slow)
+    assert n_parts == n_whole > 0.9 * whole.height
 
 
 def test_fast_path_rows_merged_by_a_sort_equal_generic(
