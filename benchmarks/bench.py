@@ -198,16 +198,19 @@ REF: Path | None = None
 
 #: The application-heavy workloads and the logging format of their Python lines (``generate.py --shape app
 #: --log-format``): ``app`` the default asctime format, ``app-hf``, ``app-deepspeed``, ``app-hydra`` the others,
-#: ``app-tee`` the default format on each node's tee'd console, ``app-srun`` in the job's ``srun --label``
-#: output.
+#: ``app-tee`` the default format on each node's tee'd console (``app-torn``: one of each ten bars of a rank
+#: torn, the next line glued to it), ``app-srun`` in the job's ``srun --label`` output.
 APP_WORKLOADS = {
     "app": "asctime",
     **{f"app-{f}": f for f in LOG_FORMATS if f != "asctime"},
     "app-tee": "asctime",
+    "app-torn": "asctime",
     "app-srun": "asctime",
 }
 #: Application-heavy workloads written as each node's ``torchrun --tee 3`` console (``generate.py --tee``) ...
-TEE_WORKLOADS = {"app-tee"}
+TEE_WORKLOADS = {"app-tee", "app-torn"}
+#: ... those with torn progress bars, one of each ten of a rank (``generate.py --torn 10``) ...
+TORN_WORKLOADS = {"app-torn": 10}
 #: ... and as the job's ``srun --label`` output (``generate.py --srun``).
 SRUN_WORKLOADS = {"app-srun"}
 #: ``grep``'s pattern per workload: one field of the lines that make up the bulk of it.
@@ -404,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         help="coll: the generator's COLL-heavy job; app: an application-heavy job (Python logging, warnings, "
         "tqdm, no NCCL line) in the plain attempt_0/<rank>/ layout (generate.py --shape app); app-hf, "
         "app-deepspeed, app-hydra: the same with its logging lines in that format; app-tee: the app job as each "
-        "node's torchrun --tee 3 console (node-K/console.log, generate.py --tee); app-srun: as the job's srun "
+        "node's torchrun --tee 3 console (node-K/console.log, generate.py --tee); app-torn: the same with one of each "
+        "ten progress bars of a rank torn, the next line glued to it (generate.py --torn 10); app-srun: as the job's srun "
         "--label output (slurm.out, generate.py --srun); comma-separated",
     )
     ap.add_argument(
@@ -453,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
             if not os.path.exists(data + ".json"):
                 if fmt:
                     tee, srun = workload in TEE_WORKLOADS, workload in SRUN_WORKLOADS
-                    info = generate_app(data, ranks, lines, seed=0, fmt=fmt, tee=tee, srun=srun)
+                    torn = TORN_WORKLOADS.get(workload, 0)
+                    info = generate_app(data, ranks, lines, seed=0, fmt=fmt, tee=tee, srun=srun, torn=torn)
                 else:
                     info = generate(data, ranks, lines, seed=0)
                 Path(data + ".json").write_text(json.dumps(info))

@@ -492,6 +492,23 @@ def _interleave_lines(streams: list[list[str]]) -> list[str]:
     return [line for *_, line in sorted(keyed)]
 
 
+def _glue_torn(lines: list[str]) -> list[str]:
+    """``lines`` as a console prints them where a line ending in ``\0`` was written without its newline (a
+    tqdm bar torn by torchrun's tee, which writes what ``readline`` returns, newline or not): the next line
+    is glued to it, on the same physical line (``…1.0it/s][default1]:…``, ``transport.split_glued_tee``)."""
+    out: list[str] = []
+    glue = ""
+    for line in lines:
+        if line.endswith("\0"):
+            glue += line[:-1]
+            continue
+        out.append(glue + line)
+        glue = ""
+    if glue:
+        out.append(glue)
+    return out
+
+
 def generate_app(
     out: str | Path,
     ranks: int = 16,
@@ -500,6 +517,7 @@ def generate_app(
     fmt: str = "asctime",
     tee: bool = False,
     srun: bool = False,
+    torn: int = 0,
 ) -> dict[str, object]:
     """An application-heavy job (see :func:`_app_rank_lines`; ``fmt`` its logging format, :data:`LOG_FORMATS`)
     in the plain torchrun ``--log-dir`` layout of one node, not the generator's node folders:
@@ -508,7 +526,11 @@ def generate_app(
     stderr merged) behind the tee's ``[default<local rank>]:`` prefix (``TailLog``, torch 1.9 - 2.13),
     interleaved. ``srun``: instead, the job's Slurm output as ``srun --label`` writes it, ``out/slurm.out``:
     every rank's lines (stdout and stderr merged) behind its task label ``R: ``, interleaved; with ``tee``, one
-    task per node running torchrun (``srun -l torchrun --tee 3``): each node's console behind the node's label."""
+    task per node running torchrun (``srun -l torchrun --tee 3``): each node's console behind the node's label.
+    ``torn`` (with ``tee``): one of each ``torn`` progress bars of a rank is printed without its newline, so the
+    console's next line is glued to it (:func:`_glue_torn`); 0 for none."""
+    if torn and not tee:
+        raise ValueError("torn bars are a tee'd console's: use tee")
     if fmt not in LOG_FORMATS:
         raise ValueError(f"unknown log format {fmt!r}; one of {', '.join(LOG_FORMATS)}")
     out = Path(out)
@@ -524,6 +546,10 @@ def generate_app(
             continue
         if tee:
             lr = r % RANKS_PER_NODE
+            if torn:
+                bars = [k for k, x in enumerate(se) if x.startswith("Epoch 0:")]
+                for k in bars[torn - 1 :: torn]:
+                    se[k] += "\0"
             consoles.setdefault(r // RANKS_PER_NODE, []).append(
                 [f"[default{lr}]:{x}" for x in _interleave_lines([so, se])]
             )
@@ -533,7 +559,10 @@ def generate_app(
         b, n, f = _write_bodies([(d / "stdout.log", so), (d / "stderr.log", se)])
         total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
     if srun and tee:
-        tasks = [[f"{node}: {x}" for x in _interleave_lines(streams)] for node, streams in consoles.items()]
+        tasks = [
+            [f"{node}: {x}" for x in _glue_torn(_interleave_lines(streams))]
+            for node, streams in consoles.items()
+        ]
         consoles = {}
     if tasks:
         out.mkdir(parents=True, exist_ok=True)
@@ -542,7 +571,7 @@ def generate_app(
     for node, streams in consoles.items():
         d = out / f"node-{node}"
         d.mkdir(parents=True, exist_ok=True)
-        b, n, f = _write_bodies([(d / "console.log", _interleave_lines(streams))])
+        b, n, f = _write_bodies([(d / "console.log", _glue_torn(_interleave_lines(streams)))])
         total_bytes, n_lines, files = total_bytes + b, n_lines + n, files + f
     return {
         "dir": str(out),
@@ -550,6 +579,7 @@ def generate_app(
         "log_format": fmt,
         "tee": tee,
         "srun": srun,
+        "torn": torn,
         "ranks": ranks,
         "culprit": culprit,
         "files": files,
@@ -675,13 +705,21 @@ def main(argv: list[str] | None = None) -> int:
         help="--shape app: the job's Slurm output as srun --label writes it (slurm.out, 'R: ' before each line; "
         "with --tee, each node's torchrun console behind the node's label)",
     )
+    ap.add_argument(
+        "--torn",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--shape app --tee: one of each N progress bars of a rank printed without its newline, the console's "
+        "next line glued to it (torchrun's tee writes what readline returns); 0 (default) for none",
+    )
     a = ap.parse_args(argv)
     if a.shape == "files":
         info = generate_many_files(a.out, a.files, a.layout, a.seed)
     elif a.shape == "ranks":
         info = generate_many_ranks(a.out, a.ranks, a.seed, a.faults)
     elif a.shape == "app":
-        info = generate_app(a.out, a.ranks, a.lines, a.seed, a.log_format, a.tee, a.srun)
+        info = generate_app(a.out, a.ranks, a.lines, a.seed, a.log_format, a.tee, a.srun, a.torn)
     else:
         info = generate(a.out, a.ranks, a.lines, a.seed)
     json.dump(info, sys.stdout)

@@ -549,10 +549,11 @@ def _app_split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     parts = _file_slices(lines, -(-lines.height // k)) if k > 1 else [(0, lines.height)]
     if len(parts) == 1:  # one part: its lines are still classified in k parts of rows
         return appfast.split(lines, workers=k)
-    # whether a tee'd line may leave, decided for all the lines: a generic slice holds files of any part
-    inside = appfast.tee_inside(lines["raw"])
+    # whether each file keeps witnesses of its tee roles, decided for all the lines: a generic slice holds files
+    # of any part
+    glued = appfast.tee_inside(lines["raw"])
     with ThreadPoolExecutor(max_workers=k) as pool:
-        got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0]), inside), parts))
+        got = list(pool.map(lambda ab: appfast.split(lines.slice(ab[0], ab[1] - ab[0]), glued), parts))
     if all(g is None for g in got):
         return None
     mask = pl.concat(

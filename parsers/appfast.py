@@ -270,34 +270,32 @@ if not _BAR_LITERAL or not _BAR_PATTERN:
 #: role does not start with ``rank`` (``[rank3]:`` may be c10d's excepthook; ``transport.strip_transport`` tells
 #: them apart) is tee'd whatever follows, and the generic path reads what follows as a line of its own: the row
 #: of a plain line, with the tee's ``tee_local_rank``. Such a line qualifies as that text would (the gates are
-#: tested on it), where no line holds a tee-like prefix glued to the text before it (:data:`_TEE_INSIDE`).
+#: tested on it; but see :data:`_TEE_INSIDE`).
 _TEE_HEAD = _head_pattern(transport.TEE.pattern) or ""
 if not _TEE_HEAD.startswith("^") or set(re.compile(_TEE_HEAD).groupindex) != {"tee_role", "tee_local_rank"}:
     raise AssertionError("parsers.transport.TEE changed: parsers.appfast reads its head")
 #: A tee-like prefix glued to the text before it (``transport.split_glued_tee``'s cut, any role): the generic
-#: path splits such a line where the role is one seen at a line start in its slice of files. Where any line holds
-#: one, no tee'd line takes the fast path: the lines left would see fewer roles. (A record starting inside a line,
-#: ``transport.LEAD``, is split off whatever the other lines: such a line does not qualify, and :func:`_near`
-#: counts it in every stream.)
+#: path splits such a line where the role is one seen at a line start in its slice of files. Such a line does
+#: not qualify (:data:`RAW_MARKERS`). Where any line of the parse holds one, each file keeps on the generic path, for each role seen at
+#: the start of its tee'd lines that qualify, the first of them (:func:`_witnesses`): the lines left see the
+#: same roles in every slice. (A record starting inside a line, ``transport.LEAD``, is split off whatever the
+#: other lines: such a line does not qualify, and :func:`_near` counts it in every stream.)
 _TEE_INSIDE = r"[^:\s]\[[A-Za-z_][A-Za-z_-]*?\d+\]:"
 
 
 def tee_inside(raw: pl.Series) -> bool:
     """Whether a line of ``raw`` holds a tee-like prefix glued to the text before it (:data:`_TEE_INSIDE`): then
-    no tee'd line takes the fast path (:func:`split`'s ``tee_inside``, to be decided for all the lines of a
-    parse at once, as the generic path's slices hold files of any of its parts)."""
+    each file keeps witnesses of its roles on the generic path (:func:`split`'s ``glued``, to be decided for all
+    the lines of a parse at once, as the generic path's slices hold files of any of its parts)."""
     lead = raw.str.contains("[", literal=True)
     return bool(lead.any() and raw.filter(lead.fill_null(False)).str.contains(_TEE_INSIDE).any())
 
 
-def _untee(
-    raw: pl.Series, text: pl.Series, one: pl.Series, inside: bool | None
-) -> tuple[pl.Series, pl.Series | None]:
+def _untee(text: pl.Series, one: pl.Series) -> tuple[pl.Series, pl.Series | None]:
     """``(text, local rank)``: ``text`` (the lines' ``raw``, less an srun label) with torchrun's tee prefix cut
     off the ``one`` lines (single physical lines) that are tee'd (:data:`_TEE_HEAD`, a role not starting with
     ``rank``), and the tee's local rank of each line (Int32, null where none); ``(text, None)`` where no line
-    is, or where a line holds a glued tee-like prefix (``inside``: :func:`tee_inside` of all the lines parsed;
-    None: of ``raw``)."""
+    is."""
     cand = (one & text.str.starts_with("[") & ~text.str.starts_with("[rank")).fill_null(False)
     if not cand.any():
         return text, None
@@ -308,7 +306,7 @@ def _untee(
     upto = sub.str.slice(0, sub.str.find("]:", literal=True) + 2)
     head = per_distinct(upto, pl.col(DISTINCT).str.extract(f"{_TEE_HEAD}$", 2).alias("lr"))
     ok = head["lr"].is_not_null()
-    if not ok.any() or (tee_inside(raw) if inside is None else inside):
+    if not ok.any():
         return text, None
     at = at.filter(ok)
     cut = pl.repeat(0, text.len(), dtype=pl.UInt32, eager=True).scatter(at, upto.filter(ok).str.len_chars())
@@ -362,7 +360,7 @@ def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series |
 
 
 def split(
-    lines: pl.DataFrame, tee_inside: bool | None = None, workers: int = 1
+    lines: pl.DataFrame, glued: bool | None = None, workers: int = 1
 ) -> tuple[pl.Series, pl.DataFrame] | None:
     """``(mask, captures)``: the rows of ``lines`` (a lines frame: ``path, raw, body, line_count`` + source
     columns) that take the fast path, and for those rows (in order) the columns of :data:`CAPS`: the prefix's
@@ -372,8 +370,8 @@ def split(
     Three kinds of lines qualify: plain asctime lines (see the module), plain lines of the other application
     logging prefixes (:func:`_prefixed_lines`), and lines without any prefix (a tqdm bar, a warning, a script's
     ``print``) that hold no rule literal but tqdm's and no helper marker; each also behind torchrun's tee prefix
-    (:func:`_untee`; ``tee_inside``: :func:`tee_inside` of all the lines of the parse, when ``lines`` is a part
-    of them) or Slurm's srun label (:func:`_unsrun`), with the tee's local rank or the label among the captures.
+    (:func:`_untee`; ``glued``: :func:`tee_inside` of all the lines of the parse, when ``lines`` is a part of
+    them: see :data:`_TEE_INSIDE`) or Slurm's srun label (:func:`_unsrun`), with the tee's local rank or the label among the captures.
     Each line is classified on its own (:func:`_classify`: in ``workers`` parts of rows on threads), each file
     then decided as a whole.
     A file all of whose lines qualify takes it whole, unless it holds a line that does not start like a log line
@@ -407,8 +405,10 @@ def split(
         return None
     # a line behind an srun label or tee prefix qualifies as the text behind it would (every gate reads that text)
     body, label, hit, srun_files = _unsrun(lines, one)
-    tee_lr, asc, pre, bare = _classify(raw, body, one, tee_inside, workers)
+    tee_lr, asc, pre, bare = _classify(body, one, workers)
     qual = pl.concat([asc[0], pre[0], bare[0]]).sort()  # the rows of the three kinds (none of two), in order
+    if tee_lr is not None and (tee_inside(raw) if glued is None else glued):
+        qual = qual.filter(~qual.is_in(_witnesses(path, body, tee_lr, qual).implode()))
     if qual.len() == 0:
         return None
     qual_mask = pl.repeat(False, lines.height, dtype=pl.Boolean, eager=True).scatter(qual, True)
@@ -470,32 +470,47 @@ def split(
 _Kind = tuple[pl.Series, pl.DataFrame]
 
 
-def _classify(
-    raw: pl.Series, body: pl.Series, one: pl.Series, inside: bool | None, workers: int
-) -> tuple[pl.Series | None, _Kind, _Kind, _Kind]:
+def _witnesses(path: pl.Series, body: pl.Series, tee_lr: pl.Series, qual: pl.Series) -> pl.Series:
+    """Of the rows ``qual`` (the lines that qualify, ascending), for each file (``path``) and each role seen at
+    the start of its tee'd lines among them (``tee_lr`` not null; ``body``'s :data:`transport.LINE_START_ROLE`,
+    but ``rank``), the first: kept on the generic path, they keep the roles the generic path's slices see when
+    a line holds a glued tee-like prefix (:data:`_TEE_INSIDE`)."""
+    at = qual.filter(tee_lr.gather(qual).is_not_null())
+    text = body.gather(at)
+    # The head holds no ``]``: read once per distinct text up to the character after its first ``]:``.
+    role = per_distinct(
+        text.str.slice(0, text.str.find("]:", literal=True) + 3),
+        pl.col(DISTINCT).str.extract(transport.LINE_START_ROLE, 1).alias("r"),
+    )["r"]
+    return (
+        pl.DataFrame({"path": path.gather(at), "r": role, "i": at})
+        .filter(pl.col("r").is_not_null() & (pl.col("r") != "rank"))
+        .group_by("path", "r")
+        .agg(pl.col("i").min())["i"]
+    )
+
+
+def _classify(body: pl.Series, one: pl.Series, workers: int) -> tuple[pl.Series | None, _Kind, _Kind, _Kind]:
     """``(tee local rank, asctime, prefixed, bare)``: the lines' tee local ranks (:func:`_untee`: Int32, null
     where none; None where no line is tee'd) and, for each of the three kinds of lines that qualify
     (:func:`_asctime_lines`, :func:`_prefixed_lines`, :func:`_bare_lines`), the row indices of its lines
-    (ascending) and their captures. ``raw``, ``body`` (``raw`` less an srun label the generic path strips) and
-    ``one`` (the single physical lines) are of one length; every test reads one line only, so ``workers`` > 1
+    (ascending) and their captures. ``body`` (the lines' ``raw`` less an srun label the generic path strips)
+    and ``one`` (the single physical lines) are of one length; every test reads one line only, so ``workers`` > 1
     parts of rows give the same on threads (each polars call runs on one core: a 37 MB tee'd console, one
-    file, is otherwise classified on one). ``inside``: :func:`tee_inside` of all the lines parsed, None for
-    ``raw``'s (decided once for all the parts)."""
-    n = raw.len()
+    file, is otherwise classified on one)."""
+    n = body.len()
     k = max(1, min(workers, n // _CLASSIFY_MIN_ROWS))
     if k == 1:
-        text, tee_lr = _untee(raw, body, one, inside)
+        text, tee_lr = _untee(body, one)
         stamped = text.str.contains(_STAMP).fill_null(False)
         asc = _asctime_lines(text, one & stamped)
         pre, headed = _prefixed_lines(text, one & ~stamped)
         return tee_lr, asc, pre, _bare_lines(text, one & ~stamped & ~headed)
-    if inside is None:
-        inside = tee_inside(raw)
     step = -(-n // k)
     starts = range(0, n, step)
 
     def part(a: int) -> tuple[pl.Series | None, _Kind, _Kind, _Kind]:
-        return _classify(raw.slice(a, step), body.slice(a, step), one.slice(a, step), inside, 1)
+        return _classify(body.slice(a, step), one.slice(a, step), 1)
 
     with ThreadPoolExecutor(max_workers=k) as pool:
         got = list(pool.map(part, starts))
@@ -696,8 +711,8 @@ def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
     tee'd line is no wrap). It is one after a line as long as the file's wrap width (:func:`parsers.at_width`),
     or after a line ending in a space where the tee'd lines (a line starting like one counts) reach
     ``parsers.WRAP_TEE_SHARE`` of the file's lines: in all of them or in those left (tee'd lines may leave, or
-    stay while others leave). In the other files no line is a wrap either way, so taking the ``fast`` lines out
-    changes no wrap decision."""
+    stay while others leave; the line before one is another among those left). In the other files no line is a
+    wrap either way, so taking the ``fast`` lines out changes no wrap decision."""
     import parsers
 
     body = files["body"]
@@ -727,8 +742,8 @@ def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
 
 def _wrap_paths(files: pl.DataFrame) -> pl.Series:
     """The paths of ``files`` (:func:`_maybe_wraps`' frame: ``path``, ``raw``, ``body``, ``__p`` a line that may
-    be plain) with a line that may be plain after a line as long as the file's wrap width, or where the tee'd
-    lines reach ``parsers.WRAP_TEE_SHARE``."""
+    be plain) with a line that may be plain after a line as long as the file's wrap width, or after a line
+    ending in a space where the tee'd lines reach ``parsers.WRAP_TEE_SHARE``."""
     import parsers
 
     if files.height == 0:
@@ -739,13 +754,17 @@ def _wrap_paths(files: pl.DataFrame) -> pl.Series:
     top = n.max().over(path)
     wide = files.filter(files.select(((n >= top - 1).sum().over(path) >= 3) & (top >= 70)).to_series())
     bad = [wide.filter(wide.select(pl.col("__p") & parsers.at_width()).to_series())["path"]]
-    tee_like = pl.col("body").str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:")
     if files["body"].str.starts_with("[").any():
-        bad.append(
-            files.filter(files.select(tee_like.mean().over(path) >= parsers.WRAP_TEE_SHARE).to_series())[
-                "path"
-            ]
-        )
+        # A line that may be plain after a line ending in a space, where the tee'd rows reach the share. The
+        # share counts a line that starts like a tee'd one (a superset of those the generic path strips), and
+        # each glued tee-like prefix as a tee'd row of its own (the generic path may split it off): it only
+        # rises, as a row split off a line that is not tee'd goes uncounted.
+        tee_like = pl.col("body").str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.UInt32)
+        glued = pl.col("raw").str.count_matches(_TEE_INSIDE).cast(pl.UInt32)
+        share = (tee_like + glued).sum().over(path) / (glued.sum().over(path) + pl.len().over(path))
+        after = pl.col("__p") & pl.col("raw").shift(1).over(path).str.ends_with(" ").fill_null(False)
+        risky = (share >= parsers.WRAP_TEE_SHARE) & after.any().over(path)
+        bad.append(files.filter(files.select(risky).to_series())["path"])
     return pl.concat(bad).unique()
 
 

@@ -196,6 +196,11 @@ def _split_rows(df: pl.DataFrame, hit: pl.Series, pattern: str, replacement: str
     return pl.concat([df.filter(~hit), pieces]).sort("path", "line", maintain_order=True)
 
 
+#: A tee'd line's role (torchrun's tee, ``[<role><local rank>]:`` then text; group 1): :func:`split_glued_tee` cuts a
+#: line at a glued prefix of a role seen at a line start, but ``rank`` (c10d's ``[rank3]:``).
+LINE_START_ROLE = r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S"
+
+
 def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
     """Split physical lines where a torn line of one rank is glued to another rank's tee'd line.
 
@@ -205,9 +210,7 @@ def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
     Only the role seen at line starts in the same file (``default`` by default) splits a line.
     """
     roles = (
-        df.select(
-            pl.col("path"), pl.col("body").str.extract(r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S", 1).alias("r")
-        )
+        df.select(pl.col("path"), pl.col("body").str.extract(LINE_START_ROLE, 1).alias("r"))
         .drop_nulls()
         .filter(pl.col("r") != "rank")
         .unique()

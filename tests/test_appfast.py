@@ -11,6 +11,7 @@ the lines and blocks of other producers; the fast path must have been taken.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -185,6 +186,23 @@ def test_fast_path_equals_generic_on_a_combined_console(
     assert n_fast > 0.9 * fast.height
 
 
+def test_a_teed_console_with_torn_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight ranks' tee'd console where one of each ten progress bars of a rank was printed without its newline
+    (``generate.py --torn 10``: the console's next line is glued to it): the generic path splits each glued line
+    into one row per tee'd line, and the tee'd lines away from those take the fast path, with the same rows."""
+    info = generate_app(tmp_path / "job", ranks=8, lines=600, seed=3, tee=True, torn=10)
+    fast, slow, n_fast = _both(tmp_path / "job", monkeypatch)
+    assert_frame_equal(fast, slow)
+    text = (tmp_path / "job" / "node-0" / "console.log").read_text().splitlines()
+    glued = [x for x in text if "it/s][default" in x]
+    # Each glued line is split where a tee prefix follows a bar: one row more per glued prefix, but where the
+    # text glued starts with a space (a traceback's frame line: it joins the record of its stream).
+    new = sum(len(re.findall(r"it/s\]\[default\d\]:(?!\s)", x)) for x in glued)
+    assert glued and fast.filter(pl.col("line_count") == 0).height == new > len(glued)
+    assert fast["line_count"].sum() == len(text) == info["lines"]
+    assert 0.5 * fast.height < n_fast < fast.height - len(glued)
+
+
 def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many lines: the split and the rows of the fast path run in parts on threads (the split in parts of whole
     files: here a rank's two files, the other rank's, the mixed files), and give the rows of one part."""
@@ -225,10 +243,10 @@ def test_one_file_classified_in_parts_of_rows(
     parts: list[int] = []
     real = appfast._classify
 
-    def spy(raw: pl.Series, body: pl.Series, one: pl.Series, inside: bool | None, workers: int) -> object:
+    def spy(body: pl.Series, one: pl.Series, workers: int) -> object:
         if workers == 1:
-            parts.append(raw.len())
-        return real(raw, body, one, inside, workers)
+            parts.append(body.len())
+        return real(body, one, workers)
 
     monkeypatch.setattr(appfast, "_classify", spy)
     monkeypatch.setattr(appfast, "_CLASSIFY_MIN_ROWS", 100)
@@ -474,6 +492,8 @@ _BLOCKS = [
     [
         "[default0]:Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s][default1]:[E1129 23:08:36.778382438 x.cpp:1] y"
     ],
+    # ... and glued to a line without prefix, its role (trainer) at a line start in the drawn lines only
+    ["Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s][trainer1]:" + _asc(5, "[trainer] step=5")],
     ["[default2]:"],
     # c10d lines behind their rank prefix, the file's longest, all of one length (no wrap follows them)
     [
@@ -611,8 +631,9 @@ def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
     rank. In a console of four local ranks' lines with a traceback of local rank 1 at lines 11-13, a line is kept
     generic within two lines of it in the file, or in its stream counted with every line that does not qualify:
     each local rank's last two lines before the traceback and first two after it (lines 3-10 and 14-21; local
-    rank 2's line 3 is two before it in that count: 3, 7, the traceback). A file holding a bar and a line without
-    prefix, where half of the lines are tee'd, stays whole (the plain line may be a hard wrap)."""
+    rank 2's line 3 is two before it in that count: 3, 7, the traceback). Of two files holding a bar then a line
+    without prefix, where half of the lines are tee'd, the one whose bar ends in a space stays whole (the plain
+    line may be a hard wrap); the other's lines all take the fast path."""
     asc = [f"[default{i % 4}]:" + _asc(i, f"[trainer] step={i}") for i in range(20)]
     tb = [
         "[default1]:Traceback (most recent call last):",
@@ -620,17 +641,44 @@ def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
         "[default1]:ValueError: x",
     ]
     bar = "[default1]:Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"
-    frame = _frame([asc, [*asc[:10], *tb, *asc[10:]], [*asc[:10], bar, "plain", *asc[10:]]])
+    wraps = [*asc[:10], bar + " ", "plain", *asc[10:]]
+    frame = _frame([asc, [*asc[:10], *tb, *asc[10:]], [*asc[:10], bar, "plain", *asc[10:]], wraps])
     got = _compare(frame)
     assert got is not None
     taken = (
         frame.with_columns(got[0].alias("m")).group_by("path").agg(pl.col("line").filter(pl.col("m")).sort())
     )
-    assert dict(taken.rows()) == {"f0.log": list(range(1, 21)), "f1.log": [1, 2, 22, 23], "f2.log": []}
-    assert got[1]["tee_local_rank"].to_list() == [i % 4 for i in range(20)] + [0, 1, 2, 3]
+    assert dict(taken.rows()) == {
+        "f0.log": list(range(1, 21)),
+        "f1.log": [1, 2, 22, 23],
+        "f2.log": list(range(1, 23)),
+        "f3.log": [],
+    }
+    stated = [i % 4 for i in range(20)]
+    assert got[1]["tee_local_rank"].to_list() == [*stated, 0, 1, 2, 3, *stated[:10], 1, None, *stated[10:]]
     assert got[1]["rest"][1] == "[trainer] step=1"
-    # a tee prefix inside any line keeps every tee'd line generic (the generic path splits such a line)
-    assert _compare(_frame([asc, ["[default0]:" + _asc(1, "x[default1]:y")]])) is None
+
+
+def test_a_glued_tee_prefix_keeps_a_witness_of_each_role() -> None:
+    """A tee prefix glued inside a line (the generic path splits the line there, at a role seen at a line start
+    in its slice of files, here only in another file): that line stays generic, and so does, in each file, the
+    first tee'd line of each role that qualifies (with its neighbours: here lines 1-9, two lines of each local rank's stream after line
+    1), so the lines left see the same roles. Without the glued line, every line qualifies."""
+    asc = [f"[default{i % 4}]:" + _asc(i, f"[trainer] step={i}") for i in range(20)]
+    other = [f"[worker{i % 2}]:" + _asc(i, f"[trainer] step={i}") for i in range(12)]
+    glued = _asc(1, "x[worker1]:y")  # the role only f2 holds at a line start
+    frame = _frame([asc, [glued], [*other, *asc[:4]]])
+    got = _compare(frame)
+    assert got is not None
+    taken = (
+        frame.with_columns(got[0].alias("m")).group_by("path").agg(pl.col("line").filter(pl.col("m")).sort())
+    )
+    # f2: worker's first line (1) and default's (13) kept, with the two lines of each stream (a local rank,
+    # whatever the role) after and before each: lines 1-5 (streams 0 and 1 after line 1) and 9-16 (streams 0 and
+    # 1 before line 13: 9-12; streams 1-3 after it: 14-16).
+    assert dict(taken.rows()) == {"f0.log": list(range(10, 21)), "f1.log": [], "f2.log": [6, 7, 8]}
+    got = _compare(_frame([asc, [*other, *asc[:4]]]))
+    assert got is not None and got[0].all()
 
 
 def test_srun_labelled_lines_take_the_fast_path_where_the_label_is_stripped() -> None:
