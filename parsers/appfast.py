@@ -276,10 +276,11 @@ if not _TEE_HEAD.startswith("^") or set(re.compile(_TEE_HEAD).groupindex) != {"t
     raise AssertionError("parsers.transport.TEE changed: parsers.appfast reads its head")
 #: A tee-like prefix glued to the text before it (``transport.split_glued_tee``'s cut, any role): the generic
 #: path splits such a line where the role is one seen at a line start in its slice of files. Such a line does
-#: not qualify (:data:`RAW_MARKERS`). Where any line of the parse holds one, each file keeps on the generic path, for each role seen at
-#: the start of its tee'd lines that qualify, the first of them (:func:`_witnesses`): the lines left see the
-#: same roles in every slice. (A record starting inside a line, ``transport.LEAD``, is split off whatever the
-#: other lines: such a line does not qualify, and :func:`_near` counts it in every stream.)
+#: not qualify (:data:`RAW_MARKERS`). Where any line of the parse holds one, each file keeps on the generic
+#: path, for each role seen at the start of its tee'd lines that qualify, the first of them
+#: (:func:`_witnesses`): the lines left see the same roles in every slice. (A record starting inside a line,
+#: ``transport.LEAD``, is split off whatever the other lines: such a line does not qualify, and :func:`_near`
+#: counts it in every stream.)
 _TEE_INSIDE = r"[^:\s]\[[A-Za-z_][A-Za-z_-]*?\d+\]:"
 
 
@@ -371,9 +372,10 @@ def split(
     logging prefixes (:func:`_prefixed_lines`), and lines without any prefix (a tqdm bar, a warning, a script's
     ``print``) that hold no rule literal but tqdm's and no helper marker; each also behind torchrun's tee prefix
     (:func:`_untee`; ``glued``: :func:`tee_inside` of all the lines of the parse, when ``lines`` is a part of
-    them: see :data:`_TEE_INSIDE`) or Slurm's srun label (:func:`_unsrun`), with the tee's local rank or the label among the captures.
-    Each line is classified on its own (:func:`_classify`: in ``workers`` parts of rows on threads), each file
-    then decided as a whole.
+    them: see :data:`_TEE_INSIDE`) or Slurm's srun label (:func:`_unsrun`), with the tee's local rank or the
+    label among the captures. Each line is classified on its own (:func:`_classify`: in ``workers`` parts of
+    rows on threads), each file then decided as a whole.
+
     A file all of whose lines qualify takes it whole, unless it holds a line that does not start like a log line
     (``parsers._KNOWN_START``) where the generic path could find a hard wrap (:func:`_maybe_wraps`). In a file
     where some lines do not (a traceback at the end of a stdout log, a watchdog error after a run of progress

@@ -196,8 +196,8 @@ def _split_rows(df: pl.DataFrame, hit: pl.Series, pattern: str, replacement: str
     return pl.concat([df.filter(~hit), pieces]).sort("path", "line", maintain_order=True)
 
 
-#: A tee'd line's role (torchrun's tee, ``[<role><local rank>]:`` then text; group 1): :func:`split_glued_tee` cuts a
-#: line at a glued prefix of a role seen at a line start, but ``rank`` (c10d's ``[rank3]:``).
+#: A tee'd line's role (torchrun's tee, ``[<role><local rank>]:`` then text; group 1): :func:`split_glued_tee`
+#: cuts a line at a glued prefix of a role seen at a line start, but ``rank`` (c10d's ``[rank3]:``).
 LINE_START_ROLE = r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S"
 
 
@@ -207,7 +207,8 @@ def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:
     torchrun's tee reads with ``readline()`` polling, so a progress bar without newline can be followed,
     on the same physical line, by ``[default2]:[E …]`` of another rank. Such a line becomes several rows;
     the extra rows keep the line number and have ``line_count`` 0 so line accounting still adds up.
-    Only the role seen at line starts in the same file (``default`` by default) splits a line.
+    Only a role seen at a line start in ``df`` (``default`` by default; the files parsed together, a slice of
+    whole files) splits a line.
     """
     roles = (
         df.select(pl.col("path"), pl.col("body").str.extract(LINE_START_ROLE, 1).alias("r"))

@@ -662,8 +662,9 @@ def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
 def test_a_glued_tee_prefix_keeps_a_witness_of_each_role() -> None:
     """A tee prefix glued inside a line (the generic path splits the line there, at a role seen at a line start
     in its slice of files, here only in another file): that line stays generic, and so does, in each file, the
-    first tee'd line of each role that qualifies (with its neighbours: here lines 1-9, two lines of each local rank's stream after line
-    1), so the lines left see the same roles. Without the glued line, every line qualifies."""
+    first tee'd line of each role that qualifies (with its neighbours: in f0 lines 1-9, two lines of each local
+    rank's stream after line 1), so the lines left see the same roles. Without the glued line, every line
+    qualifies."""
     asc = [f"[default{i % 4}]:" + _asc(i, f"[trainer] step={i}") for i in range(20)]
     other = [f"[worker{i % 2}]:" + _asc(i, f"[trainer] step={i}") for i in range(12)]
     glued = _asc(1, "x[worker1]:y")  # the role only f2 holds at a line start
