@@ -418,21 +418,7 @@ def split(
     mixed = path.filter(~qual_mask).unique()
     if mixed.len():
         mixed = mixed.filter(mixed.is_in(path.gather(qual).unique().implode()))
-        stream = None
-        if label is not None or tee_lr is not None:  # a line's stream: its srun label and tee local rank
-            n = lines.height
-            lab = label if label is not None else pl.repeat(None, n, dtype=pl.String, eager=True)
-            lr = tee_lr if tee_lr is not None else pl.repeat(None, n, dtype=pl.Int32, eager=True)
-            stream = (
-                pl.DataFrame({"l": lab, "t": lr.cast(pl.String)})
-                .select(
-                    pl.when(pl.col("l").is_not_null() | pl.col("t").is_not_null()).then(
-                        pl.concat_str([pl.col("l").fill_null(""), pl.col("t").fill_null("")], separator="/")
-                    )
-                )
-                .to_series()
-            )
-        take = _mixed_rows(lines, body, stream, qual_mask, mixed)
+        take = _mixed_rows(lines, body, label, tee_lr, qual_mask, mixed)
     # A file of qualifying lines only, some that do not start like a log line (no prefix, or an application
     # prefix outside ``parsers._KNOWN_START``): those may be hard wraps (see _maybe_wraps).
     unknown = pre[0].filter(~body.gather(pre[0]).str.contains(parsers._KNOWN_START))
@@ -624,14 +610,65 @@ def _bare_lines(raw: pl.Series, cand: pl.Series) -> tuple[pl.Series, pl.DataFram
     return at.filter(ok), _caps(rest.len(), rest=rest, bare=pl.repeat(True, rest.len(), eager=True))
 
 
+def _stream(label: pl.Expr, lr: pl.Expr) -> pl.Expr:
+    """A line's stream as :func:`_near` names it: ``<srun label>/<tee local rank>`` (either part empty where
+    null), null where both are (``label``: String, ``lr``: an integer)."""
+    t = lr.cast(pl.String)
+    return pl.when(label.is_not_null() | t.is_not_null()).then(
+        pl.concat_str([label.fill_null(""), t.fill_null("")], separator="/")
+    )
+
+
+#: A tee-like prefix glued inside a line, its role and local rank (:data:`_TEE_INSIDE`, grouped).
+_GLUED_HEAD = r"[^:\s]\[([A-Za-z_][A-Za-z_-]*?)(\d+)\]:"
+
+
+def _touched(lines: pl.DataFrame) -> pl.Series:
+    """For lines that do not qualify (``lines``: ``body``, the line less an srun label the generic path strips;
+    ``l``, ``t``: its srun label and tee local rank, String and Int32), the streams (:func:`_stream`) of the rows
+    the generic path makes of each (List[String]), or null where that is not known (counted in every stream).
+    It is known for a tee'd line (``t`` not null: one physical line, as :func:`_untee` reads it): its own
+    stream; the stream of each tee-like prefix glued inside it (``transport.split_glued_tee`` may cut it there:
+    the piece is that local rank's); and the stream without a tee rank where a record starts inside it after its
+    first character (``transport.strip_lead`` may cut it there: a piece after a lead with text of its own loses
+    the tee's columns). A glued role starting with ``rank`` (the tee strips no such prefix) leaves it unknown."""
+    l, t = pl.col("l"), pl.col("t")
+    df = lines.select("body", "l", "t").with_row_index("__r")
+    own = df.select("__r", _stream(l, t).alias("s"))
+    inside = df.filter(pl.col("body").str.slice(1).str.contains(transport._RECORD_START).fill_null(True))
+    untee = inside.select("__r", _stream(l, pl.lit(None, dtype=pl.Int32)).alias("s"))
+    glued = (
+        df.select("__r", "l", pl.col("body").str.extract_all(_GLUED_HEAD).alias("g"))
+        .explode("g")
+        .drop_nulls("g")
+        .with_columns(pl.col("g").str.extract_groups(_GLUED_HEAD).struct.unnest())
+    )
+    rank = glued.filter(pl.col("1").str.starts_with("rank"))["__r"]
+    pieces = glued.select("__r", _stream(l, pl.col("2").cast(pl.Int32)).alias("s"))
+    streams = pl.concat([own, pieces, untee]).group_by("__r").agg(pl.col("s").unique(maintain_order=True))
+    known = t.is_not_null() & ~pl.col("__r").is_in(rank.implode())
+    return (
+        df.select("__r", "t")
+        .join(streams, on="__r", how="left", maintain_order="left")
+        .select(pl.when(known).then(pl.col("s")))
+        .to_series()
+    )
+
+
 def _mixed_rows(
-    lines: pl.DataFrame, body: pl.Series, stream: pl.Series | None, qual: pl.Series, mixed: pl.Series
+    lines: pl.DataFrame,
+    body: pl.Series,
+    label: pl.Series | None,
+    tee_lr: pl.Series | None,
+    qual: pl.Series,
+    mixed: pl.Series,
 ) -> pl.Series:
     """``qual`` (the qualifying lines) where their file qualifies whole, or is one of the ``mixed`` files
     (paths) that may be split and the line lies farther than :data:`CONTEXT_LINES` from every line that does
-    not qualify, in its file and in its ``stream`` (:func:`_near`; srun label and tee local rank, null for none;
-    None: no line has one) (see :func:`split`); False elsewhere. ``body``: the lines' ``raw`` less an srun label
-    the generic path strips (what it tests for the prefixes stripped by share and for hard wraps)."""
+    not qualify, in its file and in its stream (:func:`_near`; ``label`` and ``tee_lr``, each line's srun label
+    and tee local rank, None where no line has one) (see :func:`split`); False elsewhere. ``body``: the lines'
+    ``raw`` less an srun label the generic path strips (what it tests for the prefixes stripped by share and for
+    hard wraps)."""
     path = lines["path"]
     take = qual & ~path.is_in(mixed.implode())
     if mixed.len() == 0:
@@ -654,11 +691,37 @@ def _mixed_rows(
             "raw": lines["raw"].gather(at),
             "body": body.gather(at),
             "o": ~qual.gather(at),
-            "s": stream.gather(at)
-            if stream is not None
-            else pl.repeat(None, at.len(), dtype=pl.String, eager=True),
+            "s": pl.repeat(None, at.len(), dtype=pl.String, eager=True),
+            "t": pl.repeat(None, at.len(), dtype=pl.List(pl.String), eager=True),
         }
     )
+    if label is not None or tee_lr is not None:
+        n = lines.height
+        keys = pl.DataFrame(
+            {
+                "l": (label if label is not None else pl.repeat(None, n, dtype=pl.String, eager=True)).gather(
+                    at
+                ),
+                "t": (
+                    tee_lr if tee_lr is not None else pl.repeat(None, n, dtype=pl.Int32, eager=True)
+                ).gather(at),
+            }
+        )
+        files = files.with_columns(keys.select(_stream(pl.col("l"), pl.col("t"))).to_series().alias("s"))
+        o = files["o"]
+        if o.any():
+            touched = pl.DataFrame(
+                {
+                    "__i": o.arg_true(),
+                    "t": _touched(pl.concat([files.select("body"), keys], how="horizontal").filter(o)),
+                }
+            )
+            files = (
+                files.drop("t")
+                .with_row_index("__i")
+                .join(touched, on="__i", how="left", maintain_order="left")
+                .drop("__i")
+            )
     fast = qual.gather(at) & ~_near(files)
     unsure = _maybe_wraps(files, fast)
     if unsure.len():
@@ -686,14 +749,42 @@ def _near(files: pl.DataFrame) -> pl.Series:
     stream = files["s"]
     if stream.filter(~files["o"]).is_null().all():
         return near
-    df = files.select("path", "o").with_row_index("__i").with_columns(i.cast(pl.Int64), stream.alias("__s"))
-    # The last and the next line that does not qualify, in the file (at a line that qualifies) ...
-    nq = pl.when(o).then(i)
+    df = (
+        files.select("path", "o", "t")
+        .with_row_index("__i")
+        .with_columns(i.cast(pl.Int64), stream.alias("__s"))
+    )
+    # The last and the next line that does not qualify, in the file (at a line that qualifies), where its
+    # streams are not known ...
+    nq = pl.when(o & pl.col("t").is_null()).then(i)
     df = df.with_columns(
         nq.forward_fill().over("path").alias("__l"), nq.backward_fill().over("path").alias("__n")
     )
+    qual = df.filter(~o)
+    # ... or in its stream, where they are ...
+    known = (
+        df.filter(o & pl.col("t").is_not_null())
+        .select("path", "__i", pl.col("t").alias("__s"))
+        .explode("__s")
+    )
+    if known.height:
+        both = pl.concat(
+            [
+                qual.select("path", "__i", "__s", pl.lit(False).alias("__o")),
+                known.with_columns(pl.lit(True).alias("__o")),
+            ]
+        ).sort("__i")
+        ko = pl.when(pl.col("__o")).then(i)
+        seen = both.with_columns(  # the rows that qualify, in the order of ``qual``
+            ko.forward_fill().over("path", "__s").alias("__ls"),
+            ko.backward_fill().over("path", "__s").alias("__ns"),
+        ).filter(~pl.col("__o"))
+        qual = qual.with_columns(
+            pl.max_horizontal(pl.col("__l"), seen["__ls"]).alias("__l"),
+            pl.min_horizontal(pl.col("__n"), seen["__ns"]).alias("__n"),
+        )
     # ... lie nearer in its stream than its k-th previous (next) line that qualifies there, or it has none.
-    qual = df.filter(~o).with_columns(
+    qual = qual.with_columns(
         i.shift(k).over("path", "__s").fill_null(-1).alias("__b"),
         i.shift(-k).over("path", "__s").fill_null(df.height).alias("__a"),
     )

@@ -628,10 +628,10 @@ def test_files_with_coll_lines_are_split(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
     """Lines behind torchrun's tee prefix take the fast path as the text behind it would, with the tee's local
-    rank. In a console of four local ranks' lines with a traceback of local rank 1 at lines 11-13, a line is kept
-    generic within two lines of it in the file, or in its stream counted with every line that does not qualify:
-    each local rank's last two lines before the traceback and first two after it (lines 3-10 and 14-21; local
-    rank 2's line 3 is two before it in that count: 3, 7, the traceback). Of two files holding a bar then a line
+    rank. In a console of four local ranks' lines with a traceback of local rank 1 at lines 11-13 (tee'd lines:
+    their rows are local rank 1's, and its first line's may be one without a tee rank, none here), a line is
+    kept generic within two lines of it in the file (9, 10, 14, 15), or in local rank 1's stream: its last two
+    lines before the traceback and first two after it (6, 10, 17, 21). Of two files holding a bar then a line
     without prefix, where half of the lines are tee'd, the one whose bar ends in a space stays whole (the plain
     line may be a hard wrap); the other's lines all take the fast path."""
     asc = [f"[default{i % 4}]:" + _asc(i, f"[trainer] step={i}") for i in range(20)]
@@ -650,21 +650,24 @@ def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
     )
     assert dict(taken.rows()) == {
         "f0.log": list(range(1, 21)),
-        "f1.log": [1, 2, 22, 23],
+        "f1.log": [1, 2, 3, 4, 5, 7, 8, 16, 18, 19, 20, 22, 23],
         "f2.log": list(range(1, 23)),
         "f3.log": [],
     }
     stated = [i % 4 for i in range(20)]
-    assert got[1]["tee_local_rank"].to_list() == [*stated, 0, 1, 2, 3, *stated[:10], 1, None, *stated[10:]]
+    f1 = [
+        stated[i] for i in (0, 1, 2, 3, 4, 6, 7, 12, 14, 15, 16, 18, 19)
+    ]  # its lines 1-5, 7, 8, 16, 18-20, 22, 23
+    assert got[1]["tee_local_rank"].to_list() == [*stated, *f1, *stated[:10], 1, None, *stated[10:]]
     assert got[1]["rest"][1] == "[trainer] step=1"
 
 
 def test_a_glued_tee_prefix_keeps_a_witness_of_each_role() -> None:
     """A tee prefix glued inside a line (the generic path splits the line there, at a role seen at a line start
     in its slice of files, here only in another file): that line stays generic, and so does, in each file, the
-    first tee'd line of each role that qualifies (with its neighbours: in f0 lines 1-9, two lines of each local
-    rank's stream after line 1), so the lines left see the same roles. Without the glued line, every line
-    qualifies."""
+    first tee'd line of each role that qualifies, so the lines left see the same roles. A witness is a tee'd
+    line: with it, two lines on either side stay generic in the file and in its local rank's stream (in f0,
+    lines 1-3 and local rank 0's lines 5 and 9). Without the glued line, every line qualifies."""
     asc = [f"[default{i % 4}]:" + _asc(i, f"[trainer] step={i}") for i in range(20)]
     other = [f"[worker{i % 2}]:" + _asc(i, f"[trainer] step={i}") for i in range(12)]
     glued = _asc(1, "x[worker1]:y")  # the role only f2 holds at a line start
@@ -674,12 +677,87 @@ def test_a_glued_tee_prefix_keeps_a_witness_of_each_role() -> None:
     taken = (
         frame.with_columns(got[0].alias("m")).group_by("path").agg(pl.col("line").filter(pl.col("m")).sort())
     )
-    # f2: worker's first line (1) and default's (13) kept, with the two lines of each stream (a local rank,
-    # whatever the role) after and before each: lines 1-5 (streams 0 and 1 after line 1) and 9-16 (streams 0 and
-    # 1 before line 13: 9-12; streams 1-3 after it: 14-16).
-    assert dict(taken.rows()) == {"f0.log": list(range(10, 21)), "f1.log": [], "f2.log": [6, 7, 8]}
+    # f2: worker's first line (1) and default's (13) kept, both of local rank 0 (a stream is a local rank,
+    # whatever the role), with two lines on either side in the file (2, 3; 11, 12, 14, 15) and in that stream
+    # (3, 5 after line 1; 9, 11 before line 13).
+    assert dict(taken.rows()) == {
+        "f0.log": [4, 6, 7, 8, *range(10, 21)],
+        "f1.log": [],
+        "f2.log": [4, 6, 7, 8, 10, 16],
+    }
     got = _compare(_frame([asc, [*other, *asc[:4]]]))
     assert got is not None and got[0].all()
+
+
+def test_the_streams_of_a_line_that_does_not_qualify() -> None:
+    """``appfast._touched`` names every stream (srun label / tee local rank) of the rows the generic path makes of
+    a tee'd line that does not qualify, or none (null: every stream) where it cannot: each line below, parsed on
+    the generic path alone, gives rows whose streams are among those it names. A bar chain glued to other ranks'
+    lines (``…it/s][default0]:``), records starting inside a line, a role other than ``default``, an srun label,
+    c10d's excepthook inside the tee; a glued ``[rank2]:`` and a line without a tee prefix are not known."""
+    bar = "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"
+    watchdog = "[rank1]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] [PG 0 Rank 1] Watchdog timeout"
+    lines = [
+        f"[default6]:{bar}[default0]:{bar}[default1]:" + _asc(3, "step=3"),
+        "[default1]:Traceback (most recent call last):",
+        f"[default2]:{bar} {watchdog}",
+        "[trainer3]:Traceback (most recent call last):",
+        f'[trainer3]:{bar}[trainer1]:  File "t.py", line 3, in f',
+        "[default0]:[rank0]: Traceback (most recent call last):",
+        f"[default2]:{bar}x[rank2]:[E1129 23:08:36.778382438 x.cpp:1] y",
+        "RuntimeError: boom",
+    ]
+    srun = [f"{j % 2}: {x}" for j, x in enumerate(lines[:6])]  # every line labelled: the labels are stripped
+    stated = {  # null: not known
+        "a.log": [
+            ["/6", "/0", "/1", None],
+            ["/1", None],
+            ["/2", None],
+            ["/3", None],
+            ["/3", "/1"],
+            ["/0", None],
+            None,
+            None,
+        ],
+        "b.log": [
+            ["0/6", "0/0", "0/1", "0/"],
+            ["1/1", "1/"],
+            ["0/2", "0/"],
+            ["1/3", "1/"],
+            ["0/3", "0/1"],
+            ["1/0", "1/"],
+        ],
+    }
+    frame = _frame([lines, srun]).with_columns(pl.col("path").replace({"f0.log": "a.log", "f1.log": "b.log"}))
+    parsers.APP_FAST = False
+    try:
+        rows = parsers.parse_lines(frame, keep=list(PARSE_KEEP))
+    finally:
+        parsers.APP_FAST = True
+    for name, want in stated.items():
+        f = frame.filter(pl.col("path") == name)
+        body = f["raw"].str.replace(r"^\d: ", "") if name == "b.log" else f["raw"]
+        label = f["raw"].str.extract(r"^(\d): ", 1)
+        lr = body.str.extract(r"^\[[a-z]+(\d+)\]:", 1).cast(pl.Int32)
+        got = appfast._touched(pl.DataFrame({"body": body, "l": label, "t": lr})).to_list()
+        assert [None if g is None else sorted(g, key=str) for g in got] == [
+            None if w is None else sorted(w, key=str) for w in want
+        ]
+        # every row the generic path makes of a line is in a stream named for it
+        made = rows.filter(pl.col("path") == name).select(
+            "line",
+            pl.concat_str(
+                [pl.col("srun_label").fill_null(""), pl.col("tee_local_rank").cast(pl.String).fill_null("")],
+                separator="/",
+            ).alias("s"),
+            "srun_label",
+            "tee_local_rank",
+        )
+        assert made.height > f.height  # lines cut into rows of several streams
+        for line, s, lab, t in made.rows():
+            named = got[line - 1]
+            if named is not None:
+                assert (None if lab is None and t is None else s) in named, (name, line, s)
 
 
 def test_srun_labelled_lines_take_the_fast_path_where_the_label_is_stripped() -> None:
