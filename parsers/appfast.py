@@ -619,38 +619,39 @@ def _stream(label: pl.Expr, lr: pl.Expr) -> pl.Expr:
     )
 
 
-#: A tee-like prefix glued inside a line, its role and local rank (:data:`_TEE_INSIDE`, grouped).
-_GLUED_HEAD = r"[^:\s]\[([A-Za-z_][A-Za-z_-]*?)(\d+)\]:"
+#: A tee-like prefix (any role) and its local rank (group 1): inside a line, where a piece may start.
+_TEE_LIKE = r"\[[A-Za-z_][A-Za-z_-]*?(\d+)\]:"
 
 
 def _touched(lines: pl.DataFrame) -> pl.Series:
     """For lines that do not qualify (``lines``: ``body``, the line less an srun label the generic path strips;
     ``l``, ``t``: its srun label and tee local rank, String and Int32), the streams (:func:`_stream`) of the rows
     the generic path makes of each (List[String]), or null where that is not known (counted in every stream).
-    It is known for a tee'd line (``t`` not null: one physical line, as :func:`_untee` reads it): its own
-    stream; the stream of each tee-like prefix glued inside it (``transport.split_glued_tee`` may cut it there:
-    the piece is that local rank's); and the stream without a tee rank where a record starts inside it after its
-    first character (``transport.strip_lead`` may cut it there: a piece after a lead with text of its own loses
-    the tee's columns). A glued role starting with ``rank`` (the tee strips no such prefix) leaves it unknown."""
+
+    It is known for a tee'd line (``t`` not null: one physical line, as :func:`_untee` reads it). The line's
+    first row keeps its tee prefix (no lead before it is junk). Another row starts at a tee-like prefix inside the
+    line (``transport.split_glued_tee``'s cut; ``transport.strip_lead``'s, at ``[default<N>]:`` or
+    ``[rank<N>]:``) or at another record start (``strip_lead``): the tee strips that prefix (its local rank), or
+    the row has no tee rank (a role starting with ``rank``; a row split off after a lead with text of its own
+    loses the tee's columns). So: its own stream; for each tee-like prefix after its first character, that local
+    rank's; and, where either kind of piece may start, the stream without a tee rank."""
     l, t = pl.col("l"), pl.col("t")
     df = lines.select("body", "l", "t").with_row_index("__r")
+    rest = pl.col("body").str.slice(1)
     own = df.select("__r", _stream(l, t).alias("s"))
-    inside = df.filter(pl.col("body").str.slice(1).str.contains(transport._RECORD_START).fill_null(True))
+    inside = df.filter(rest.str.contains(transport._RECORD_START) | rest.str.contains(_TEE_LIKE))
     untee = inside.select("__r", _stream(l, pl.lit(None, dtype=pl.Int32)).alias("s"))
-    glued = (
-        df.select("__r", "l", pl.col("body").str.extract_all(_GLUED_HEAD).alias("g"))
+    pieces = (
+        inside.select("__r", "l", rest.str.extract_all(_TEE_LIKE).alias("g"))
         .explode("g")
         .drop_nulls("g")
-        .with_columns(pl.col("g").str.extract_groups(_GLUED_HEAD).struct.unnest())
+        .select("__r", _stream(l, pl.col("g").str.extract(_TEE_LIKE, 1).cast(pl.Int32)).alias("s"))
     )
-    rank = glued.filter(pl.col("1").str.starts_with("rank"))["__r"]
-    pieces = glued.select("__r", _stream(l, pl.col("2").cast(pl.Int32)).alias("s"))
     streams = pl.concat([own, pieces, untee]).group_by("__r").agg(pl.col("s").unique(maintain_order=True))
-    known = t.is_not_null() & ~pl.col("__r").is_in(rank.implode())
     return (
         df.select("__r", "t")
         .join(streams, on="__r", how="left", maintain_order="left")
-        .select(pl.when(known).then(pl.col("s")))
+        .select(pl.when(t.is_not_null()).then(pl.col("s")))
         .to_series()
     )
 
@@ -730,17 +731,19 @@ def _mixed_rows(
 
 
 def _near(files: pl.DataFrame) -> pl.Series:
-    """Per line of ``files`` (``path``, ``o``, ``s``: whole files in order, ``o`` the lines that do not qualify,
-    ``s`` a line's stream): whether a line that does not qualify lies within :data:`CONTEXT_LINES` of it, in its
-    file or in its stream.
+    """Per line of ``files`` (``path``, ``o``, ``s``, ``t``: whole files in order, ``o`` the lines that do not
+    qualify, ``s`` a line's stream, ``t`` the streams of a line that does not qualify, :func:`_touched`, null
+    where not known): whether a line that does not qualify lies within :data:`CONTEXT_LINES` of it, in its file
+    or in its stream.
 
     A helper that reads a line's neighbours reads them in the file (Ray's snippets) or in the line's stream
     (``python.group_records`` by ``parsers.STREAM_KEYS``: srun's label, the tee's local rank, ...), where the
     lines between two of a stream may be others' that qualify. ``s`` is exact on a line that qualifies (its srun
     label and tee local rank, the only stream keys it may have; null for none). A line's stream is counted
-    together with every line that does not qualify: that holds the lines of its real stream, and the lines it adds
-    do not qualify, so a line near one that does not in its real stream is near one here too. In a file whose
-    lines that qualify have no stream key, that is the file."""
+    together with every line that does not qualify and has it among its ``t`` or no ``t``: that holds the lines
+    of its real stream (the rows of a line are in the streams of its ``t``), and the lines it adds do not
+    qualify, so a line near one that does not in its real stream is near one here too. In a file whose lines
+    that qualify have no stream key, that is the file."""
     k = CONTEXT_LINES
     o, i = pl.col("o"), pl.col("__i")
     near = files.select(

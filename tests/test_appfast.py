@@ -693,8 +693,9 @@ def test_the_streams_of_a_line_that_does_not_qualify() -> None:
     """``appfast._touched`` names every stream (srun label / tee local rank) of the rows the generic path makes of
     a tee'd line that does not qualify, or none (null: every stream) where it cannot: each line below, parsed on
     the generic path alone, gives rows whose streams are among those it names. A bar chain glued to other ranks'
-    lines (``…it/s][default0]:``), records starting inside a line, a role other than ``default``, an srun label,
-    c10d's excepthook inside the tee; a glued ``[rank2]:`` and a line without a tee prefix are not known."""
+    lines (``…it/s][default0]:``), records starting inside a line, a role other than ``default`` (a record after
+    it is cut off at once), an srun label, c10d's excepthook inside the tee; a line without a tee prefix is not
+    known."""
     bar = "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]"
     watchdog = "[rank1]:[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] [PG 0 Rank 1] Watchdog timeout"
     lines = [
@@ -704,28 +705,32 @@ def test_the_streams_of_a_line_that_does_not_qualify() -> None:
         "[trainer3]:Traceback (most recent call last):",
         f'[trainer3]:{bar}[trainer1]:  File "t.py", line 3, in f',
         "[default0]:[rank0]: Traceback (most recent call last):",
+        "[trainer3]:foo [default0]:bar",
         f"[default2]:{bar}x[rank2]:[E1129 23:08:36.778382438 x.cpp:1] y",
         "RuntimeError: boom",
     ]
-    srun = [f"{j % 2}: {x}" for j, x in enumerate(lines[:6])]  # every line labelled: the labels are stripped
+    srun = [f"{j % 2}: {x}" for j, x in enumerate(lines[:8])]  # every line labelled: the labels are stripped
     stated = {  # null: not known
         "a.log": [
             ["/6", "/0", "/1", None],
             ["/1", None],
-            ["/2", None],
+            ["/2", "/1", None],
             ["/3", None],
-            ["/3", "/1"],
+            ["/3", "/1", None],
             ["/0", None],
-            None,
+            ["/3", "/0", None],
+            ["/2", None],
             None,
         ],
         "b.log": [
             ["0/6", "0/0", "0/1", "0/"],
             ["1/1", "1/"],
-            ["0/2", "0/"],
+            ["0/2", "0/1", "0/"],
             ["1/3", "1/"],
-            ["0/3", "0/1"],
+            ["0/3", "0/1", "0/"],
             ["1/0", "1/"],
+            ["0/3", "0/0", "0/"],
+            ["1/2", "1/"],
         ],
     }
     frame = _frame([lines, srun]).with_columns(pl.col("path").replace({"f0.log": "a.log", "f1.log": "b.log"}))
