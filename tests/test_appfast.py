@@ -765,6 +765,50 @@ def test_the_streams_of_a_line_that_does_not_qualify() -> None:
                 assert (None if lab is None and t is None else s) in named, (name, line, s)
 
 
+#: Pieces of drawn tee'd lines: text, bars, tee-like prefixes of several roles (glued or after a space),
+#: record starts of other producers
+_PIECES = [
+    "x",
+    " ",
+    "Epoch 0:  10%|#     | 1/10 [00:01<00:10, 1.0it/s]",
+    "[default0]:",
+    "[default3]:",
+    "[rank1]:",
+    "[trainer2]:",
+    "[rankx4]:",
+    "Traceback (most recent call last):",
+    "[E1129 23:08:36.778382438 ProcessGroupNCCL.cpp:2901] ",
+    "node-a:1:1 [0] NCCL INFO x",
+    _asc(2, "step=2"),
+]
+_teed_line = st.tuples(
+    st.sampled_from(["[default1]:", "[default2]:", "[trainer3]:", "[worker0]:"]),
+    st.lists(st.sampled_from(_PIECES), max_size=5).map("".join),
+).map("".join)
+
+
+@DRAWN
+@given(st.lists(_teed_line, min_size=1, max_size=6), st.booleans())
+def test_drawn_lines_make_rows_in_the_streams_named(lines: list[str], labelled: bool) -> None:
+    """Every row the generic path makes of a drawn tee'd line (behind an srun label or not) is in one of the
+    streams ``appfast._touched`` names for it (or it names none)."""
+    raw = [f"{j % 3}: {x}" for j, x in enumerate(lines)] if labelled else lines
+    frame = _frame([raw])
+    parsers.APP_FAST = False
+    try:
+        rows = parsers.parse_lines(frame, keep=list(PARSE_KEEP))
+    finally:
+        parsers.APP_FAST = True
+    label = pl.Series(
+        [str(j % 3) for j in range(len(lines))] if labelled else [None] * len(lines), dtype=pl.String
+    )
+    lr = pl.Series(lines).str.extract(r"^\[[a-z]+(\d+)\]:", 1).cast(pl.Int32)
+    named = appfast._touched(pl.DataFrame({"body": lines, "l": label, "t": lr})).to_list()
+    for line, lab, t in rows.select("line", "srun_label", "tee_local_rank").rows():
+        s = None if lab is None and t is None else f"{lab or ''}/{'' if t is None else t}"
+        assert named[line - 1] is None or s in named[line - 1], (lines[line - 1], s, named[line - 1])
+
+
 def test_srun_labelled_lines_take_the_fast_path_where_the_label_is_stripped() -> None:
     """Lines behind Slurm's ``srun --label`` take the fast path, their rows with the label, in a file where the
     generic path strips the labels (half of its non-blank lines hold one) and still would without the lines that
