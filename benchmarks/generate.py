@@ -493,9 +493,10 @@ def _interleave_lines(streams: list[list[str]]) -> list[str]:
 
 
 def _glue_torn(lines: list[str]) -> list[str]:
-    """``lines`` as a console prints them where a line ending in ``\0`` was written without its newline (a
-    tqdm bar torn by torchrun's tee, which writes what ``readline`` returns, newline or not): the next line
-    is glued to it, on the same physical line (``…1.0it/s][default1]:…``, ``transport.split_glued_tee``)."""
+    """``lines`` as a console prints them where a line ending in NUL (``"\\0"``) was written without its
+    newline (a tqdm bar torn by torchrun's tee, which writes what ``readline`` returns, newline or not): the
+    next line is glued to it, on the same physical line (``…1.0it/s][default1]:…``,
+    ``transport.split_glued_tee``)."""
     out: list[str] = []
     glue = ""
     for line in lines:
@@ -714,6 +715,8 @@ def main(argv: list[str] | None = None) -> int:
         "next line glued to it (torchrun's tee writes what readline returns); 0 (default) for none",
     )
     a = ap.parse_args(argv)
+    if a.torn and not (a.shape == "app" and a.tee):
+        ap.error("--torn needs --shape app --tee (torn bars are a tee'd console's)")
     if a.shape == "files":
         info = generate_many_files(a.out, a.files, a.layout, a.seed)
     elif a.shape == "ranks":

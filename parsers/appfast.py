@@ -280,7 +280,7 @@ if not _TEE_HEAD.startswith("^") or set(re.compile(_TEE_HEAD).groupindex) != {"t
 #: path, for each role seen at the start of its tee'd lines that qualify, the first of them
 #: (:func:`_witnesses`): the lines left see the same roles in every slice. (A record starting inside a line,
 #: ``transport.LEAD``, is split off whatever the other lines: such a line does not qualify, and :func:`_near`
-#: counts it in every stream.)
+#: counts it in the streams of its pieces, :func:`_touched`, or in every stream.)
 _TEE_INSIDE = r"[^:\s]\[[A-Za-z_][A-Za-z_-]*?\d+\]:"
 
 
@@ -743,7 +743,8 @@ def _near(files: pl.DataFrame) -> pl.Series:
     together with every line that does not qualify and has it among its ``t`` or no ``t``: that holds the lines
     of its real stream (the rows of a line are in the streams of its ``t``), and the lines it adds do not
     qualify, so a line near one that does not in its real stream is near one here too. In a file whose lines
-    that qualify have no stream key, that is the file."""
+    that qualify have no stream key, the file distance is enough: where no line that does not qualify lies
+    within :data:`CONTEXT_LINES` of a line in the file, the lines there all qualify, so all are of its stream."""
     k = CONTEXT_LINES
     o, i = pl.col("o"), pl.col("__i")
     near = files.select(

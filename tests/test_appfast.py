@@ -212,9 +212,9 @@ def test_fast_path_in_parts_equals_generic(tmp_path: Path, monkeypatch: pytest.M
     calls: list[int] = []
     real = appfast.split
 
-    def spy(lines: pl.DataFrame, tee_inside: bool | None = None, workers: int = 1) -> object:
+    def spy(lines: pl.DataFrame, glued: bool | None = None, workers: int = 1) -> object:
         calls.append(lines.height)
-        return real(lines, tee_inside, workers)
+        return real(lines, glued, workers)
 
     monkeypatch.setattr(appfast, "split", spy)
     monkeypatch.setattr(parsers, "APP_PART_ROWS", 1500)
@@ -655,9 +655,8 @@ def test_teed_lines_take_the_fast_path_counted_per_stream() -> None:
         "f3.log": [],
     }
     stated = [i % 4 for i in range(20)]
-    f1 = [
-        stated[i] for i in (0, 1, 2, 3, 4, 6, 7, 12, 14, 15, 16, 18, 19)
-    ]  # its lines 1-5, 7, 8, 16, 18-20, 22, 23
+    # f1's lines 1-5, 7, 8, 16, 18-20, 22, 23
+    f1 = [stated[i] for i in (0, 1, 2, 3, 4, 6, 7, 12, 14, 15, 16, 18, 19)]
     assert got[1]["tee_local_rank"].to_list() == [*stated, *f1, *stated[:10], 1, None, *stated[10:]]
     assert got[1]["rest"][1] == "[trainer] step=1"
 
