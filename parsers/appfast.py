@@ -92,7 +92,7 @@ _MARKERS = "|".join(f"(?:{m})" for m in MESSAGE_MARKERS)
 #: holds ``" pid="``, and adds columns).
 RAW_MARKERS: tuple[str, ...] = (
     transport._RECORD_START,
-    r"\[[A-Za-z_][A-Za-z_-]*?\d+\]:",
+    transport.TEE_LIKE,
     " pid=",
 )
 
@@ -281,7 +281,7 @@ if not _TEE_HEAD.startswith("^") or set(re.compile(_TEE_HEAD).groupindex) != {"t
 #: (:func:`_witnesses`): the lines left see the same roles in every slice. (A record starting inside a line,
 #: ``transport.LEAD``, is split off whatever the other lines: such a line does not qualify, and :func:`_near`
 #: counts it in the streams of its pieces, :func:`_touched`, or in every stream.)
-_TEE_INSIDE = r"[^:\s]\[[A-Za-z_][A-Za-z_-]*?\d+\]:"
+_TEE_INSIDE = r"[^:\s]" + transport.TEE_LIKE
 
 
 def tee_inside(raw: pl.Series) -> bool:
@@ -619,10 +619,6 @@ def _stream(label: pl.Expr, lr: pl.Expr) -> pl.Expr:
     )
 
 
-#: A tee-like prefix (any role) and its local rank (group 1): inside a line, where a piece may start.
-_TEE_LIKE = r"\[[A-Za-z_][A-Za-z_-]*?(\d+)\]:"
-
-
 def _touched(lines: pl.DataFrame) -> pl.Series:
     """For lines that do not qualify (``lines``: ``body``, the line less an srun label the generic path strips;
     ``l``, ``t``: its srun label and tee local rank, String and Int32), the streams (:func:`_stream`) of the rows
@@ -639,13 +635,13 @@ def _touched(lines: pl.DataFrame) -> pl.Series:
     df = lines.select("body", "l", "t").with_row_index("__r")
     rest = pl.col("body").str.slice(1)
     own = df.select("__r", _stream(l, t).alias("s"))
-    inside = df.filter(rest.str.contains(transport._RECORD_START) | rest.str.contains(_TEE_LIKE))
+    inside = df.filter(rest.str.contains(transport._RECORD_START) | rest.str.contains(transport.TEE_LIKE))
     untee = inside.select("__r", _stream(l, pl.lit(None, dtype=pl.Int32)).alias("s"))
     pieces = (
-        inside.select("__r", "l", rest.str.extract_all(_TEE_LIKE).alias("g"))
+        inside.select("__r", "l", rest.str.extract_all(transport.TEE_LIKE).alias("g"))
         .explode("g")
         .drop_nulls("g")
-        .select("__r", _stream(l, pl.col("g").str.extract(_TEE_LIKE, 1).cast(pl.Int32)).alias("s"))
+        .select("__r", _stream(l, pl.col("g").str.extract(transport.TEE_LIKE, 1).cast(pl.Int32)).alias("s"))
     )
     streams = pl.concat([own, pieces, untee]).group_by("__r").agg(pl.col("s").unique(maintain_order=True))
     return (
@@ -856,7 +852,7 @@ def _wrap_paths(files: pl.DataFrame) -> pl.Series:
         # share counts a line that starts like a tee'd one (a superset of those the generic path strips), and
         # each glued tee-like prefix as a tee'd row of its own (the generic path may split it off): it only
         # rises, as a row split off a line that is not tee'd goes uncounted.
-        tee_like = pl.col("body").str.contains(r"^\[[A-Za-z_][A-Za-z_-]*?\d+\]:").cast(pl.UInt32)
+        tee_like = pl.col("body").str.contains("^" + transport.TEE_LIKE).cast(pl.UInt32)
         glued = pl.col("raw").str.count_matches(_TEE_INSIDE).cast(pl.UInt32)
         share = (tee_like + glued).sum().over(path) / (glued.sum().over(path) + pl.len().over(path))
         after = pl.col("__p") & pl.col("raw").shift(1).over(path).str.ends_with(" ").fill_null(False)

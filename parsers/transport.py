@@ -147,7 +147,10 @@ def strip_lead(df: pl.DataFrame, rows: pl.Series | None = None) -> pl.DataFrame:
 #: it in that file: a label or host prefix is told from a message that starts like one by most lines having it.
 FILE_SHARE: dict[str, float] = {"srun": 0.5, "pdsh": 0.5, "tee_rank": 0.3}
 
-_TEE_NOT_RANK = r"^\[(?:[A-Za-z_][A-Za-z_-]*?)\d+\]:"
+#: A tee-like prefix, any role (torchrun's tee, ``[<role><local rank>]:``; group 1 the local rank): where it may
+#: be, wherever tested (``parsers.appfast`` reads it inside lines too).
+TEE_LIKE = r"\[[A-Za-z_][A-Za-z_-]*?(\d+)\]:"
+_TEE_NOT_RANK = "^" + TEE_LIKE
 _RANK_IS_TEE = r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])"
 
 
