@@ -733,11 +733,7 @@ def test_the_streams_of_a_line_that_does_not_qualify() -> None:
         ],
     }
     frame = _frame([lines, srun]).with_columns(pl.col("path").replace({"f0.log": "a.log", "f1.log": "b.log"}))
-    parsers.APP_FAST = False
-    try:
-        rows = parsers.parse_lines(frame, keep=list(PARSE_KEEP))
-    finally:
-        parsers.APP_FAST = True
+    rows = _generic_rows(frame)
     for name, want in stated.items():
         f = frame.filter(pl.col("path") == name)
         body = f["raw"].str.replace(r"^\d: ", "") if name == "b.log" else f["raw"]
@@ -748,20 +744,26 @@ def test_the_streams_of_a_line_that_does_not_qualify() -> None:
             None if w is None else sorted(w, key=str) for w in want
         ]
         # every row the generic path makes of a line is in a stream named for it
-        made = rows.filter(pl.col("path") == name).select(
-            "line",
-            pl.concat_str(
-                [pl.col("srun_label").fill_null(""), pl.col("tee_local_rank").cast(pl.String).fill_null("")],
-                separator="/",
-            ).alias("s"),
-            "srun_label",
-            "tee_local_rank",
-        )
+        made = rows.filter(pl.col("path") == name)
         assert made.height > f.height  # lines cut into rows of several streams
-        for line, s, lab, t in made.rows():
-            named = got[line - 1]
-            if named is not None:
-                assert (None if lab is None and t is None else s) in named, (name, line, s)
+        _assert_rows_in_streams(made, got)
+
+
+def _generic_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows the generic path alone makes of ``frame``."""
+    parsers.APP_FAST = False
+    try:
+        return parsers.parse_lines(frame, keep=list(PARSE_KEEP))
+    finally:
+        parsers.APP_FAST = True
+
+
+def _assert_rows_in_streams(rows: pl.DataFrame, named: list[list[str | None] | None]) -> None:
+    """Each of ``rows`` (of one file) is in one of the streams ``named`` for its line (``<srun label>/<tee local
+    rank>``, null for neither), or none is named (every stream)."""
+    for line, lab, t in rows.select("line", "srun_label", "tee_local_rank").rows():
+        s = None if lab is None and t is None else f"{lab or ''}/{'' if t is None else t}"
+        assert named[line - 1] is None or s in named[line - 1], (line, s, named[line - 1])
 
 
 #: Pieces of drawn tee'd lines: text, bars, tee-like prefixes of several roles (glued or after a space),
@@ -792,20 +794,14 @@ def test_drawn_lines_make_rows_in_the_streams_named(lines: list[str], labelled: 
     """Every row the generic path makes of a drawn tee'd line (behind an srun label or not) is in one of the
     streams ``appfast._touched`` names for it (or it names none)."""
     raw = [f"{j % 3}: {x}" for j, x in enumerate(lines)] if labelled else lines
-    frame = _frame([raw])
-    parsers.APP_FAST = False
-    try:
-        rows = parsers.parse_lines(frame, keep=list(PARSE_KEEP))
-    finally:
-        parsers.APP_FAST = True
+    rows = _generic_rows(_frame([raw]))
     label = pl.Series(
         [str(j % 3) for j in range(len(lines))] if labelled else [None] * len(lines), dtype=pl.String
     )
     lr = pl.Series(lines).str.extract(r"^\[[a-z]+(\d+)\]:", 1).cast(pl.Int32)
-    named = appfast._touched(pl.DataFrame({"body": lines, "l": label, "t": lr})).to_list()
-    for line, lab, t in rows.select("line", "srun_label", "tee_local_rank").rows():
-        s = None if lab is None and t is None else f"{lab or ''}/{'' if t is None else t}"
-        assert named[line - 1] is None or s in named[line - 1], (lines[line - 1], s, named[line - 1])
+    _assert_rows_in_streams(
+        rows, appfast._touched(pl.DataFrame({"body": lines, "l": label, "t": lr})).to_list()
+    )
 
 
 def test_srun_labelled_lines_take_the_fast_path_where_the_label_is_stripped() -> None:
