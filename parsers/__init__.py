@@ -566,36 +566,27 @@ def _app_split(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
     return mask, pl.concat([g[1] for g in got if g is not None], how="diagonal_relaxed")
 
 
-def _parse_app(
-    app_lines: pl.DataFrame,
-    caps: pl.DataFrame,
-    lines_schema: pl.Schema,
-    cols: list[str],
-    gen_schema: pl.Schema | None,
-) -> pl.DataFrame:
-    """The application fast path's rows (:func:`parsers.appfast.parse`), with the columns and types of the
-    generic rows (``gen_schema``; none depends on the values of a line the fast path takes, which
-    ``tests/test_appfast.py`` checks on every corpus case), or where there are none of a probe's
-    (:func:`_app_schema`). Reported to ``coll.ON_ROWS`` as parsed."""
-    schema = gen_schema or _app_schema(tuple(lines_schema.items()), tuple(cols))
+def _app_rows(app_lines: pl.DataFrame, caps: pl.DataFrame) -> list[appfast.Rows]:
+    """The application fast path's rows (:func:`parsers.appfast.rows`) of ``app_lines`` (with their ``caps``),
+    in parts of rows on threads when they are many (each polars call of a part runs on one core), for
+    :func:`_shape_app`."""
     n = app_lines.height
     k = parallelism(n // APP_PART_ROWS)
     if k <= 1:
-        out = appfast.parse(app_lines, caps, schema)
-    else:  # row-wise: parts of rows on threads (each polars call runs on one core)
-        step = -(-n // k)
-        with ThreadPoolExecutor(max_workers=k) as pool:
-            outs = list(
-                pool.map(
-                    lambda i: appfast.parse(app_lines.slice(i, step), caps.slice(i, step), schema),
-                    range(0, n, step),
-                )
-            )
-        out = pl.concat(outs, how="vertical")
-    report = coll.ON_ROWS.get()
-    if report is not None:
-        report(out.height)
-    return out
+        return [appfast.rows(app_lines, caps)]
+    step = -(-n // k)
+    with ThreadPoolExecutor(max_workers=k) as pool:
+        return list(
+            pool.map(lambda i: appfast.rows(app_lines.slice(i, step), caps.slice(i, step)), range(0, n, step))
+        )
+
+
+def _shape_app(parts: list[appfast.Rows], schema: pl.Schema) -> pl.DataFrame:
+    """:func:`_app_rows`' parts with the columns and types of the generic rows (``schema``; none depends on the
+    values of a line the fast path takes, which ``tests/test_appfast.py`` checks on every corpus case), or where
+    there are none of a probe's (:func:`_app_schema`), as one frame."""
+    out = [appfast.shape(p, schema) for p in parts]
+    return out[0] if len(out) == 1 else pl.concat(out, how="vertical")
 
 
 def _merge_app(gen: pl.DataFrame, app_rows: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
@@ -722,7 +713,11 @@ def parse_lines_split(
         app_lines, app_caps = lines.filter(app_split[0]), app_split[1]
         lines = lines.filter(~app_split[0])
         if lines.height == 0:  # no generic line: no Init line (no communicator map), no record to take back
-            app_out = _parse_app(app_lines, app_caps, df.schema, cols, None)
+            app_out = _shape_app(
+                _app_rows(app_lines, app_caps), _app_schema(tuple(df.schema.items()), tuple(cols))
+            )
+            if report is not None:
+                report(app_out.height)
             fast_out = coll.parse_fast(fast_df, {}) if fast_df.height else None
             return app_out, None if fast_out is None else fast_out.select(
                 [c for c in cols if c in fast_out.columns]
@@ -735,8 +730,11 @@ def parse_lines_split(
     # and releases the GIL), reported as each ends and taken in order, so the result is that of one slice
     # after another: a slice holds whole files, and the fast-path rows it takes back are of its own files.
     # 256-rank bench (253k generic lines, 2 cores): 9.3 s for the whole parse, against 12.1 s one slice
-    # after another.
-    with ThreadPoolExecutor(max_workers=parallelism(len(slices))) as pool:
+    # after another. The fast path's rows are built on a thread of their own meanwhile, and take the generic
+    # rows' columns at the end (:func:`_shape_app`): a job of application lines spends most of its parse in the
+    # two, and its one slice runs on one core.
+    with ThreadPoolExecutor(max_workers=parallelism(len(slices)) + (app_split is not None)) as pool:
+        app_future = None if app_split is None else pool.submit(_app_rows, app_lines, app_caps)
         futures = {pool.submit(_parse_slice, lines.slice(a, b - a), fast_df, cols): b - a for a, b in slices}
         pending = set(futures)
         while pending:
@@ -757,8 +755,11 @@ def parse_lines_split(
     gen = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     if cols is not None and len(parts) > 1:
         gen = gen.select([c for c in cols if c in gen.columns])
-    if app_split is not None and cols is not None:
-        gen = _merge_app(gen, _parse_app(app_lines, app_caps, df.schema, cols, gen.schema), cols)
+    if app_future is not None and cols is not None:
+        app_rows = _shape_app(app_future.result(), gen.schema)
+        if report is not None:
+            report(app_rows.height)
+        gen = _merge_app(gen, app_rows, cols)
     fast_out = coll.parse_fast(fast_df, comm_pg) if fast_df.height else None
     if cols is not None and fast_out is not None:
         fast_out = fast_out.select([c for c in cols if c in fast_out.columns])

@@ -740,59 +740,82 @@ def _near(files: pl.DataFrame) -> pl.Series:
     of its real stream (the rows of a line are in the streams of its ``t``), and the lines it adds do not
     qualify, so a line near one that does not in its real stream is near one here too. In a file whose lines
     that qualify have no stream key, the file distance is enough: where no line that does not qualify lies
-    within :data:`CONTEXT_LINES` of a line in the file, the lines there all qualify, so all are of its stream."""
+    within :data:`CONTEXT_LINES` of a line in the file, the lines there all qualify, so all are of its stream.
+
+    Counted from the lines that do not qualify, the few of a mixed file: each marks the lines within
+    :data:`CONTEXT_LINES` of it in its file, and in each of its streams (each stream of its file where ``t`` is
+    null) the last :data:`CONTEXT_LINES` lines that qualify before it and the first after it (a line is
+    within that many of it in the stream when fewer lie between them). Cost grows with those lines, not with
+    the file: a tee'd console of 400k lines with 60 that do not qualify, 0.087 -> 0.035 s against windows
+    over every line (the previous version's; equal on 3,000 drawn frames)."""
     k = CONTEXT_LINES
-    o, i = pl.col("o"), pl.col("__i")
-    near = files.select(
-        pl.any_horizontal([o.shift(d).over("path").fill_null(False) for d in range(-k, k + 1)])
-    ).to_series()
-    stream = files["s"]
-    if stream.filter(~files["o"]).is_null().all():
+    n = files.height
+    o = files["o"]
+    near = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    at = o.arg_true()
+    if at.len() == 0:
         return near
-    df = (
-        files.select("path", "o", "t")
-        .with_row_index("__i")
-        .with_columns(i.cast(pl.Int64), stream.alias("__s"))
+    path = files["path"]
+    win = (
+        pl.DataFrame({"j": at.cast(pl.Int64)})
+        .select(pl.int_ranges(pl.col("j") - k, pl.col("j") + k + 1).alias("i"), "j")
+        .explode("i")
+        .filter(pl.col("i").is_between(0, n - 1))
     )
-    # The last and the next line that does not qualify, in the file (at a line that qualifies), where its
-    # streams are not known ...
-    nq = pl.when(o & pl.col("t").is_null()).then(i)
-    df = df.with_columns(
-        nq.forward_fill().over("path").alias("__l"), nq.backward_fill().over("path").alias("__n")
+    near = near.scatter(win["i"].filter(path.gather(win["i"]) == path.gather(win["j"])), True)
+    if files["s"].filter(~o).is_null().all():
+        return near
+    # The lines that qualify by stream (file, then ``s``; null a stream of its own), in file order within each:
+    # ``key`` = stream number * (n + 1) + row, sorted, is then searched for a line that does not qualify.
+    q = files.select("path", "s", "o").with_row_index("i").filter(~pl.col("o")).drop("o")
+    names = q["s"].unique()
+    code = (
+        q["s"]
+        .replace_strict(names, pl.int_range(names.len(), eager=True), default=None, return_dtype=pl.Int64)
+        .fill_null(names.len())
     )
-    qual = df.filter(~o)
-    # ... or in its stream, where they are ...
-    known = (
-        df.filter(o & pl.col("t").is_not_null())
-        .select("path", "__i", pl.col("t").alias("__s"))
-        .explode("__s")
-    )
-    if known.height:
-        both = pl.concat(
-            [
-                qual.select("path", "__i", "__s", pl.lit(False).alias("__o")),
-                known.with_columns(pl.lit(True).alias("__o")),
-            ]
-        ).sort("__i")
-        ko = pl.when(pl.col("__o")).then(i)
-        seen = both.with_columns(  # the rows that qualify, in the order of ``qual``
-            ko.forward_fill().over("path", "__s").alias("__ls"),
-            ko.backward_fill().over("path", "__s").alias("__ns"),
-        ).filter(~pl.col("__o"))
-        qual = qual.with_columns(
-            pl.max_horizontal(pl.col("__l"), seen["__ls"]).alias("__l"),
-            pl.min_horizontal(pl.col("__n"), seen["__ns"]).alias("__n"),
+    file_no = (q["path"] != q["path"].shift(1)).fill_null(True).cum_sum().cast(pl.Int64)
+    stream_no = file_no * (names.len() + 1) + code
+    key = stream_no * (n + 1) + q["i"].cast(pl.Int64)
+    order = key.arg_sort()
+    rows, key, stream_no = q["i"].gather(order), key.gather(order), stream_no.gather(order)
+    starts = (stream_no != stream_no.shift(1)).fill_null(True).arg_true()
+    streams = (
+        q.select("path", "s")
+        .gather(order.gather(starts))
+        .with_columns(
+            stream_no.gather(starts).alias("__g"),
+            starts.cast(pl.Int64).alias("__a"),
+            pl.concat([starts.slice(1), pl.Series([q.height], dtype=starts.dtype)])
+            .cast(pl.Int64)
+            .alias("__b"),
         )
-    # ... lie nearer in its stream than its k-th previous (next) line that qualifies there, or it has none.
-    qual = qual.with_columns(
-        i.shift(k).over("path", "__s").fill_null(-1).alias("__b"),
-        i.shift(-k).over("path", "__s").fill_null(df.height).alias("__a"),
     )
-    got = qual.select(
-        "__i",
-        ((pl.col("__l") > pl.col("__b")).fill_null(False) | (pl.col("__n") < pl.col("__a")).fill_null(False)),
-    ).to_series(1)
-    return near | pl.repeat(False, files.height, dtype=pl.Boolean, eager=True).scatter(qual["__i"], got)
+    # Each line that does not qualify, in each of its streams that holds lines that qualify in its file.
+    bad = files.select("path", "t", "o").with_row_index("j").filter(pl.col("o"))
+    known = bad.filter(pl.col("t").is_not_null()).select("path", "j", pl.col("t").alias("s")).explode("s")
+    anywhere = (
+        bad.filter(pl.col("t").is_null()).select("path", "j").join(streams.select("path", "s"), on="path")
+    )
+    pairs = pl.concat([known, anywhere], how="vertical_relaxed").join(
+        streams, on=["path", "s"], how="inner", nulls_equal=True
+    )
+    if pairs.height == 0:
+        return near
+    # its place among its stream's lines, and the CONTEXT_LINES lines on either side of it there
+    place = key.search_sorted(pairs["__g"] * (n + 1) + pairs["j"].cast(pl.Int64))
+    marked = (
+        pairs.select("__a", "__b")
+        .with_columns(place.cast(pl.Int64).alias("__p"))
+        .select(
+            pl.int_ranges(
+                pl.max_horizontal(pl.col("__p") - k, "__a"), pl.min_horizontal(pl.col("__p") + k, "__b")
+            ).alias("x")
+        )
+        .explode("x")
+        .drop_nulls()["x"]
+    )
+    return near.scatter(rows.gather(marked), True)
 
 
 def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
@@ -864,8 +887,20 @@ def _wrap_paths(files: pl.DataFrame) -> pl.Series:
 def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     """The rows of the fast-path lines ``lines`` (with :func:`split`'s ``caps``, row for row), with exactly
     the columns and types of ``schema`` (the generic path's, ``parsers._app_schema``): the source columns as
-    they are, the columns set below, every other column null (the generic path sets none of them on such a
-    line; ``parsers._app_schema`` checks that on a line of each shape).
+    they are, the columns :func:`rows` sets, every other column null (the generic path sets none of them on such
+    a line; ``parsers._app_schema`` checks that on a line of each shape). ``shape(rows(lines, caps), schema)``:
+    a caller that learns ``schema`` late builds the rows first (``parsers.parse_lines_split``)."""
+    return shape(rows(lines, caps), schema)
+
+
+#: The rows of fast-path lines before they take a schema (:func:`rows`): the lines' columns with those the fast
+#: path sets, and the columns of one value on every row (literals, not built per row).
+Rows = tuple[pl.DataFrame, dict[str, pl.Expr]]
+
+
+def rows(lines: pl.DataFrame, caps: pl.DataFrame) -> Rows:
+    """The rows of the fast-path lines ``lines`` (with :func:`split`'s ``caps``, row for row), the columns they
+    set by name beside the lines' own, for :func:`shape` to put in a schema.
 
     A logging line: its prefix's captures, layer ``app``, :func:`parsers.app.progress_fields`' step, rank and
     world size, kind ``step_progress`` or ``log``. A line without any prefix: a tqdm bar where
@@ -914,8 +949,14 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
     if bare.any():
         set_cols = _bare_cols(set_cols, bare, rest)
         lits = {}
-    out = lines.select([c for c in schema if c in lines.columns and c not in set_cols and c not in lits])
-    out = out.with_columns([s.alias(name) for name, s in set_cols.items() if name in schema])
+    out = lines.select([c for c in lines.columns if c not in set_cols and c not in lits])
+    return out.with_columns([s.alias(name) for name, s in set_cols.items()]), lits
+
+
+def shape(built: Rows, schema: pl.Schema) -> pl.DataFrame:
+    """:func:`rows`' rows with exactly the columns and types of ``schema`` (see :func:`parse`)."""
+    out, lits = built
+    out = out.select([c for c in schema if c in out.columns and c not in lits])
     out = out.with_columns(
         [lits.get(c, pl.lit(None, dtype=d)).alias(c) for c, d in schema.items() if c not in out.columns]
     )

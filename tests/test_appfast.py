@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from polars.testing import assert_frame_equal
@@ -37,18 +37,18 @@ from generate import generate_app
 
 
 class _Spy:
-    """Counts the rows :func:`parsers.appfast.parse` is given (the probe of ``parsers._app_schema`` aside)."""
+    """Counts the rows :func:`parsers.appfast.rows` is given (the probe of ``parsers._app_schema`` aside)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.rows = 0
-        real = appfast.parse
+        real = appfast.rows
 
-        def spy(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+        def spy(lines: pl.DataFrame, caps: pl.DataFrame) -> appfast.Rows:
             if lines["path"].first() != "probe.log":
                 self.rows += lines.height
-            return real(lines, caps, schema)
+            return real(lines, caps)
 
-        monkeypatch.setattr(appfast, "parse", spy)
+        monkeypatch.setattr(appfast, "rows", spy)
 
 
 def _both(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame, int]:
@@ -941,3 +941,60 @@ def test_qualifying_lines_and_files() -> None:
         ("step_progress", "info", 7, None, None, "app"),
         ("step_progress", "info", 120, None, None, "app"),
     ]
+
+
+def _near_by_definition(files: pl.DataFrame) -> list[bool]:
+    """``appfast._near`` by its definition, one line at a time: a line that does not qualify is near; a line
+    that qualifies is near where one that does not lies within ``CONTEXT_LINES`` of it in its file, or in its
+    stream: one that has the line's stream among its ``t`` (or no ``t``) with fewer than ``CONTEXT_LINES`` lines
+    of that stream that qualify between the two. Only where some line that qualifies has a stream."""
+    k = appfast.CONTEXT_LINES
+    rows = files.rows(named=True)
+    by_stream = any(r["s"] is not None for r in rows if not r["o"])
+    out = []
+    for i, r in enumerate(rows):
+        hit = r["o"]
+        for j, b in enumerate(rows):
+            if hit:
+                break
+            if not b["o"] or b["path"] != r["path"]:
+                continue
+            if abs(i - j) <= k:
+                hit = True
+            elif by_stream and (b["t"] is None or r["s"] in b["t"]):
+                lo, hi = min(i, j), max(i, j)
+                between = sum(
+                    1
+                    for m in range(lo + 1, hi)
+                    if not rows[m]["o"] and rows[m]["path"] == r["path"] and rows[m]["s"] == r["s"]
+                )
+                hit = between < k
+        out.append(hit)
+    return out
+
+
+_STREAMS = st.sampled_from([None, "0/", "0/1", "/2", "/3"])
+_near_line = st.one_of(
+    st.tuples(st.just(False), _STREAMS, st.none()),
+    st.tuples(st.just(True), st.none(), st.none() | st.lists(_STREAMS, min_size=1, max_size=3)),
+)
+
+
+@settings(DRAWN, max_examples=max(DRAWN.max_examples, 400))  # each example takes ~10 ms; 40 miss cases
+@given(st.lists(st.lists(_near_line, max_size=14), min_size=1, max_size=3))
+def test_drawn_near_is_its_definition(
+    files: list[list[tuple[bool, str | None, list[str | None] | None]]],
+) -> None:
+    """``appfast._near`` (counted from the lines that do not qualify) on drawn files of lines that qualify (with
+    a stream or none) and lines that do not (with the streams they touch, or null: every stream): the lines its
+    definition names, read one line at a time."""
+    frame = pl.DataFrame(
+        {
+            "path": [f"f{n}.log" for n, lines in enumerate(files) for _ in lines],
+            "o": [o for lines in files for o, _, _ in lines],
+            "s": [s for lines in files for _, s, _ in lines],
+            "t": [t for lines in files for _, _, t in lines],
+        },
+        schema={"path": pl.String, "o": pl.Boolean, "s": pl.String, "t": pl.List(pl.String)},
+    )
+    assert appfast._near(frame).to_list() == _near_by_definition(frame)
