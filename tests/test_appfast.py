@@ -998,3 +998,27 @@ def test_drawn_near_is_its_definition(
         schema={"path": pl.String, "o": pl.Boolean, "s": pl.String, "t": pl.List(pl.String)},
     )
     assert appfast._near(frame).to_list() == _near_by_definition(frame)
+
+
+def test_message_gate_is_the_literals_and_the_markers() -> None:
+    """``appfast._message_gate``, one regex, holds where a message holds a rule literal (``contains_any``, as
+    substrings) or a helper marker: on every line of the corpus cases, and on each literal inside text, with its
+    first or last character cut (which may hold another), and with a regex meta character beside it."""
+    lits = list(appfast.rule_literals())
+    lines = [
+        line
+        for f in sorted(CASES.rglob("*"))
+        if f.is_file() and f.suffix in (".log", ".txt", "") and f.stat().st_size < 2_000_000
+        for line in f.read_text(errors="replace").splitlines()
+    ]
+    probes = [
+        p for x in lits for p in (f"at {x} end", x[1:], x[:-1], f"({x}", f"{x}.*", x.replace(" ", "  "))
+    ]
+    text = pl.Series([*lines, *probes])
+    for bar in (True, False):
+        want = [x for x in lits if bar or x != appfast._BAR_LITERAL]
+        expect = (text.str.contains_any(want) | text.str.contains(appfast._MARKERS)).fill_null(True)
+        got = text.str.contains(appfast._message_gate(bar=bar)).fill_null(True)
+        assert got.to_list() == expect.to_list()
+    assert len(lines) > 10_000 and expect.sum() > 1000
+    assert pl.Series([f"at {x} end" for x in lits]).str.contains(appfast._message_gate()).all()
