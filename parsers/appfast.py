@@ -446,7 +446,8 @@ def split(
     if whole.len():
         rows = path.is_in(whole.implode())
         files = pl.DataFrame({"path": path.filter(rows), "raw": raw.filter(rows), "body": body.filter(rows)})
-        unsure = _maybe_wraps(files, pl.repeat(True, files.height, dtype=pl.Boolean, eager=True))
+        teed = None if tee_lr is None else tee_lr.filter(rows).is_not_null()
+        unsure = _maybe_wraps(files, pl.repeat(True, files.height, dtype=pl.Boolean, eager=True), teed)
         if unsure.len():
             take = take & ~path.is_in(unsure.implode())
     if srun_files.len():
@@ -693,12 +694,16 @@ def _mixed_rows(
     if not in_mixed.any():
         return take
     at = in_mixed.arg_true()
+
+    def pick(s: pl.Series) -> pl.Series:  # the rows of the files that may be split (a console: all)
+        return s if at.len() == s.len() else s.gather(at)
+
     files = pl.DataFrame(
         {
-            "path": path.gather(at),
-            "raw": lines["raw"].gather(at),
-            "body": body.gather(at),
-            "o": ~qual.gather(at),
+            "path": pick(path),
+            "raw": pick(lines["raw"]),
+            "body": pick(body),
+            "o": ~pick(qual),
             "s": pl.repeat(None, at.len(), dtype=pl.String, eager=True),
             "t": pl.repeat(None, at.len(), dtype=pl.List(pl.String), eager=True),
         }
@@ -707,31 +712,22 @@ def _mixed_rows(
         n = lines.height
         keys = pl.DataFrame(
             {
-                "l": (label if label is not None else pl.repeat(None, n, dtype=pl.String, eager=True)).gather(
-                    at
-                ),
-                "t": (
-                    tee_lr if tee_lr is not None else pl.repeat(None, n, dtype=pl.Int32, eager=True)
-                ).gather(at),
+                "l": pick(label if label is not None else pl.repeat(None, n, dtype=pl.String, eager=True)),
+                "t": pick(tee_lr if tee_lr is not None else pl.repeat(None, n, dtype=pl.Int32, eager=True)),
             }
         )
         files = files.with_columns(keys.select(_stream(pl.col("l"), pl.col("t"))).to_series().alias("s"))
         o = files["o"]
         if o.any():
-            touched = pl.DataFrame(
-                {
-                    "__i": o.arg_true(),
-                    "t": _touched(pl.concat([files.select("body"), keys], how="horizontal").filter(o)),
-                }
+            touched = _touched(pl.concat([files.select("body"), keys], how="horizontal").filter(o))
+            # each line's place among those that do not qualify (null for the others), read off ``touched``
+            where = o.arg_true()
+            place = pl.repeat(None, files.height, dtype=pl.UInt32, eager=True).scatter(
+                where, pl.int_range(where.len(), dtype=pl.UInt32, eager=True)
             )
-            files = (
-                files.drop("t")
-                .with_row_index("__i")
-                .join(touched, on="__i", how="left", maintain_order="left")
-                .drop("__i")
-            )
-    fast = qual.gather(at) & ~_near(files)
-    unsure = _maybe_wraps(files, fast)
+            files = files.with_columns(touched.gather(place).alias("t"))
+    fast = pick(qual) & ~_near(files)
+    unsure = _maybe_wraps(files, fast, None if tee_lr is None else pick(tee_lr).is_not_null())
     if unsure.len():
         fast = fast & ~files["path"].is_in(unsure.implode())
     return take.scatter(at, fast)
@@ -829,7 +825,7 @@ def _near(files: pl.DataFrame) -> pl.Series:
     return near.scatter(rows.gather(marked), True)
 
 
-def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
+def _maybe_wraps(files: pl.DataFrame, fast: pl.Series, teed: pl.Series | None = None) -> pl.Series:
     """The paths of ``files`` (``path``, ``raw``, ``body``: whole files in order, ``body`` the lines less an srun
     label the generic path strips) where ``parsers._mark_wraps`` might mark a hard-wrapped line, in all the
     lines or in those left once the ``fast`` ones leave. Only a line that
@@ -839,14 +835,20 @@ def _maybe_wraps(files: pl.DataFrame, fast: pl.Series) -> pl.Series:
     or after a line ending in a space where the tee'd lines (a line starting like one counts) reach
     ``parsers.WRAP_TEE_SHARE`` of the file's lines: in all of them or in those left (tee'd lines may leave, or
     stay while others leave; the line before one is another among those left). In the other files no line is a
-    wrap either way, so taking the ``fast`` lines out changes no wrap decision."""
+    wrap either way, so taking the ``fast`` lines out changes no wrap decision. ``teed``: the lines known to be
+    tee'd (:func:`_untee`'s), left out of the tests below (each would find it tee'd: a tee'd console's lines are
+    not scanned again)."""
     import parsers
 
     body = files["body"]
+    at = None if teed is None else (~teed).arg_true()
+    text = body if at is None else body.gather(at)
     plain = (
-        (~body.str.contains(parsers._KNOWN_START) & (body.str.len_chars() > 0))
-        | body.str.contains(_xport_heads())
+        (~text.str.contains(parsers._KNOWN_START) & (text.str.len_chars() > 0))
+        | text.str.contains(_xport_heads())
     ).fill_null(True)
+    if at is not None:
+        plain = pl.repeat(False, body.len(), dtype=pl.Boolean, eager=True).scatter(at, plain)
     # ... but a tee'd line (a tee'd line is no wrap), and c10d's ``[rank3]:[E…``, which keeps its prefix (no
     # transport strips it: the tee only before ``[rank3]:`` or a character other than ``[`` and space), so it
     # starts like a log line. Both start with ``[``.
