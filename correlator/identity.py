@@ -24,6 +24,7 @@ Rank identity is evidence, not a path (docs/design.md). Sources, strongest first
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -218,12 +219,14 @@ def _weighted_mode(frame: pl.DataFrame, key: str, value: str, smallest_on_tie: b
     return dict(best.select(key, value).iter_rows())
 
 
-def resolve(df: pl.DataFrame) -> pl.DataFrame:
+def resolve(df: pl.DataFrame, stamps: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> pl.DataFrame:
     """Fill ``rank``, ``rank_source``, ``local_rank``, ``host`` and ``attempt`` for every row.
 
     Expects the parsed frame with source columns (``layout``, ``src_*``, ``node_key``) and prefix
-    columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``). A
-    :data:`WEIGHT` column, when present, makes a row count as that many rows in the majorities.
+    columns (``c10_rank``, ``tee_local_rank``, ``xport_rank``, ``srun_label``, ``xport_host``), and ``ts``; or,
+    with ``stamps``, ``stamps(frame)`` gives the frame with ``ts``, taken before the first step that reads it
+    (attempts by time): the steps before it run meanwhile (``correlator.ingest`` reads the stamps on a thread).
+    A :data:`WEIGHT` column, when present, makes a row count as that many rows in the majorities.
     """
     weighted = WEIGHT in df.columns
     df = _demote_multi_rank_files(df)
@@ -233,6 +236,8 @@ def resolve(df: pl.DataFrame) -> pl.DataFrame:
     df = _direct_ranks(df, weighted)
     offsets = _node_offsets(df, weighted)
     df = _ranks_via_offsets(df, offsets)
+    if stamps is not None:
+        df = stamps(df)
     df = _attempts(df)
     df = _launcher_ranks(df, offsets)
     df = _nccl_ranks(df)

@@ -18,6 +18,7 @@ import datetime as dt
 import os
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -471,23 +472,46 @@ def _stamps_and_identity(
         gen = gen.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     if on_phase:
         on_phase(STAMPS)
+    if fast is None:
+        # The stamps are read on a thread while rank identity takes its first steps (those before one reads
+        # ``ts``): each runs on about one core. A row takes its stamp by its place in ``gen`` (identity keeps
+        # the rows; this does not rely on their order).
+        row = "_stamp_row"
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            stamps = pool.submit(lambda: timestamps.build_ts(gen, year, tz).select("ts", "ts_quality"))
+
+            def stamped(df: pl.DataFrame) -> pl.DataFrame:
+                got, at = stamps.result(), df[row]
+                report(STAMPS, 1, 1)
+                if on_phase:
+                    on_phase(IDENTITY)
+                return df.drop(row).with_columns(got["ts"].gather(at), got["ts_quality"].gather(at))
+
+            df = identity.resolve(gen.with_row_index(row), stamps=stamped)
+        df = timestamps.inherit(df, parsers.STREAM_KEYS)
+        return _assign_stack_ranks(df, report, 1)
     gen = timestamps.build_ts(gen, year, tz)  # fast-path rows carry no stamp of their own
     report(STAMPS, 1, 1)
     if on_phase:
         on_phase(IDENTITY)
-    # Units of this step: 1, or the columns of the merge of the two parts (its long part) as they are merged.
+    # Units of this step: the columns of the merge of the two parts (its long part) as they are merged.
     units = [1]
 
     def merged(done: int, total: int) -> None:
         units[0] = total
         report(IDENTITY, done, total)
 
-    if fast is None:
-        df = timestamps.inherit(identity.resolve(gen), parsers.STREAM_KEYS)
-    else:
-        df = resolve_with_fast_rows(gen, fast, merged)
-    df = stacks.assign_ranks(df)  # a stack dump named by its pid only gets its rank from the logs
-    report(IDENTITY, units[0], units[0])
+    df = resolve_with_fast_rows(gen, fast, merged)
+    return _assign_stack_ranks(df, report, units[0])
+
+
+def _assign_stack_ranks(
+    df: pl.DataFrame, report: Callable[[str, int, int], None], units: int
+) -> pl.DataFrame:
+    """The last of identity: a stack dump named by its pid only gets its rank from the logs; the step reported
+    done (``units`` of it)."""
+    df = stacks.assign_ranks(df)
+    report(IDENTITY, units, units)
     return df
 
 
