@@ -343,7 +343,10 @@ def _untee(text: pl.Series, one: pl.Series) -> tuple[pl.Series, pl.Series | None
 #: (:func:`split`).
 _SRUN = transport.SRUN_LABEL.pattern
 _SRUN_SHARE = transport.FILE_SHARE[transport.SRUN_LABEL.name]
-if _head_pattern(_SRUN) is None or set(re.compile(_SRUN).groupindex) != {"srun_label", "rest"}:
+if _head_pattern(_SRUN) != r"^ *(?P<srun_label>\d+): " or set(re.compile(_SRUN).groupindex) != {
+    "srun_label",
+    "rest",
+}:
     raise AssertionError("parsers.transport.SRUN_LABEL changed: parsers.appfast reads its label and message")
 
 
@@ -358,9 +361,8 @@ def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series |
     lead = body.str.contains(_gate_of((_SRUN,))).fill_null(False)  # the label alone: most lines fail at once
     if not lead.any():
         return none
-    hit = pl.repeat(False, raw.len(), dtype=pl.Boolean, eager=True).scatter(
-        lead.arg_true(), body.filter(lead).str.contains(_SRUN).fill_null(False)
-    )
+    # After the label the pattern takes ``(?P<rest>.*)$``: any text without a newline (``.`` takes none)
+    hit = lead & ~body.str.contains("\n", literal=True).fill_null(False)
     shares = transport.file_shares(path, hit, body.str.len_chars() > 0)
     files = shares.filter(pl.col("share") >= _SRUN_SHARE)["path"]
     if files.len():
@@ -374,9 +376,14 @@ def _unsrun(lines: pl.DataFrame, one: pl.Series) -> tuple[pl.Series, pl.Series |
     if files.len() == 0:
         return (raw, None, hit, files)
     at = (hit & one & path.is_in(files.implode())).arg_true()
-    got = raw.gather(at).str.extract_groups(_SRUN).struct.unnest()
-    label = pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(at, got["srun_label"])
-    return raw.clone().scatter(at, got["rest"]), label, hit, files
+    # The label is the digits before the line's first ``: `` (spaces and digits only before it), the message
+    # what follows: read by position, not by captures (0.13 s per 400k lines).
+    sub = raw.gather(at)
+    cut = sub.str.find(": ", literal=True)
+    label = pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(
+        at, sub.str.slice(0, cut).str.strip_chars_start(" ")
+    )
+    return raw.clone().scatter(at, sub.str.slice(cut + 2)), label, hit, files
 
 
 def split(
@@ -890,10 +897,14 @@ def _wrap_paths(files: pl.DataFrame) -> pl.Series:
         # rises, as a row split off a line that is not tee'd goes uncounted.
         tee_like = pl.col("body").str.contains("^" + transport.TEE_LIKE).cast(pl.UInt32)
         glued = pl.col("raw").str.count_matches(_TEE_INSIDE).cast(pl.UInt32)
-        share = (tee_like + glued).sum().over(path) / (glued.sum().over(path) + pl.len().over(path))
-        after = pl.col("__p") & pl.col("raw").shift(1).over(path).str.ends_with(" ").fill_null(False)
-        risky = (share >= parsers.WRAP_TEE_SHARE) & after.any().over(path)
-        bad.append(files.filter(files.select(risky).to_series())["path"])
+        share = files.group_by("path").agg(((tee_like + glued).sum() / (glued.sum() + pl.len())).alias("s"))
+        teed = share.filter(pl.col("s") >= parsers.WRAP_TEE_SHARE)["path"]
+        if (
+            teed.len()
+        ):  # the lines after a line ending in a space, in those files only (an srun console: none)
+            sub = files.filter(path.is_in(teed.implode())) if teed.len() < share.height else files
+            after = pl.col("__p") & pl.col("raw").shift(1).over(path).str.ends_with(" ").fill_null(False)
+            bad.append(sub.filter(sub.select(after.any().over(path)).to_series())["path"])
     return pl.concat(bad).unique()
 
 
