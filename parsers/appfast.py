@@ -343,10 +343,8 @@ def _untee(text: pl.Series, one: pl.Series) -> tuple[pl.Series, pl.Series | None
 #: (:func:`split`).
 _SRUN = transport.SRUN_LABEL.pattern
 _SRUN_SHARE = transport.FILE_SHARE[transport.SRUN_LABEL.name]
-if _head_pattern(_SRUN) != r"^ *(?P<srun_label>\d+): " or set(re.compile(_SRUN).groupindex) != {
-    "srun_label",
-    "rest",
-}:
+_SRUN_HEAD = r"^ *(?P<srun_label>\d+): "  # the digits before the line's first ": " (see _unsrun)
+if _head_pattern(_SRUN) != _SRUN_HEAD or set(re.compile(_SRUN).groupindex) != {"srun_label", "rest"}:
     raise AssertionError("parsers.transport.SRUN_LABEL changed: parsers.appfast reads its label and message")
 
 
@@ -899,9 +897,8 @@ def _wrap_paths(files: pl.DataFrame) -> pl.Series:
         glued = pl.col("raw").str.count_matches(_TEE_INSIDE).cast(pl.UInt32)
         share = files.group_by("path").agg(((tee_like + glued).sum() / (glued.sum() + pl.len())).alias("s"))
         teed = share.filter(pl.col("s") >= parsers.WRAP_TEE_SHARE)["path"]
-        if (
-            teed.len()
-        ):  # the lines after a line ending in a space, in those files only (an srun console: none)
+        # the lines after a line ending in a space, in those files only (an srun console: none)
+        if teed.len():
             sub = files.filter(path.is_in(teed.implode())) if teed.len() < share.height else files
             after = pl.col("__p") & pl.col("raw").shift(1).over(path).str.ends_with(" ").fill_null(False)
             bad.append(sub.filter(sub.select(after.any().over(path)).to_series())["path"])
