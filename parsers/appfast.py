@@ -106,23 +106,17 @@ def rule_literals() -> tuple[str, ...]:
     return tuple(sorted({r.literal for r in defined()[0] if r.literal}))
 
 
-def _escape(literal: str) -> str:
-    """``literal`` as a regex that matches it (its meta characters escaped, as Rust's ``regex::escape``)."""
-    return re.sub(r"([\\.+*?()|\[\]{}^$#&\-~])", r"\\\1", literal)
-
-
 @lru_cache(maxsize=2)
 def _message_gate(bar: bool = True) -> str:
     """One regex for a message the fast path leaves to the generic path: one holding a rule literal anywhere
-    (:func:`rule_literals`; tqdm's too unless ``bar`` is False) or a helper marker (:data:`MESSAGE_MARKERS`).
+    (:func:`rule_literals`, ``re.escape``'d; tqdm's too unless ``bar`` is False) or a helper marker
+    (:data:`MESSAGE_MARKERS`).
     One scan where there were two: an alternation of literals runs on the regex engine's literal prefilter (the
     400k-line app job's messages: 0.111 s for ``contains_any`` of the literals and a scan for the markers, 0.042 s
     for this). The prefix gates stay scans of their own: joined to this one, a regex of them all is too large
     for the engine's fast automata (the bare lines of a tee'd console: 0.09 s -> over 9 s)."""
     lits = [x for x in rule_literals() if bar or x != _BAR_LITERAL]
-    return re.sub(
-        r"\(\?P<\w+>", "(?:", "|".join(["(?:" + "|".join(_escape(x) for x in lits) + ")", _MARKERS])
-    )
+    return "(?:" + "|".join(re.escape(x) for x in lits) + ")|" + _MARKERS
 
 
 def _xport_patterns() -> tuple[str, ...]:
@@ -899,7 +893,7 @@ def _wrap_paths(files: pl.DataFrame) -> pl.Series:
         teed = share.filter(pl.col("s") >= parsers.WRAP_TEE_SHARE)["path"]
         # the lines after a line ending in a space, in those files only (an srun console: none)
         if teed.len():
-            sub = files.filter(path.is_in(teed.implode())) if teed.len() < share.height else files
+            sub = files.filter(path.is_in(teed.implode()))
             after = pl.col("__p") & pl.col("raw").shift(1).over(path).str.ends_with(" ").fill_null(False)
             bad.append(sub.filter(sub.select(after.any().over(path)).to_series())["path"])
     return pl.concat(bad).unique()
