@@ -589,51 +589,73 @@ def _shape_app(parts: list[appfast.Rows], schema: pl.Schema) -> pl.DataFrame:
     return out[0] if len(out) == 1 else pl.concat(out, how="vertical")
 
 
-def _merge_app(gen: pl.DataFrame, app_rows: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
-    """The generic rows and the application fast path's rows as one frame in the generic rows' order."""
-    names = [c for c in cols if c in gen.columns]
-    if not gen["_pos"].is_sorted():
-        # A glued tee line was split: the generic rows are in ``path, line`` order (``merge_parts`` sorts by
-        # it); the fast-path rows go where that order puts them (ties: split rows, kept in order).
-        merged = pl.concat([gen, app_rows], how="diagonal_relaxed")
-        return merged.sort("path", "line", "_pos", maintain_order=True).select(names)
-    # One chunk per column, as the generic rows come: 400k-line app job, `rankscope timeline` peak RSS 720 MB
-    # against 760 MB with the slices' chunks kept (the same CPU).
-    return _interleave(gen, app_rows, names).rechunk()
+def _merge_app(parts: list[pl.DataFrame], cols: list[str]) -> pl.DataFrame:
+    """The generic rows and the application fast path's rows (``parts``: the two frames, taken out of the list,
+    which the caller holds no other reference to) as one frame in the generic rows' order."""
+    names = [c for c in cols if c in parts[0].columns]
+    if parts[0]["_pos"].is_sorted():
+        return _interleave(parts, names)
+    # A glued tee line was split: the generic rows are in ``path, line`` order (``merge_parts`` sorts by it);
+    # the fast-path rows go where that order puts them (ties: split rows, kept in order).
+    merged = pl.concat(parts, how="diagonal_relaxed")
+    parts.clear()
+    return merged.sort("path", "line", "_pos", maintain_order=True).select(names)
 
 
 #: Runs of fast-path rows above which :func:`_interleave` sorts instead of slicing: a slice and its share of
 #: the concatenation cost ~50 us (a sort of the 400k-line app job's rows ~0.3 s).
 _INTERLEAVE_MAX_RUNS = 4096
+#: Columns :func:`_interleave` builds at a time before it frees them in its two parts.
+_INTERLEAVE_COLUMNS = 8
 
 
-def _interleave(part: pl.DataFrame, app_rows: pl.DataFrame, names: list[str]) -> pl.DataFrame:
-    """``part`` and ``app_rows`` (both in ``_pos`` order, no ``_pos`` in both) as one frame in ``_pos`` order,
-    with columns ``names``: slices of the two put one after the other, no gather (a sort of the merged slice
-    copied every string of it: +280 MB peak and +0.3 s of CPU on the 400k-line app job)."""
-
-    def full(df: pl.DataFrame) -> pl.DataFrame:
-        dtypes = {**dict(app_rows.schema), **dict(part.schema)}
-        return df.select(
-            [pl.col(c) if c in df.columns else pl.lit(None, dtype=dtypes[c]).alias(c) for c in names]
-        )
-
-    part, app_rows = full(part), full(app_rows)
+def _interleave(parts: list[pl.DataFrame], names: list[str]) -> pl.DataFrame:
+    """``parts`` (the generic rows and the fast-path rows, both in ``_pos`` order, no ``_pos`` in both; taken
+    out of the list) as one frame in ``_pos`` order with columns ``names``, each of one chunk: slices of the
+    two put one after the other, no gather (a sort of the merged slice copied every string of it: +280 MB peak
+    and +0.3 s of CPU on the 400k-line app job). The columns are built :data:`_INTERLEAVE_COLUMNS` at a time,
+    and each is dropped from the two parts once built, so the parts and the result are not held whole at once:
+    400k-line app job, ``rankscope timeline`` peak RSS 680 -> 580 MB with the callers' references to the parts
+    and to the lines they were built from dropped first (the merge 481 -> 371 MiB with freed memory returned at
+    once, ``_RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0``), in the same time. A column a part lacks is
+    a null literal: polars keeps it a scalar column, not materialized."""
+    part, app_rows = parts
+    parts.clear()
+    dtypes = pl.concat([part.clear(), app_rows.clear()], how="diagonal_relaxed").schema
     # Each fast-path row's place among the generic rows; the rows with one place go in as one slice. Runs of
     # consecutive ``_pos`` would be too short: the NCCL COLL rows between a file's asctime lines are in neither
     # part (15k one-row runs on the 16-rank COLL job, 1.6 s of slicing).
     place = part["_pos"].cast(pl.Int64).search_sorted(app_rows["_pos"].cast(pl.Int64), side="left")
     starts = (place.diff().fill_null(1) != 0).arg_true().to_list()
     if len(starts) > _INTERLEAVE_MAX_RUNS:  # lines of the two kinds alternate throughout: one sort
-        return pl.concat([part, app_rows], how="vertical_relaxed").sort("_pos", maintain_order=True)
+        merged = pl.concat([part, app_rows], how="diagonal_relaxed").sort("_pos", maintain_order=True)
+        return merged.select(names)
     at = place.gather(starts).to_list()
-    pieces, done = [], 0
+    plan = []  # the result's pieces in order: (0 the generic rows or 1 the fast-path rows, offset, length)
+    done = 0
     for k, s in enumerate(starts):
         e = starts[k + 1] if k + 1 < len(starts) else app_rows.height
-        pieces += [part.slice(done, at[k] - done), app_rows.slice(s, e - s)]
+        plan += [(0, done, at[k] - done), (1, s, e - s)]
         done = at[k]
-    pieces.append(part.slice(done))
-    return pl.concat([p for p in pieces if p.height], how="vertical_relaxed")
+    plan.append((0, done, part.height - done))
+    src = [part, app_rows]
+    del part, app_rows
+    out = []
+    for k in range(0, len(names), _INTERLEAVE_COLUMNS):
+        some = names[k : k + _INTERLEAVE_COLUMNS]
+        cols = [
+            f.select(
+                [
+                    pl.col(c).cast(dtypes[c]) if c in f.columns else pl.lit(None, dtype=dtypes[c]).alias(c)
+                    for c in some
+                ]
+            )
+            for f in src
+        ]
+        src = [f.drop(some, strict=False) for f in src]
+        out.append(pl.concat([cols[w].slice(o, n) for w, o, n in plan if n]).rechunk())
+        del cols
+    return pl.concat(out, how="horizontal")
 
 
 @lru_cache(maxsize=8)
@@ -683,6 +705,26 @@ def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[s
     return want.schema
 
 
+def _parse_slices(
+    pool: ThreadPoolExecutor,
+    slices: list[pl.DataFrame],
+    fast_df: pl.DataFrame,
+    cols: list[str] | None,
+    report: Callable[[int], None] | None,
+) -> list[tuple[pl.DataFrame, dict[str, str], pl.Series | None]]:
+    """:func:`_parse_slice` of each of ``slices`` on ``pool``, reported (``report(lines)``) as each ends, in
+    order; a failed slice raises as it ends, not after the others."""
+    futures = {pool.submit(_parse_slice, sl, fast_df, cols): sl.height for sl in slices}
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            future.result()
+            if report is not None:
+                report(futures[future])
+    return [future.result() for future in futures]
+
+
 def parse_lines_split(
     df: pl.DataFrame,
     keep: list[str] | tuple[str, ...] | None = None,
@@ -701,7 +743,6 @@ def parse_lines_split(
     df = df.with_row_index("_pos")
     lines = df if fast is None else df.filter(~fast)
     fast_df = df.clear() if fast is None else df.filter(fast)
-    parts = []
     comm_pg: dict[str, str] = {}
     cols = None if keep is None else [*keep, "_pos"]
     report = coll.ON_ROWS.get()
@@ -725,7 +766,6 @@ def parse_lines_split(
     slices = _file_slices(
         lines, GENERIC_CHUNK_ROWS, ramp=2, least=int(GENERIC_CHUNK_ROWS * GENERIC_LEAST_SHARE)
     )
-    back_paths = []
     # The slices are parsed on a thread each (``rules.parallelism``; each polars call runs on one core
     # and releases the GIL), reported as each ends and taken in order, so the result is that of one slice
     # after another: a slice holds whole files, and the fast-path rows it takes back are of its own files.
@@ -735,21 +775,13 @@ def parse_lines_split(
     # two, and its one slice runs on one core.
     with ThreadPoolExecutor(max_workers=parallelism(len(slices)) + (app_split is not None)) as pool:
         app_future = None if app_split is None else pool.submit(_app_rows, app_lines, app_caps)
-        futures = {pool.submit(_parse_slice, lines.slice(a, b - a), fast_df, cols): b - a for a, b in slices}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                future.result()  # a failed slice raises now, not after the others
-                if report is not None:
-                    report(futures[future])
-        for future in futures:
-            part, comm, back = future.result()
-            for k, v in comm.items():  # the first Init line of a key wins, as in one slice
-                comm_pg.setdefault(k, v)
-            parts.append(part)
-            if back is not None:
-                back_paths.append(back)
+        got = _parse_slices(pool, [lines.slice(a, b - a) for a, b in slices], fast_df, cols, report)
+    parts = [g[0] for g in got]
+    for g in got:
+        for k, v in g[1].items():  # the first Init line of a key wins, as in one slice
+            comm_pg.setdefault(k, v)
+    back_paths = [g[2] for g in got if g[2] is not None]
+    del got
     if back_paths:
         fast_df = fast_df.filter(~fast_df["path"].is_in(pl.concat(back_paths).implode()))
     gen = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
@@ -759,7 +791,11 @@ def parse_lines_split(
         app_rows = _shape_app(app_future.result(), gen.schema)
         if report is not None:
             report(app_rows.height)
-        gen = _merge_app(gen, app_rows, cols)
+        # The merge frees the columns of the two as it builds the result's: no other reference to them may
+        # be left here (nor to the lines the fast-path rows share columns with).
+        both = [gen, app_rows]
+        del gen, app_rows, parts, app_future, app_lines, app_caps, app_split
+        gen = _merge_app(both, cols)
     fast_out = coll.parse_fast(fast_df, comm_pg) if fast_df.height else None
     if cols is not None and fast_out is not None:
         fast_out = fast_out.select([c for c in cols if c in fast_out.columns])
