@@ -298,7 +298,7 @@ _IDENTITY_OUT = ("rank", "rank_source", "local_rank", "host", "attempt")
 
 
 def resolve_with_fast_rows(
-    gen: pl.DataFrame, fast: pl.DataFrame, on_column: Callable[[int, int], None] | None = None
+    parts: list[pl.DataFrame], on_column: Callable[[int, int], None] | None = None
 ) -> pl.DataFrame:
     """Identity and inherited stamps for the generic rows and the NCCL COLL fast-path rows, in two passes
     over small frames: the fast rows of one (file, host, pid) are alike for identity, so each such group
@@ -308,7 +308,10 @@ def resolve_with_fast_rows(
 
     Fast rows stay whole where the summary would not be exact: files read as combined streams (launcher
     pairing reads their text) and files with restart lines (attempts count restarts line by line).
-    ``on_column``: progress of the final merge (``parsers.merge_parts``)."""
+    ``parts``: ``[the generic rows, the fast-path rows]``, taken out of the list (the final merge frees their
+    columns as it goes: see ``parsers.merge_taken``). ``on_column``: progress of the final merge."""
+    gen, fast = parts
+    parts.clear()
     restart_paths = (
         gen.lazy().filter(pl.col("kind") == Kind.RESTART).select(pl.col("path").unique()).collect()["path"]
     )
@@ -331,10 +334,10 @@ def resolve_with_fast_rows(
         .cast(pl.Int64)
         .alias(identity.WEIGHT)
     )
-    both = identity.resolve(pl.concat([gen, groups.drop("_pos")], how="diagonal_relaxed"))
+    joint = identity.resolve(pl.concat([gen, groups.drop("_pos")], how="diagonal_relaxed"))
     is_group = pl.col("_gid").is_not_null()
-    resolved = both.filter(is_group).select("_gid", *_IDENTITY_OUT).sort("_gid")
-    gen = timestamps.inherit(both.filter(~is_group).drop("_gid", identity.WEIGHT), parsers.STREAM_KEYS)
+    resolved = joint.filter(is_group).select("_gid", *_IDENTITY_OUT).sort("_gid")
+    gen = timestamps.inherit(joint.filter(~is_group).drop("_gid", identity.WEIGHT), parsers.STREAM_KEYS)
     idx = fast["_gid"]
     fast = fast.drop([c for c in (*_IDENTITY_OUT, "_gid") if c in fast.columns]).with_columns(
         [resolved[c].gather(idx) for c in _IDENTITY_OUT]
@@ -360,8 +363,9 @@ def resolve_with_fast_rows(
     )
     # Only what the table and the tee de-duplication still read goes into the (one) merge of the two parts.
     final = [*POLARS_SCHEMA, "layout", "node_key", "tee_local_rank", "record", "_pos"]
-    return parsers.merge_parts(
+    both: list[pl.DataFrame | None] = [
         gen.select([c for c in final if c in gen.columns]),
         fast.select([c for c in final if c in fast.columns]),
-        on_column,
-    )
+    ]
+    del gen, fast, joint, groups, idx, prev
+    return parsers.merge_taken(both, on_column)

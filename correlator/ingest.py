@@ -400,7 +400,9 @@ def ingest(
     year = dt.datetime.fromtimestamp(max(known), dt.UTC).year if known else dt.datetime.now(dt.UTC).year
     gen, fast, dropped = _parse(df, cut, sources, order, on_phase, on_progress)
     del df
-    df = _stamps_and_identity(gen, fast, year, tz, on_phase, report)
+    parsed = [gen, fast]
+    del gen, fast  # the merge of the two parts frees their columns as it goes (parsers.merge_taken)
+    df = _stamps_and_identity(parsed, year, tz, on_phase, report)
     warnings.extend(identity.unused_file_name_ranks(df, sources))
     if on_phase:
         on_phase(BUILDING)
@@ -460,14 +462,18 @@ def _parse(
 
 
 def _stamps_and_identity(
-    gen: pl.DataFrame,
-    fast: pl.DataFrame | None,
+    parts: list[pl.DataFrame | None],
     year: int,
     tz: str | None,
     on_phase: Callable[[str], None] | None,
     report: Callable[[str, int, int], None],
 ) -> pl.DataFrame:
-    """The parsed rows with their timestamps, ranks and identity (the fast-path rows merged in)."""
+    """The parsed rows with their timestamps, ranks and identity (the fast-path rows merged in); ``parts``:
+    ``[the generic rows, the NCCL COLL fast-path rows or None]``, taken out of the list."""
+    gen, fast = parts
+    parts.clear()
+    if gen is None:
+        raise ValueError("_stamps_and_identity: no generic rows")
     if "exit_code_json" in gen.columns:
         gen = gen.with_columns(pl.coalesce(pl.col("exit_code"), pl.col("exit_code_json")).alias("exit_code"))
     if on_phase:
@@ -477,8 +483,12 @@ def _stamps_and_identity(
         # ``ts``): each runs on about one core. A row takes its stamp by its place in ``gen`` (identity keeps
         # the rows; this does not rely on their order).
         row = "_stamp_row"
+
+        def read_stamps(rows: pl.DataFrame) -> pl.DataFrame:
+            return timestamps.build_ts(rows, year, tz).select("ts", "ts_quality")
+
         with ThreadPoolExecutor(max_workers=1) as pool:
-            stamps = pool.submit(lambda: timestamps.build_ts(gen, year, tz).select("ts", "ts_quality"))
+            stamps = pool.submit(read_stamps, gen)
 
             def stamped(df: pl.DataFrame) -> pl.DataFrame:
                 got, at = stamps.result(), df[row]
@@ -501,7 +511,9 @@ def _stamps_and_identity(
         units[0] = total
         report(IDENTITY, done, total)
 
-    df = resolve_with_fast_rows(gen, fast, merged)
+    both = [gen, fast]
+    del gen, fast
+    df = resolve_with_fast_rows(both, merged)
     return _assign_stack_ranks(df, report, units[0])
 
 
@@ -555,7 +567,7 @@ def table_from_parsed(parsed: pl.DataFrame, year: int, tz: str | None, warnings:
     appended lines cannot be a batch of :func:`correlator.batch.ingest_batch`, which reads whole files,
     because the rows of the new lines take their identity, stamps and tee pairing from lines read passes
     ago (an NCCL init line, a launcher's pid line), so these steps run over everything kept so far."""
-    df = _stamps_and_identity(parsed, None, year, tz, None, lambda _step, _done, _total: None)
+    df = _stamps_and_identity([parsed, None], year, tz, None, lambda _step, _done, _total: None)
     df, _n = _build(df, pl.DataFrame(), None, {}, warnings)
     return conform(df)
 
