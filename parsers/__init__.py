@@ -823,8 +823,8 @@ def merge_taken(
     at once. ``on_column(done, total)``: called after each column (``total``: the columns of the result).
     Measured on the 256-rank bench's ``rankscope timeline`` (5.1 M rows): peak RSS 6.7 GB, against 8.3 GB
     with ``DataFrame.sort``, in the same time. 16-rank COLL job (320k rows), ``rankscope timeline``: peak RSS
-    690 -> 590 MB with each column dropped once built and the callers' references dropped first (the merge
-    531 -> 430 MiB with freed memory returned at once, ``_RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0``).
+    673 -> 622 MiB with each column dropped once built and the callers' references dropped first (the merge
+    531 -> 413 MiB with freed memory returned at once, ``_RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0``).
     """
     gen, fast = parts
     parts.clear()
