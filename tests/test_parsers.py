@@ -7,10 +7,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import correlator
 import parsers
 from parsers.rules import Prefix, Rule, defined
+from tests.conftest import CASES, DRAWN
 
 # Every Rule and Prefix the parser modules define (a rule added to a module is tested without being listed here).
 RULES, PREFIXES = (list(x) for x in defined())
@@ -330,3 +333,39 @@ def test_file_slices_keep_a_file_whole_and_cover_all_rows() -> None:
     # With ``least`` a range ends only where that many rows follow: at 6, no last slice of d e (5 rows).
     assert parsers._file_slices(df, 4, ramp=2, least=6) == [(0, 2), (2, 11)]
     assert parsers._file_slices(df, 4, ramp=2, least=5) == [(0, 2), (2, 6), (6, 11)]
+
+
+def _literal_rows() -> st.SearchStrategy[list[str]]:
+    """Rows made of rule literals, their halves and filler, so that occurrences overlap and hold one another."""
+    lits = sorted(parsers._message_literals())
+    bits = [*lits, *(x[: len(x) // 2] for x in lits), *(x[len(x) // 2 :] for x in lits), " ", "x", ": "]
+    return st.lists(st.lists(st.sampled_from(bits), max_size=6).map("".join), min_size=1, max_size=30)
+
+
+@DRAWN
+@given(rows=_literal_rows())
+def test_drawn_literals_in_is_every_literal_that_occurs(rows: list[str]) -> None:
+    """``parsers.literals_in`` (which :func:`parsers.classify`'s literal gate skips the rule lists by) is the set of
+    the literals that occur as a substring in some row, tested one literal at a time."""
+    lits = parsers._message_literals()
+    text = pl.Series(rows, dtype=pl.String)
+    want = {x for x in lits if any(x in r for r in rows)}
+    assert parsers.literals_in(text, lits) == want
+
+
+def test_literals_in_on_the_corpus_and_nested_literals() -> None:
+    """On every line of the corpus cases, and on rows holding one literal inside or across others."""
+    lits = parsers._message_literals()
+    lines = [
+        line
+        for f in sorted(CASES.rglob("*"))
+        if f.is_file() and f.suffix in (".log", ".txt", "") and f.stat().st_size < 2_000_000
+        for line in f.read_text(errors="replace").splitlines()
+    ]
+    nested = sorted({(a, b) for a in lits for b in lits if a != b and a in b})
+    assert nested, "no literal inside another: the nested rows test nothing"
+    for rows in (lines, [b for _, b in nested], [a + b for a, b in nested]):
+        text = pl.Series(rows, dtype=pl.String)
+        want = {x for x in lits if text.str.contains(x, literal=True).any()}
+        assert parsers.literals_in(text, lits) == want
+    assert len(lines) > 10_000
