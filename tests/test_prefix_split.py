@@ -107,3 +107,20 @@ def test_wrap_marks_of_a_file_do_not_depend_on_other_files(tmp_path: Path) -> No
     (tmp_path / "b.log").unlink()
     alone = parsers._prefix_layers(_lines(tmp_path).with_row_index("_pos"))
     assert alone["wrap_cont"].to_list() == [False, True, True] * 3
+
+
+def test_strip_prefixes_where_no_row_is_left_adds_what_strip_prefix_adds() -> None:
+    """Where no row is left for a set of prefixes (no row matches any; a mask of no row), the frame gets the
+    columns and markers :func:`strip_prefix` adds for each prefix that matches nothing: same names, types,
+    values and order."""
+    df = pl.DataFrame({"body": ["plain text, no prefix", ""]})
+    for prefixes, mask in (
+        (PRODUCERS, None),
+        (PRODUCERS, pl.Series([False, False])),
+        ((c10d.PG_PREFIX, c10d.RANK_PREFIX), pl.Series([False, None])),
+    ):
+        got = strip_prefixes(df, prefixes, mask=mask)
+        want = _sequential(df, prefixes, mask=None if mask is None else mask.fill_null(False))
+        assert got.columns == want.columns
+        assert got.equals(want)
+        assert len(got.columns) > 1 + len(prefixes)  # the markers and some group columns were added
