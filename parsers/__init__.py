@@ -54,7 +54,7 @@ from parsers import (
     system,
     transport,
 )
-from parsers.rules import Prefix, Rule, apply_rules, ensure_columns, parallelism, strip_prefixes
+from parsers.rules import Prefix, Rule, apply_rules, ensure_columns, literals_in, parallelism, strip_prefixes
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
 STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank", "hook_rank"]
@@ -290,13 +290,6 @@ def _message_literals() -> frozenset[str]:
     if not all(r.literal for rules in lists for r in rules):
         raise AssertionError("a message rule without a literal: it cannot be gated by literals")
     return frozenset(r.literal for rules in lists for r in rules)
-
-
-def literals_in(text: pl.Series, literals: frozenset[str]) -> frozenset[str]:
-    """The ``literals`` that occur in some row of ``text`` (case-sensitive substrings): every occurrence of each,
-    overlapping ones included (one Aho-Corasick pass, ``str.extract_many(overlapping=True)``)."""
-    found = text.str.extract_many(sorted(literals), overlapping=True).explode().drop_nulls()
-    return frozenset(found.unique().to_list())
 
 
 def _literal_gate(message: pl.Series) -> Callable[..., pl.DataFrame]:

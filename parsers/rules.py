@@ -456,6 +456,13 @@ def apply_rules(
 _Hit = tuple[Rule, pl.Series, pl.DataFrame]
 
 
+def literals_in(text: pl.Series, literals: frozenset[str]) -> frozenset[str]:
+    """The ``literals`` that occur in some row of ``text`` (case-sensitive substrings): every occurrence of each,
+    overlapping ones included (one Aho-Corasick pass, ``str.extract_many(overlapping=True)``)."""
+    found = text.str.extract_many(sorted(literals), overlapping=True).explode().drop_nulls()
+    return frozenset(found.unique().to_list())
+
+
 def _hits(rules: list[Rule], pos: pl.Series, txt: pl.Series) -> list[_Hit]:
     """For each rule in order (first match wins): the rows of ``df`` it claims among the open ones (``pos``,
     their text ``txt``) and the fields of its named groups there."""

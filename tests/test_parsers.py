@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import correlator
 import parsers
-from parsers.rules import Prefix, Rule, defined
+from parsers.rules import Prefix, Rule, defined, literals_in
 from tests.conftest import CASES, DRAWN
 
 # Every Rule and Prefix the parser modules define (a rule added to a module is tested without being listed here).
@@ -345,12 +345,12 @@ def _literal_rows() -> st.SearchStrategy[list[str]]:
 @DRAWN
 @given(rows=_literal_rows())
 def test_drawn_literals_in_is_every_literal_that_occurs(rows: list[str]) -> None:
-    """``parsers.literals_in`` (which :func:`parsers.classify`'s literal gate skips the rule lists by) is the set of
-    the literals that occur as a substring in some row, tested one literal at a time."""
+    """``parsers.rules.literals_in`` (by which :func:`parsers.classify`'s literal gate skips rule lists) is the
+    set of the literals that occur as a substring in some row, tested one literal at a time."""
     lits = parsers._message_literals()
     text = pl.Series(rows, dtype=pl.String)
     want = {x for x in lits if any(x in r for r in rows)}
-    assert parsers.literals_in(text, lits) == want
+    assert literals_in(text, lits) == want
 
 
 def test_literals_in_on_the_corpus_and_nested_literals() -> None:
@@ -367,5 +367,5 @@ def test_literals_in_on_the_corpus_and_nested_literals() -> None:
     for rows in (lines, [b for _, b in nested], [a + b for a, b in nested]):
         text = pl.Series(rows, dtype=pl.String)
         want = {x for x in lits if text.str.contains(x, literal=True).any()}
-        assert parsers.literals_in(text, lits) == want
+        assert literals_in(text, lits) == want
     assert len(lines) > 10_000
