@@ -247,9 +247,8 @@ class _Totals:
         self.warnings.extend(w for w in out.warnings if w not in self.disc_warnings)
         self.peak_rss = max(self.peak_rss, out.maxrss_kib)
         offset = self.next_id
-        if out.reduced is None:
-            return offset
-        self.reduced.append(out.reduced.with_columns((pl.col("event_id") + offset).alias("event_id")))
+        if out.reduced is not None:  # None: a batch without a readable line, or no reduced rows asked for
+            self.reduced.append(out.reduced.with_columns((pl.col("event_id") + offset).alias("event_id")))
         self.next_id += out.id_span
         self.rows += out.rows
         self.lines_read += out.lines_read
@@ -343,7 +342,7 @@ def stream_ingest(
     batch_bytes: int | None = None,
     *,
     tz: str | None = None,
-    keep_last: int = 4,
+    keep_last: int | None = 4,
     row_group_rows: int = 1_000_000,
     partition_by: str | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -359,7 +358,10 @@ def stream_ingest(
     Returns ``(reduced_table, summary)``: the rows diagnosis needs (event-table schema; pass it to
     :func:`correlator.diagnose`) and the same counts as ``IngestResult.summary()`` (over the whole input)
     plus ``batches``, ``input_bytes``, ``reduced_rows`` and ``peak_rss_mib`` (the largest of the processes
-    that ingested a batch).
+    that ingested a batch). ``keep_last``: see :func:`correlator.reduce.reduce_for_diagnosis`; None keeps no
+    reduced rows (the table returned is empty), for a caller that only writes the table: the reduced rows
+    are held until the end, and those of an application-heavy job are about half its rows (every
+    application log line, progress bar and unparsed line is kept whole).
 
     Each batch is :func:`correlator.batch.ingest_batch`; ``workers`` batches run at once (default
     ``RANKSCOPE_BATCH_WORKERS``, else the cores within the memory budget, see

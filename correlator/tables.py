@@ -195,7 +195,10 @@ def _write_streamed(job: JobInput, out: Path, by: str | None, engine: str = "loc
     cb = None if bar is None else (lambda done, total: bar("streaming node by node", done, total))
 
     def run(target: Path) -> dict[str, object]:
-        s = stream_ingest(src, target, tz=job.tz, partition_by=by, progress=cb, engine=engine)[1]
+        # the table only: no reduced rows are kept (they grow with the input; diagnosis is not asked for)
+        s = stream_ingest(
+            src, target, tz=job.tz, keep_last=None, partition_by=by, progress=cb, engine=engine
+        )[1]
         if job.on_warnings is not None:
             job.on_warnings(list(s.get("warning_lines") or []))  # type: ignore[call-overload]
         return s

@@ -525,3 +525,23 @@ def test_event_ids_stay_unique_when_a_node_is_split(
         by_id[e] == raw
         for e, raw in zip(reduced["event_id"].to_list(), reduced["raw"].to_list(), strict=True)
     )
+
+
+def test_table_only_keeps_no_reduced_rows(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    """``keep_last=None`` (what ``rankscope timeline`` streams with): the same table written and the same
+    summary as with reduced rows, but none kept; an empty batch among others still counts its warnings."""
+    root, _ = gen
+    (root / "node_empty").mkdir(exist_ok=True)
+    (root / "node_empty" / "rank_99.log").write_bytes(b"")
+    try:
+        red, s1 = stream_ingest(root, tmp_path / "a.parquet", batch_bytes=1)
+        none, s2 = stream_ingest(root, tmp_path / "b.parquet", batch_bytes=1, keep_last=None)
+    finally:
+        (root / "node_empty" / "rank_99.log").unlink()
+        (root / "node_empty").rmdir()
+    assert red.height > 0 and s1["reduced_rows"] == red.height
+    assert none.height == 0 and s2["reduced_rows"] == 0
+    drop = ("peak_rss_mib", "reduced_rows")
+    assert {k: v for k, v in s1.items() if k not in drop} == {k: v for k, v in s2.items() if k not in drop}
+    assert s2["rows"] == pl.scan_parquet(tmp_path / "b.parquet").select(pl.len()).collect().item() > 0
+    assert pl.read_parquet(tmp_path / "a.parquet").equals(pl.read_parquet(tmp_path / "b.parquet"))
