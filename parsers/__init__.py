@@ -25,7 +25,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import lru_cache
@@ -442,7 +441,7 @@ def _file_level_heads() -> str:
     """A regex for lines that make a file's parse depend on all its lines (so none of them takes the fast
     path): any transport/tee prefix head (their per-file shares and the tee's hard-wrap rule count every
     line), a line starting with ``[`` or whitespace, and the ChildFailedError ``Root Cause`` header."""
-    from parsers.rules import Prefix, _head_pattern
+    from parsers.rules import Prefix, _head_pattern, unnamed
 
     heads = []
     # LEAD and USER_RANK act on one line alone (no per-file share), and never on a line that starts with an
@@ -451,7 +450,7 @@ def _file_level_heads() -> str:
     for v in vars(transport).values():
         if isinstance(v, Prefix) and v.name not in per_line:
             h = _head_pattern(v.pattern) or v.pattern
-            heads.append("(?:" + re.sub(r"\(\?P<\w+>", "(?:", h) + ")")
+            heads.append("(?:" + unnamed(h) + ")")
     return "|".join([*heads, r"^[\[\s]", "Root Cause"])
 
 

@@ -63,7 +63,7 @@ import polars as pl
 
 from parsers import app, c10d, horovod, python, ray, spawn, stack, transport
 from parsers.coll import DISTINCT, per_distinct
-from parsers.rules import Prefix, _cast_fields, _gate_of, _head_pattern, defined
+from parsers.rules import Prefix, _cast_fields, _gate_of, _head_pattern, defined, unnamed
 
 #: Markers of the helpers that read across rows or make per-row decisions beyond the rules, tested on the
 #: message (the text after the ASCTIME prefix). A line holding one keeps its whole file on the generic path.
@@ -245,7 +245,7 @@ def _lead_of(prefix: Prefix) -> str:
     pat = prefix.pattern
     for tail, rest in (("(?P<rest>.*)$", ""), ("(?P<rest>.+)$", ".")):
         if pat.startswith("^") and pat.endswith(tail):
-            return re.sub(r"\(\?P<\w+>", "(?:", pat[1 : -len(tail)]) + rest
+            return unnamed(pat[1 : -len(tail)]) + rest
     raise AssertionError(f"application fast path: transport prefix {prefix.name} changed shape")
 
 

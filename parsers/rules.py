@@ -334,6 +334,12 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
     return df.with_columns([s.alias(name) for name, s in out.items()])
 
 
+def unnamed(pattern: str) -> str:
+    """``pattern`` with its named groups made plain groups (``(?P<name>`` -> ``(?:``), for a part of a longer
+    regex: an alternation may not name a group twice, and a gate reads no capture."""
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern)
+
+
 @lru_cache(maxsize=256)
 def _gate_of(patterns: tuple[str, ...]) -> str:
     """One regex that matches wherever the head (:func:`_head_pattern`, else the whole pattern) of any of
@@ -341,7 +347,7 @@ def _gate_of(patterns: tuple[str, ...]) -> str:
     parts = []
     for p in patterns:
         h = _head_pattern(p) or p
-        parts.append("(?:" + re.sub(r"\(\?P<\w+>", "(?:", h) + ")")
+        parts.append("(?:" + unnamed(h) + ")")
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
