@@ -400,7 +400,7 @@ def _none_stripped(df: pl.DataFrame, prefixes: list[Prefix]) -> pl.DataFrame:
     """``df`` as :func:`strip_prefix` of each of ``prefixes`` in turn leaves it where none matches: the columns
     of their named groups (nulls of the field's type) and their ``pfx_<name>`` markers (False) added where
     missing, in that order, with no pass over the rows. Of the 43 calls of :func:`_strip_split` in a slice of
-    the corpus's jobs, ~28 are of a set no row is left for."""
+    the bench's app job and its srun console, 28 are of a set no row is left for."""
     add: dict[str, pl.Expr] = {}
     for prefix in prefixes:
         for g in re.compile(prefix.pattern).groupindex:
