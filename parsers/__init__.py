@@ -441,17 +441,15 @@ def _file_level_heads() -> str:
     """A regex for lines that make a file's parse depend on all its lines (so none of them takes the fast
     path): any transport/tee prefix head (their per-file shares and the tee's hard-wrap rule count every
     line), a line starting with ``[`` or whitespace, and the ChildFailedError ``Root Cause`` header."""
-    from parsers.rules import Prefix, _head_pattern, unnamed
+    from parsers.rules import Prefix, _gate_of
 
-    heads = []
     # LEAD and USER_RANK act on one line alone (no per-file share), and never on a line that starts with an
     # NCCL prefix: they do not make a file's parse depend on its COLL lines.
     per_line = {transport.LEAD.name, transport.USER_RANK.name}
-    for v in vars(transport).values():
-        if isinstance(v, Prefix) and v.name not in per_line:
-            h = _head_pattern(v.pattern) or v.pattern
-            heads.append("(?:" + unnamed(h) + ")")
-    return "|".join([*heads, r"^[\[\s]", "Root Cause"])
+    heads = tuple(
+        v.pattern for v in vars(transport).values() if isinstance(v, Prefix) and v.name not in per_line
+    )
+    return "|".join([_gate_of(heads), r"^[\[\s]", "Root Cause"])
 
 
 def fast_split(df: pl.DataFrame, on_rows: Callable[[int], None] | None = None) -> pl.Series | None:

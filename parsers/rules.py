@@ -290,14 +290,7 @@ def strip_prefix(df: pl.DataFrame, prefix: Prefix, mask: pl.Series | None = None
     marker = f"pfx_{prefix.name}"
     groups = [g for g in re.compile(prefix.pattern).groupindex if g != "rest"]
     if not matched.any():
-        missing = [
-            pl.lit(None, dtype=FIELD_TYPES.get(g, pl.String())).alias(g)
-            for g in groups
-            if g not in df.columns
-        ]
-        if marker not in df.columns:
-            missing.append(pl.lit(False).alias(marker))
-        return df.with_columns(missing) if missing else df
+        return _none_stripped(df, [prefix])
     idx = matched.arg_true()
     sub = body.gather(idx)
     if head and not sub.str.contains("\n", literal=True).any():

@@ -5,13 +5,14 @@ file do not depend on the other files of the frame."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
 
 import parsers
 from parsers import c10d
-from parsers.rules import Prefix, strip_prefix, strip_prefixes
+from parsers.rules import FIELD_TYPES, Prefix, strip_prefix, strip_prefixes
 
 PRODUCERS = parsers.PRODUCER_PREFIXES
 
@@ -109,18 +110,37 @@ def test_wrap_marks_of_a_file_do_not_depend_on_other_files(tmp_path: Path) -> No
     assert alone["wrap_cont"].to_list() == [False, True, True] * 3
 
 
+def _untouched(df: pl.DataFrame, prefixes: tuple[Prefix, ...]) -> pl.DataFrame:
+    """``df`` as the strip_prefix docstring defines it where no prefix matches, written out here: each prefix's
+    named groups (but ``rest``) as null columns of their field type, then its ``pfx_<name>`` marker, False, in
+    prefix order, a column added once."""
+    cols: dict[str, pl.Series] = {}
+    for p in prefixes:
+        for g in re.compile(p.pattern).groupindex:
+            if g != "rest" and g not in df.columns and g not in cols:
+                cols[g] = pl.repeat(None, df.height, dtype=FIELD_TYPES.get(g, pl.String()), eager=True).alias(
+                    g
+                )
+        marker = f"pfx_{p.name}"
+        if marker not in df.columns and marker not in cols:
+            cols[marker] = pl.repeat(False, df.height, eager=True).alias(marker)
+    return df.with_columns(list(cols.values()))
+
+
 def test_strip_prefixes_where_no_row_is_left_adds_what_strip_prefix_adds() -> None:
     """Where no row is left for a set of prefixes (no row matches any; a mask of no row), the frame gets the
-    columns and markers :func:`strip_prefix` adds for each prefix that matches nothing: same names, types,
-    values and order."""
+    columns and markers of each prefix that matches nothing: same names, types, values and order, both by
+    :func:`strip_prefixes` and by :func:`strip_prefix` one prefix after the other."""
     df = pl.DataFrame({"body": ["plain text, no prefix", ""]})
     for prefixes, mask in (
         (PRODUCERS, None),
         (PRODUCERS, pl.Series([False, False])),
         ((c10d.PG_PREFIX, c10d.RANK_PREFIX), pl.Series([False, None])),
     ):
+        want = _untouched(df, prefixes)
         got = strip_prefixes(df, prefixes, mask=mask)
-        want = _sequential(df, prefixes, mask=None if mask is None else mask.fill_null(False))
-        assert got.columns == want.columns
-        assert got.equals(want)
+        one_by_one = _sequential(df, prefixes, mask=None if mask is None else mask.fill_null(False))
+        for frame in (got, one_by_one):
+            assert frame.columns == want.columns
+            assert frame.equals(want)
         assert len(got.columns) > 1 + len(prefixes)  # the markers and some group columns were added
