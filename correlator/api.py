@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -26,6 +27,9 @@ from correlator.diagnose import diagnose as run_diagnose
 from correlator.errors import InputError, safe
 from correlator.ingest import READING, IngestResult
 from correlator.verdict import Diagnosis
+
+if TYPE_CHECKING:
+    from correlator.signatures import TextPatterns
 
 __all__ = ["InputError", "PathDiagnosis", "diagnose_path", "load_path", "safe"]
 
@@ -307,16 +311,37 @@ def attach_signatures(d: Diagnosis, table: pl.DataFrame, extra: Sequence[Path]) 
     extra = list(extra)
     if d.failure_kind == "none" and not extra:
         return d
-    for p in extra:
-        check_small_file(p, "--signatures")
     from correlator import signatures
 
-    try:
+    with _reading_signatures(extra):
         return signatures.attach(d, table, extra)
+
+
+@contextmanager
+def _reading_signatures(extra: Sequence[Path]) -> Iterator[None]:
+    """Checks the signature files ``extra`` (size) and turns the errors of reading them into
+    :class:`InputError`."""
+    for p in extra:
+        check_small_file(p, "--signatures")
+    try:
+        yield
     except ValueError as e:  # a user's signature file that does not parse
         raise InputError(str(e)) from None
     except RecursionError:
         raise InputError("--signatures: a signature file nested too deeply") from None
+
+
+def _signature_text(extra: Sequence[Path]) -> TextPatterns | None:
+    """The text patterns of the built-in signatures plus the files ``extra`` for the application lines the
+    reduced table keeps whole (:func:`correlator.reduce.kept`); None (the built-in library's) when there is
+    no file. Raises :class:`InputError` for an unreadable or malformed file."""
+    if not extra:
+        return None
+    from correlator import signatures
+    from correlator.reduce import APP_KINDS, APP_LAYERS
+
+    with _reading_signatures(extra):
+        return signatures.text_patterns(APP_KINDS, APP_LAYERS, signatures.load_signatures(extra))
 
 
 def diagnose_path(
@@ -388,13 +413,13 @@ class _Read:
     warnings: list[str]
 
 
-def _read_parquet(p: Path, redact: bool, tz: str | None) -> _Read:
+def _read_parquet(p: Path, redact: bool, tz: str | None, text: TextPatterns | None = None) -> _Read:
     """A ``rankscope timeline`` parquet file or partitioned dataset: its rows reduced for diagnosis."""
     from correlator.streaming import reduced_from_parquet
 
     check_parquet(p)
     try:
-        table = reduced_from_parquet(p)
+        table = reduced_from_parquet(p, text=text)
     except (pl.exceptions.PolarsError, OSError, ValueError) as e:
         raise InputError(
             f"{p}: not a readable rankscope timeline parquet ({type(e).__name__}: "
@@ -419,7 +444,9 @@ def _read_parquet(p: Path, redact: bool, tz: str | None) -> _Read:
     return _Read(table, attempts, ranks, [], warnings)
 
 
-def _read_streaming(p: Path, redact: bool, tz: str | None, progress: Progress | None) -> _Read:
+def _read_streaming(
+    p: Path, redact: bool, tz: str | None, progress: Progress | None, text: TextPatterns | None = None
+) -> _Read:
     """A folder of logs read node by node in bounded memory (the reduced table)."""
     from correlator.streaming import stream_ingest
 
@@ -427,11 +454,11 @@ def _read_streaming(p: Path, redact: bool, tz: str | None, progress: Progress | 
         raise InputError(f"{p}: no such file or directory")
     _check_tz(tz)
     if progress is None:
-        table, s = stream_ingest(p, None, tz=tz)
+        table, s = stream_ingest(p, None, tz=tz, text=text)
     else:
         cb = progress
         table, s = stream_ingest(
-            p, None, tz=tz, progress=lambda done, total: cb("streaming node by node", done, total)
+            p, None, tz=tz, progress=lambda done, total: cb("streaming node by node", done, total), text=text
         )
     warnings = [str(w) for w in list(s.get("warning_lines") or [])]  # type: ignore[call-overload]
     attempts, ranks = list(s["attempts"]), list(s["ranks"])  # type: ignore[call-overload]
@@ -494,10 +521,12 @@ def _diagnose_path(
 ) -> PathDiagnosis:
     if notes and on_warnings is not None:
         on_warnings(list(notes))
+    extra = [Path(x) for x in signatures]
+    text = _signature_text(extra)  # the lines of user signatures too are kept whole by the reduction
     if is_parquet_input(p):  # a `rankscope timeline` parquet file or partitioned dataset
-        got = _read_parquet(p, redact, tz)
+        got = _read_parquet(p, redact, tz, text)
     elif fr is None and stacks is None and want_streaming(p, streaming):
-        got = _read_streaming(p, redact, tz, progress)
+        got = _read_streaming(p, redact, tz, progress, text)
     else:
         got = _read_logs(p, redact, tz, fr, progress, full_table, stacks)
     if on_warnings is not None:
@@ -507,7 +536,6 @@ def _diagnose_path(
         raise InputError(
             f"--attempt {attempt}: no such attempt in these logs (attempts, counted from 0: {got.attempts})"
         )
-    extra = [Path(x) for x in signatures]
     if require_lines:
         try:
             check_recognised(table, got.ranks, p)
@@ -525,5 +553,5 @@ def _diagnose_path(
 
     # The same verdict from fewer rows (issue #13 item 4; tests/test_reduced_diagnosis.py); signatures still
     # match on the whole table.
-    d = attach_signatures(run_diagnose(reduce_for_diagnosis(table), attempt=attempt), table, extra)
+    d = attach_signatures(run_diagnose(reduce_for_diagnosis(table, text=text), attempt=attempt), table, extra)
     return PathDiagnosis(d, table, skipped, notes + warnings, got.attempts, got.ranks)

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from correlator.ingest import IngestResult
+    from correlator.signatures import TextPatterns
 
 #: Input bytes of a streaming run below which batches run on threads of this process: a worker process
 #: costs ~1 CPU-s to start (Python, polars, pyarrow and the parsers imported again), which only pays off
@@ -116,7 +117,8 @@ class BatchJob:
     result with the warning (a batch among others) instead of raising
     :class:`~correlator.discover.DiscoveryError` (the whole input); ``summary``: False leaves the summary
     (``rows``, ``kinds``, ``unparsed``, ``ranks``, ``hosts``, ``attempts``) empty, for a caller that reads the
-    table itself (:func:`ingest_whole`)."""
+    table itself (:func:`ingest_whole`); ``text``: the signature patterns whose application lines the
+    reduced rows keep whole (None: the built-in library's; see :func:`correlator.reduce.kept`)."""
 
     batch: Batch
     whole: str | None
@@ -129,6 +131,7 @@ class BatchJob:
     keep_coll: int | None = None
     empty_ok: bool = True
     summary: bool = True
+    text: TextPatterns | None = None
 
 
 @dataclass(frozen=True)
@@ -293,7 +296,7 @@ def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
     ]
     out = BatchResult(
         None,
-        None if job.keep_last is None else compact(reduce_for_diagnosis(t, job.keep_last)),
+        None if job.keep_last is None else compact(reduce_for_diagnosis(t, job.keep_last, job.text)),
         lines_read=lines_read,
         skipped=skipped,
         skipped_by_reason=by_reason,

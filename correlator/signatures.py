@@ -355,6 +355,75 @@ def load_signatures(extra: Iterable[Path | str] = ()) -> list[Signature]:
     return list(by_id.values())
 
 
+@dataclass(frozen=True)
+class TextPatterns:
+    """What the regexes of a signature library read, one alternation per text column: ``message`` (every
+    rule's ``message_regex``, which is matched on ``message``, else ``raw``) and ``raw`` (every
+    ``raw_regex``); None where no rule has one. Plain strings, so that they pickle to the worker processes of
+    streaming ingest. The rows the reduction for diagnosis would cut but :meth:`expr` holds for are kept whole
+    (:func:`correlator.reduce.kept`): a signature matched on a reduced table sees every line its regexes
+    would match in the whole one."""
+
+    message: str | None
+    raw: str | None
+
+    def expr(self) -> pl.Expr:
+        """True for a row whose text some rule's regex matches (null text: False). Needs ``message`` and
+        ``raw`` (only ``raw`` when the library has no ``message_regex``)."""
+        hits = []
+        if self.message is not None:
+            hits.append(
+                pl.coalesce(pl.col("message"), pl.col("raw")).fill_null("").str.contains(self.message)
+            )
+        if self.raw is not None:
+            hits.append(pl.col("raw").fill_null("").str.contains(self.raw))
+        return pl.any_horizontal(hits) if hits else pl.repeat(False, pl.len())
+
+
+def _rule_regexes(rule: Any, key: str, kinds: frozenset[str], layers: frozenset[str]) -> list[str]:
+    """Every ``key`` regex of ``rule`` and its sub-rules (``all_of``, ``any_of``, ``none_of``; each is
+    matched on the table by its own conditions) whose rule can hold on a row of one of ``kinds`` and
+    ``layers`` (it names no kinds or one of them, no layers or one of them)."""
+    if not isinstance(rule, dict):
+        return []
+    fits = all(
+        col not in rule or not want.isdisjoint(_str_list(rule[col], col))
+        for col, want in (("kinds", kinds), ("layers", layers))
+    )
+    out = [rule[key]] if key in rule and fits else []
+    for sub_key in ("all_of", "any_of", "none_of"):
+        for sub in rule.get(sub_key, []):
+            out += _rule_regexes(sub, key, kinds, layers)
+    return out
+
+
+def _alternation(patterns: Iterable[str]) -> str | None:
+    """One regex matching where any of ``patterns`` does (each in its own group, so an inline flag such as
+    ``(?i)`` stays within its pattern); None for none."""
+    uniq = list(dict.fromkeys(patterns))
+    return "|".join(f"(?:{p})" for p in uniq) if uniq else None
+
+
+def text_patterns(
+    kinds: Iterable[str], layers: Iterable[str], sigs: Iterable[Signature] | None = None
+) -> TextPatterns:
+    """The :class:`TextPatterns` of the rules of ``sigs`` (default: the built-in library, built once per
+    process) that can match a row of one of ``kinds`` and ``layers``."""
+    k, ly = frozenset(kinds), frozenset(layers)
+    if sigs is None:
+        return _builtin_text(k, ly)
+    sigs = list(sigs)
+    return TextPatterns(
+        _alternation(p for s in sigs for p in _rule_regexes(s.match, "message_regex", k, ly)),
+        _alternation(p for s in sigs for p in _rule_regexes(s.match, "raw_regex", k, ly)),
+    )
+
+
+@lru_cache(maxsize=4)
+def _builtin_text(kinds: frozenset[str], layers: frozenset[str]) -> TextPatterns:
+    return text_patterns(kinds, layers, _builtin_signatures())
+
+
 # --------------------------------------------------------------------------------------------- matching
 
 

@@ -5,13 +5,15 @@
 batch's rows to one parquet file as row groups (``correlator.schema.EVENT_SCHEMA``), and keeps in memory
 only what :func:`correlator.diagnose` reads:
 
-- every row except the three high-volume routine families below (faults, launcher/agent output, NCCL
-  init/abort, rendezvous, the application's own non-progress lines, unparsed lines …);
+- every row except the high-volume routine families below (faults, launcher/agent output, NCCL
+  init/abort, rendezvous, launcher and c10d log lines …);
 - NCCL COLL and DETAIL fingerprint rows: the last ``keep_last`` per (rank, process group) — the highest
   sequence numbers a rank entered, which is what alignment, clock offsets and the straggler rules use;
 - progress rows (``step_progress``): the last ``keep_last`` per rank;
 - NCCL INFO chatter (kind ``log``, layer ``nccl``): the rows that state a rank or world size (topology
-  lines) and the last ``keep_last`` per rank.
+  lines) and the last ``keep_last`` per rank;
+- a training script's own lines (log lines, progress bars, unparsed lines): the first and last few per rank
+  and kind, and those a signature's regex could match (:func:`correlator.reduce.kept`).
 
 Batches (:func:`plan`): about ``batch_bytes`` of input each, whatever the folder layout. The unit is the
 first directory level under ``root`` (a node's torchrun tree with its launcher log beside it), so rank
@@ -29,7 +31,7 @@ reduced rows, summary). Batches run in worker processes started with ``spawn`` f
 core within a memory budget; polars' thread pool does not survive ``fork``), on threads of this process
 for small ones, and are taken in order, so the output depends on neither. Peak memory is a few batches'
 ingest (~0.4 GiB each for the default 32 MiB batches) per worker plus the reduced table (tens of rows per
-rank), independent of the total input size; at most ``workers`` batches are in flight.
+rank and kind), independent of the total input size; at most ``workers`` batches are in flight.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from correlator.discover import (
     skipped_entries,
 )
 from correlator.engines import check_engine
-from correlator.reduce import KEEP_LAST, kept, nccl_topology, reduce_for_diagnosis, select
+from correlator.reduce import KEEP_LAST, kept, nccl_topology, reduce_for_diagnosis, select, signature_text
 from correlator.schema import (
     POLARS_SCHEMA,
     Kind,
@@ -76,6 +78,8 @@ from correlator.schema import (
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from correlator.signatures import TextPatterns
 
 #: Input size above which ``rankscope diagnose DIR`` streams by default (``--streaming`` forces it); below
 #: it, ``diagnose`` cuts NCCL COLL lines while reading (``ingest(keep_coll=...)``), which is faster and also
@@ -348,6 +352,7 @@ def stream_ingest(
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
     engine: str = "local",
+    text: TextPatterns | None = None,
 ) -> tuple[pl.DataFrame, dict[str, object]]:
     """Ingest ``root`` batch by batch; write the full event table to ``out_parquet`` (None: don't).
 
@@ -360,8 +365,8 @@ def stream_ingest(
     plus ``batches``, ``input_bytes``, ``reduced_rows`` and ``peak_rss_mib`` (the largest of the processes
     that ingested a batch). ``keep_last``: see :func:`correlator.reduce.reduce_for_diagnosis`; None keeps no
     reduced rows (the table returned is empty), for a caller that only writes the table: the reduced rows
-    are held until the end, and those of an application-heavy job are about half its rows (every
-    application log line, progress bar and unparsed line is kept whole).
+    are held until the end. ``text``: the signature patterns whose application lines the reduced rows
+    keep whole (None: the built-in library's; see :func:`correlator.reduce.kept`).
 
     Each batch is :func:`correlator.batch.ingest_batch`; ``workers`` batches run at once (default
     ``RANKSCOPE_BATCH_WORKERS``, else the cores within the memory budget, see
@@ -386,7 +391,7 @@ def stream_ingest(
 
         base = str(rootp.parent if single else rootp)
         # parts as polars frames: Ray's own Arrow serializer does not take the string_view columns
-        jobs = [BatchJob(b, single, tz, keep_last, "", base, "frame") for b in batches]
+        jobs = [BatchJob(b, single, tz, keep_last, "", base, "frame", text=text) for b in batches]
         run_batches(jobs, totals, out_parquet, partition_by, row_group_rows, progress)
         return _result(totals, root, sources, len(batches))
     results: Generator[BatchResult, None, None] | None = None
@@ -395,7 +400,7 @@ def stream_ingest(
     sink: _Sink | None = None
     try:
         sink = _Sink(out_parquet, partition_by, row_group_rows)
-        jobs = [BatchJob(b, single, tz, keep_last, tmp, base, sink.want) for b in batches]
+        jobs = [BatchJob(b, single, tz, keep_last, tmp, base, sink.want, text=text) for b in batches]
         n = batch_workers(workers, batch_bytes)
         kind = pool_kind(sum(b.nbytes for b in batches), len(batches), n)
         results = in_order(_in_context(kind), jobs, n, kind)
@@ -442,13 +447,16 @@ _CHUNK_ROWS = 1_000_000
 _KEY_COLUMNS = ["event_id", "path", "kind", "layer", "rank", "pg", "seq", "world_size"]
 
 
-def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl.DataFrame:
+def reduced_from_parquet(
+    path: str | os.PathLike[str], keep_last: int = 4, text: TextPatterns | None = None
+) -> pl.DataFrame:
     """The reduced table from an event-table parquet file or hive-partitioned dataset, e.g. a ``rankscope
     timeline -o`` file or the merged per-node outputs of ``correlator.export``.
 
-    Two narrow scans, never the whole table: the key columns (:data:`_KEY_COLUMNS`, plus ``message`` of the
-    NCCL INFO chatter rows only, by predicate push-down) choose the rows; then only those rows are read
-    whole (the predicate is evaluated first, the text columns decoded for the kept rows only).
+    Narrow scans, never the whole table: the key columns (:data:`_KEY_COLUMNS`, plus ``message`` of the
+    NCCL INFO chatter rows and the text of the application lines, by predicate push-down) choose the rows;
+    then only those rows are read whole (the predicate is evaluated first, the text columns decoded for the
+    kept rows only). ``text``: see :func:`correlator.reduce.reduce_for_diagnosis`.
     """
     p = Path(path)
     # The files hold every column, the partition key too: read them as plain files, not through hive paths
@@ -476,6 +484,8 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
     # The key columns in chunks of row groups (bounded memory), each chunk's kept rows, then the kept rows of
     # their union (see correlator.reduce.select).
     chatter_ids = chatter & pl.col(by).is_in(chatty.implode())
+    # Application lines a signature's regex could match: kept whole (streamed: bounded memory).
+    evidence = pl.col(by).is_in(signature_text(scan(row), by, text).implode())
     cand = [
         kept(
             scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])),
@@ -484,6 +494,7 @@ def reduced_from_parquet(path: str | os.PathLike[str], keep_last: int = 4) -> pl
             ident=by,
             chatter=chatter_ids,
             frame=True,
+            evidence=evidence,
         ).collect()
         for off in range(0, max(n, 1), _CHUNK_ROWS)
     ]

@@ -27,6 +27,23 @@ REAL_CASES = sorted(p for p in CASES.iterdir() if p.name.startswith(("gloo-", "p
 
 #: The verdict fields a streamed table split into batches must keep (the whole JSON also holds event ids and
 #: stamp qualities that the batches assign on their own).
+#: A user signature file (``--signatures``) of one signature: ``.format(id=..., match=<TOML of its rule>)``.
+USER_SIGNATURE = """
+[[signature]]
+id = "{id}"
+title = "t"
+layer = "c10d"
+meaning = "m"
+root_cause = "r"
+fix = "f"
+verify = "v"
+confirm = ["c"]
+related = []
+references = []
+[signature.match]
+{match}
+"""
+
 VERDICT_KEYS = [
     "initiating_ranks",
     "collateral_ranks",

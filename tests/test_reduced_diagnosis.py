@@ -37,7 +37,7 @@ from correlator.job import open_job
 from correlator.report import to_json
 from correlator.schema import EVENT_SCHEMA
 from correlator.streaming import reduce_for_diagnosis, reduced_from_parquet
-from tests.conftest import CASES, VERDICT_KEYS
+from tests.conftest import CASES, USER_SIGNATURE, VERDICT_KEYS
 
 CORPUS = sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir())
 
@@ -282,3 +282,95 @@ def test_diagnose_dir_on_generated_job_equals_full_table_verdict(tmp_path: Path,
     assert _normalized(json.loads(got.to_json())) == _doc(full, reduced=True)
     if variant != "tee":
         assert got.table().height < full.table.height / 2
+
+
+# --- a training script's own lines: the first and last per rank and kind, and a signature's ---------------
+
+_APP_KINDS = {"log", "progress_bar", "unparsed"}
+
+
+def _first_last(t: pl.DataFrame, head: int, tail: int) -> set[int]:
+    """The event ids of ``t``'s application lines (kinds ``_APP_KINDS`` of layer app/unknown, no world size)
+    that are among the first ``head`` or last ``tail`` of their (rank, else file; kind), written out."""
+    app = t.filter(
+        pl.col("kind").is_in(_APP_KINDS)
+        & pl.col("layer").is_in(["app", "unknown"])
+        & pl.col("world_size").is_null()
+    )
+    keep: set[int] = set()
+    for _key, g in app.group_by(pl.coalesce(pl.col("rank").cast(pl.String), pl.col("path")), "kind"):
+        ids = sorted(g["event_id"].to_list())
+        keep |= set(ids[:head]) | set(ids[-tail:])
+    return keep
+
+
+@pytest.mark.parametrize("tee", [False, True])
+def test_application_lines_keep_first_last_and_signature_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tee: bool
+) -> None:
+    """An application-heavy job (``benchmarks/generate.py --shape app``, plain and as torchrun --tee
+    consoles): the reduction keeps, of each rank's log lines, progress bars and unparsed lines, the first
+    ``APP_HEAD`` and last ``APP_TAIL``, and the lines in the middle that a signature's regex matches (a
+    built-in one's, rank 0 saving a checkpoint; a user file's, read with ``--signatures``); every other row as
+    before (the reduction of the table without those lines). The verdict of every input mode is the whole
+    table's, signatures matched on the whole table."""
+    import sys
+
+    from correlator.reduce import APP_HEAD, APP_KINDS, APP_LAYERS, APP_TAIL
+    from correlator.signatures import TextPatterns, load_signatures, text_patterns
+
+    sys.path.insert(0, str(CASES.parent.parent / "benchmarks"))
+    from generate import generate_app
+
+    root = tmp_path / "job"
+    info = generate_app(root, ranks=4, lines=3000, seed=2, tee=tee)
+    f = min(root.rglob("console.log" if tee else "stdout.log"))
+    lines = f.read_text().splitlines()
+    said = {
+        "saving": "Saving checkpoint to /ckpt/step_000700",
+        "stall": "MYAPP_SHARD_STALL shard 12 after 30 s",
+    }
+    for at, text in zip((len(lines) // 3, len(lines) // 2), said.values(), strict=True):
+        lines[at] = lines[at].rsplit(" ", 1)[0] + " " + text  # the same line's prefix, another message
+    f.write_text("\n".join(lines) + "\n")
+    user = tmp_path / "user.toml"
+    user.write_text(USER_SIGNATURE.format(id="my-shard-stall", match="message_regex = 'MYAPP_SHARD_STALL'"))
+
+    res = ingest(root)
+    t = res.table
+    ev: dict[str, int] = {}
+    for name, text in said.items():
+        row = t.filter(pl.col("message").str.contains(text, literal=True))
+        assert row.height == 1 and row["kind"][0] in _APP_KINDS
+        ev[name] = int(row["event_id"][0])
+    app_ids = _first_last(t, APP_HEAD, APP_TAIL)
+    assert not set(ev.values()) & app_ids  # in the middle: kept for a signature only
+    others = reduce_for_diagnosis(t.filter(~pl.col("event_id").is_in(list(_first_last(t, 10**9, 10**9)))))
+    expect = app_ids | set(others["event_id"].to_list())
+
+    red = reduce_for_diagnosis(t)  # the built-in library's patterns
+    assert set(red["event_id"].to_list()) == expect | {ev["saving"]}
+    assert red.height < t.height / 8
+    assert reduce_for_diagnosis(red).equals(red)
+    bare = reduce_for_diagnosis(t, text=TextPatterns(None, None))
+    assert set(bare["event_id"].to_list()) == expect
+    text = text_patterns(APP_KINDS, APP_LAYERS, load_signatures([user]))
+    red_user = reduce_for_diagnosis(t, text=text)
+    assert set(red_user["event_id"].to_list()) == expect | set(ev.values())
+    # the same rows from a parquet table read in chunks of 7 rows of key columns, and streamed by rank folder
+    from_pq = reduced_from_parquet(_write_parquet(t, tmp_path / "t.parquet"), text=text)
+    assert from_pq.drop("event_id").equals(red_user.drop("event_id"))
+    monkeypatch.setattr(streaming, "_CHUNK_ROWS", 7)
+    assert reduced_from_parquet(tmp_path / "t.parquet", text=text).equals(from_pq)
+    split, _summary = streaming.stream_ingest(root, None, batch_bytes=1, text=text)
+    assert split.drop("event_id").equals(red_user.drop("event_id"))
+
+    d = attach_signatures(diagnose(t), t, [user])
+    want = _normalized(json.loads(PathDiagnosis(d, t, skipped_for_output(res, False)).to_json()))
+    assert want["initiating_ranks"] == [info["culprit"]]
+    stall = [s for s in want["signatures"] if s["id"] == "my-shard-stall"]
+    assert stall and stall[0]["matched_events"] == [ev["stall"]]
+    for mode, streamed in (("logs", False), ("streaming", True)):
+        job = open_job(root, streaming=streamed, require_lines=False, signatures=[user])
+        assert job.mode == mode
+        assert _normalized(json.loads(job.to_json())) == want, mode

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 import correlator
 from correlator.schema import conform
-from correlator.signatures import attach, builtin_path, load_signatures, match
+from correlator.signatures import TextPatterns, attach, builtin_path, load_signatures, match, text_patterns
+from tests.conftest import USER_SIGNATURE
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 SIGS = load_signatures()
@@ -748,23 +749,6 @@ def _user_file(tmp_path: Path, body: str, name: str = "user.toml") -> Path:
     return p
 
 
-_USER_SIG = """
-[[signature]]
-id = "{id}"
-title = "t"
-layer = "c10d"
-meaning = "m"
-root_cause = "r"
-fix = "f"
-verify = "v"
-confirm = ["c"]
-related = []
-references = []
-[signature.match]
-{match}
-"""
-
-
 def _table(**cols: list) -> pl.DataFrame:
     n = len(next(iter(cols.values())))
     cols.setdefault("event_id", list(range(n)))
@@ -777,8 +761,8 @@ def test_where_initiating_vs_collateral(tmp_path: Path) -> None:
     # an initiating rank of the diagnosis.
     f = _user_file(
         tmp_path,
-        _USER_SIG.format(id="x-init", match='kinds = ["python_exception"]\nwhere = "initiating"')
-        + _USER_SIG.format(id="x-coll", match='kinds = ["python_exception"]\nwhere = "collateral"'),
+        USER_SIGNATURE.format(id="x-init", match='kinds = ["python_exception"]\nwhere = "initiating"')
+        + USER_SIGNATURE.format(id="x-coll", match='kinds = ["python_exception"]\nwhere = "collateral"'),
     )
     sigs = load_signatures([f])
     t = _table(kind=["python_exception"], rank=[3], exc_type=["ValueError"], message=["ValueError: boom"])
@@ -793,7 +777,9 @@ def test_where_initiating_vs_collateral(tmp_path: Path) -> None:
 def test_failure_kind_gate_and_ranking_bonus(tmp_path: Path) -> None:
     f = _user_file(
         tmp_path,
-        _USER_SIG.format(id="x-gated", match='kinds = ["watchdog_timeout"]\nfailure_kind = ["early_exit"]'),
+        USER_SIGNATURE.format(
+            id="x-gated", match='kinds = ["watchdog_timeout"]\nfailure_kind = ["early_exit"]'
+        ),
     )
     sigs = load_signatures([f])
     t = _table(kind=["watchdog_timeout"] * 2, rank=[0, 1], seq=[9, 9], op=["ALLREDUCE"] * 2, numel=[4, 4])
@@ -831,8 +817,8 @@ def test_differs_position_and_none_of_guard() -> None:
 def test_user_file_adds_and_overrides(tmp_path: Path) -> None:
     f = _user_file(
         tmp_path,
-        _USER_SIG.format(id="my-thing", match="message_regex = 'MY_APP_FATAL'")
-        + _USER_SIG.format(id="cuda-oom-one-rank", match="message_regex = 'NEVER_MATCHES_ANYTHING_123'"),
+        USER_SIGNATURE.format(id="my-thing", match="message_regex = 'MY_APP_FATAL'")
+        + USER_SIGNATURE.format(id="cuda-oom-one-rank", match="message_regex = 'NEVER_MATCHES_ANYTHING_123'"),
     )
     sigs = load_signatures([f])
     assert len(sigs) == len(SIGS) + 1
@@ -850,22 +836,22 @@ def test_user_file_adds_and_overrides(tmp_path: Path) -> None:
     [
         ("this is = = not toml", "not valid TOML"),
         ("title = 'no signature tables'", "unknown top-level key"),
-        (_USER_SIG.format(id="a", match="kinds = ['no_such_kind']"), "unknown event kind"),
-        (_USER_SIG.format(id="a", match="message_regex = '(unclosed'"), "bad regular expression"),
-        (_USER_SIG.format(id="a", match="colour = 'red'"), "unknown rule key"),
-        (_USER_SIG.format(id="a", match="failure_kind = ['exploded']"), "unknown failure kind"),
-        (_USER_SIG.format(id="a", match="where = 'somewhere'"), "must be one of"),
-        (_USER_SIG.format(id="a", match="differs = ['message']"), "cannot compare"),
+        (USER_SIGNATURE.format(id="a", match="kinds = ['no_such_kind']"), "unknown event kind"),
+        (USER_SIGNATURE.format(id="a", match="message_regex = '(unclosed'"), "bad regular expression"),
+        (USER_SIGNATURE.format(id="a", match="colour = 'red'"), "unknown rule key"),
+        (USER_SIGNATURE.format(id="a", match="failure_kind = ['exploded']"), "unknown failure kind"),
+        (USER_SIGNATURE.format(id="a", match="where = 'somewhere'"), "must be one of"),
+        (USER_SIGNATURE.format(id="a", match="differs = ['message']"), "cannot compare"),
         (
-            _USER_SIG.format(id="a", match="kinds = ['log']").replace('fix = "f"\n', ""),
+            USER_SIGNATURE.format(id="a", match="kinds = ['log']").replace('fix = "f"\n', ""),
             "missing or empty 'fix'",
         ),
         (
-            _USER_SIG.format(id="a", match="kinds = ['log']")
-            + _USER_SIG.format(id="a", match="kinds = ['log']"),
+            USER_SIGNATURE.format(id="a", match="kinds = ['log']")
+            + USER_SIGNATURE.format(id="a", match="kinds = ['log']"),
             "duplicate signature id",
         ),
-        (_USER_SIG.format(id="a", match="any_of = []"), "non-empty list"),
+        (USER_SIGNATURE.format(id="a", match="any_of = []"), "non-empty list"),
     ],
 )
 def test_bad_user_file_raises_value_error_with_file_and_reason(
@@ -896,7 +882,7 @@ def test_rule_integer_past_int64_is_refused(
 ) -> None:
     # Issue 35 item 6: every other malformed rule is refused; an integer no Int64 column can hold was
     # accepted silently (exit 0) and then compared with nothing.
-    f = _user_file(tmp_path, _USER_SIG.format(id="big", match=match), "big.toml")
+    f = _user_file(tmp_path, USER_SIGNATURE.format(id="big", match=match), "big.toml")
     with pytest.raises(ValueError) as e:
         load_signatures([f])
     assert str(f) in str(e.value) and "from -9223372036854775808 to 9223372036854775807" in str(e.value)
@@ -911,7 +897,7 @@ def test_rule_integer_past_int64_is_refused(
 
 
 def test_priority_past_int64_is_refused(tmp_path: Path) -> None:
-    body = _USER_SIG.format(id="p", match="kinds = ['log']").replace(
+    body = USER_SIGNATURE.format(id="p", match="kinds = ['log']").replace(
         "[signature.match]", f"priority = {_PAST_INT64}\n[signature.match]"
     )
     with pytest.raises(ValueError, match="priority: must be an integer from"):
@@ -1277,3 +1263,66 @@ def test_a_rules_rows_are_those_of_all_its_conditions_at_once(
     assert got["event_id"].to_list() == expected
     ok, events = S._eval(rule, ctx)
     assert (ok, events) == (bool(expected), set(expected))
+
+
+def test_text_patterns_are_the_regexes_of_the_rules_that_can_match_the_lines(tmp_path: Path) -> None:
+    """What the reduction for diagnosis keeps whole of a script's own lines (``correlator.reduce.kept``): the
+    text of the rules that can hold on such a row, each pattern's inline flags its own."""
+    match = (
+        "any_of = [\n"
+        "  { message_regex = '(?i)baz' },\n"
+        "  { kinds = ['log'], message_regex = 'Foo' },\n"
+        "  { kinds = ['python_exception'], message_regex = 'bar' },\n"
+        "  { layers = ['nccl'], message_regex = 'qux' },\n"
+        "  { raw_regex = 'RAWTHING' },\n"
+        "]\n"
+        "none_of = [ { kinds = ['unparsed'], message_regex = 'quux' } ]"
+    )
+    f = _user_file(tmp_path, USER_SIGNATURE.format(id="x", match=match))
+    sigs = [s for s in load_signatures([f]) if s.id == "x"]
+    t = pl.DataFrame(
+        {
+            "message": ["Foo here", "foo here", "bar", "BAZ", "qux", "a quux", "x", None, None],
+            "raw": ["", "", "", "", "", "", "RAWTHING", "Foo", None],
+        }
+    )
+    app = text_patterns(["log", "unparsed"], ["app", "unknown"], sigs)
+    assert t.select(app.expr()).to_series().to_list() == [
+        True,
+        False,
+        False,
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
+    exc = text_patterns(["python_exception"], ["python"], sigs)
+    assert t.select(exc.expr()).to_series().to_list() == [
+        False,
+        False,
+        True,
+        True,
+        False,
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert text_patterns(["log"], ["app"], []) == TextPatterns(None, None)
+    assert t.select(TextPatterns(None, None).expr()).to_series().to_list() == [False] * t.height
+
+    # The built-in library: a rank-0 checkpoint line is a signature's, a data loader's routine line is not
+    # (data-pipeline-exception reads it only in an exception).
+    lines = pl.DataFrame(
+        {
+            "message": [
+                "Saving checkpoint to /ckpt/step_2000",
+                "[data] worker 2 prefetched shard 2308 (1024 samples)",
+            ],
+            "raw": ["", ""],
+        }
+    )
+    builtin = text_patterns(["log", "progress_bar", "unparsed"], ["app", "unknown"])
+    assert lines.select(builtin.expr()).to_series().to_list() == [True, False]
