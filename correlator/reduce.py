@@ -179,11 +179,15 @@ def reduce_for_diagnosis(
     return table[rows]
 
 
-def reduce_store(store: pl.DataFrame, keys: list[str], keep_last: int, head: int) -> pl.DataFrame:
+def reduce_store(
+    store: pl.DataFrame, keys: list[str], keep_last: int, head: int, text: TextPatterns | None = None
+) -> pl.DataFrame:
     """The watcher's store of parsed lines (sorted by file ``wsrc`` and ``line``) reduced: every row kept
     but the routine ones (``Kind.WATCH_ROUTINE``; of ``log`` rows only NCCL INFO chatter, as in
-    :func:`kept`: an application's or launcher's own lines are few and can be evidence), of which the first
-    ``head`` and the last ``keep_last`` per ``keys`` are kept."""
+    :func:`kept`), of which the first ``head`` and the last ``keep_last`` per ``keys`` are kept, and a training
+    script's own lines (:func:`app_lines`), of which the first :data:`APP_HEAD` and the last
+    :data:`APP_TAIL` per ``keys`` are kept and every one whose text ``text`` matches (see
+    :func:`signature_text`). Positions count the routine rows and the application lines of a group apart."""
     kind = pl.col("kind")
     topo = (
         (kind == Kind.LOG)
@@ -191,11 +195,21 @@ def reduce_store(store: pl.DataFrame, keys: list[str], keep_last: int, head: int
         & (pl.col("world_size").is_not_null() | nccl_topology(pl.col("message")))
     )
     log_kept = (kind == Kind.LOG) & ((pl.col("layer") != "nccl") | topo).fill_null(True)
-    routine = kind.is_in(list(Kind.WATCH_ROUTINE)) & ~log_kept
-    store = store.sort("wsrc", "line", maintain_order=True)
-    idx = pl.int_range(pl.len()).over(keys)
-    n = pl.len().over(keys)
-    return store.filter(~routine | (idx < head) | (idx >= n - keep_last))
+    store = store.sort("wsrc", "line", maintain_order=True).with_row_index("__w")
+    said = signature_text(store.lazy(), "__w", text)
+    app = app_lines() & ~pl.col("__w").is_in(said.implode())
+    routine = kind.is_in(list(Kind.WATCH_ROUTINE)) & ~log_kept & ~app_lines()
+    groups = [*keys, "__a"]
+    idx = pl.int_range(pl.len()).over(groups)
+    n = pl.len().over(groups)
+    keep = (
+        pl.when(pl.col("__a"))
+        .then((idx < APP_HEAD) | (idx >= n - APP_TAIL))
+        .when(routine)
+        .then((idx < head) | (idx >= n - keep_last))
+        .otherwise(True)
+    )
+    return store.with_columns(app.alias("__a")).filter(keep).drop("__w", "__a")
 
 
 __all__ = [

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -32,6 +32,9 @@ from correlator.reduce import reduce_store
 from correlator.schema import FAULT_KINDS, empty_table
 from correlator.verdict import Diagnosis
 from parsers import nccl
+
+if TYPE_CHECKING:
+    from correlator.signatures import TextPatterns
 
 #: Most bytes read from one file in one pass, and from all files in one pass (the rest is read by the next
 #: passes, which the CLI runs back to back while ``Watcher.backlog`` is true): bounded memory when a watcher
@@ -150,6 +153,7 @@ class WatchState:
     _year: int
     _sig_extra: list[Path]
     _sigs: list[Any] | None
+    _text: TextPatterns | None
     _alerted_init: set[int]
     _last_key: tuple[str, tuple[int, ...]] | None
     _progress: dict[int, tuple]
@@ -355,14 +359,27 @@ class TailReader(WatchState):
         self.timings["table"] = time.process_time() - c1
 
     def _reduce(self, store: pl.DataFrame) -> pl.DataFrame:
-        """Keep every non-routine row; of routine rows the first 2 and last ``keep_last`` per group."""
+        """Keep every non-routine row; of routine rows the first 2 and last ``keep_last`` per group; of a
+        training script's own lines the first and last few and those a signature names (see
+        :func:`correlator.reduce.reduce_store`)."""
         keys = [
             "wsrc",
             *[c for c in parsers.STREAM_KEYS if c in store.columns],
             "kind",
             *[c for c in ("pg", "comm") if c in store.columns],
         ]
-        return reduce_store(store, keys, self.keep_last, HEAD_KEEP)
+        return reduce_store(store, keys, self.keep_last, HEAD_KEEP, self._signature_text())
+
+    def _signature_text(self) -> TextPatterns:
+        """The text patterns of the signatures matched (the built-in library plus ``signatures``), whose
+        lines the store keeps whole; read once."""
+        if self._text is None:
+            from correlator import signatures
+            from correlator.reduce import APP_KINDS, APP_LAYERS
+
+            sigs = signatures.load_signatures(self._sig_extra) if self._sig_extra else None
+            self._text = signatures.text_patterns(APP_KINDS, APP_LAYERS, sigs)
+        return self._text
 
     def _finish(self) -> None:
         """Store -> event table: communicators, timestamps, identity, inheritance, tee duplicates."""

@@ -15,7 +15,8 @@ One *pass* (:meth:`Watcher.poll`) does, in this order:
    proportional to the appended bytes;
 4. the parsed rows join a *store* reduced like ``correlator.streaming`` reduces (every non-routine row, and of
    the routine families — NCCL COLL / DETAIL fingerprints, progress lines, INFO chatter — the first 2 and
-   last ``keep_last`` per file, stream, kind and communicator); timestamps, rank identity
+   last ``keep_last`` per file, stream, kind and communicator; of a training script's own lines the first 16
+   and last 64 and every one a signature's regex could match); timestamps, rank identity
    (``correlator.identity.resolve``, which needs a file's whole context) and tee de-duplication run on that
    small store; ``correlator.diagnose`` runs on the result when new rows arrived;
 5. alerts (:class:`Alert`): a new would-be initiator (a rank the diagnosis names as initiating that no other
@@ -47,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -57,6 +58,9 @@ from correlator.prometheus import PrometheusWriter
 from correlator.schema import Kind, empty_table
 from correlator.tail import MAX_PASS_BYTES, MAX_READ_BYTES, Tail, TailReader
 from correlator.verdict import Diagnosis
+
+if TYPE_CHECKING:
+    from correlator.signatures import TextPatterns
 
 #: Row kinds that are routine at volume: reduced to the first 2 and last ``keep_last`` rows per group
 #: (``log`` rows only when they are NCCL INFO chatter; see :func:`correlator.reduce.reduce_store`).
@@ -164,6 +168,7 @@ class Watcher(TailReader, AlertRules, PrometheusWriter):
         self._year = dt.datetime.now(dt.UTC).year
         self._sig_extra = list(signatures or [])
         self._sigs: list[Any] | None = None
+        self._text: TextPatterns | None = None
         self._alerted_init: set[int] = set()
         self._last_key: tuple[str, tuple[int, ...]] | None = None
         self._progress: dict[int, tuple] = {}

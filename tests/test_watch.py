@@ -549,6 +549,30 @@ def test_backlog_is_read_in_bounded_passes(tmp_path: Path, monkeypatch: pytest.M
     assert sorted(t.filter(pl.col("rank") == 1)["step"].to_list()) == [0, 1, 6, 7, 8, 9]
 
 
+def test_store_keeps_first_last_and_signature_application_lines(tmp_path: Path) -> None:
+    """A training script's own log lines, appended over several passes: the store keeps the first 16 and the
+    last 64 of the file, the one in the middle a built-in signature's regex matches (a checkpoint save), and
+    every line of another producer (the launcher's) whole."""
+    lines = [
+        f"2026-11-30 00:19:{i % 60:02d},000 INFO [data] prefetched shard {i} of the dataset"
+        for i in range(300)
+    ]
+    lines[150] = "2026-11-30 00:21:30,000 INFO [trainer] Saving checkpoint to /ckpt/step_000150"
+    lines[200] = "INFO:torch.distributed.elastic.agent.server.api:[default] Starting worker group"
+    f = tmp_path / "rank0.log"
+    w, _ = _w(tmp_path)
+    for lo in range(0, 300, 70):  # appended as a job writes, five passes
+        with f.open("a") as out:
+            out.write("\n".join(lines[lo : lo + 70]) + "\n")
+        w.poll()
+    assert w.lines_read == 300
+    assert w.store is not None
+    kinds = dict(w.store.select("line", "kind").iter_rows())
+    assert kinds[151] == "log" and kinds[201] == "log"  # (lines count from 1)
+    app_lines = [n for n in range(1, 301) if n not in (151, 201)]
+    assert sorted(kinds) == sorted([*app_lines[:16], *app_lines[-64:], 151, 201])
+
+
 @pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
 def test_signal_to_the_process_group_of_uv_run_prints_the_verdict(
     tmp_path: Path, signame: str, code: int
