@@ -63,9 +63,12 @@ PROCESS_MIN_BYTES = 128 * 1024**2
 #: scaling past ~4 workers (the per-batch Python holds the GIL: issue #32, 16 cores, 8-16 threads no faster
 #: than 4), which is where processes are for.
 PROCESS_MIN_WORKERS = 4
-#: Memory one batch's ingest takes at most, as a multiple of its input bytes (32 MiB batches of the bench:
-#: ~0.3-0.4 GiB), plus the ~0.2 GiB of a worker's imports: the total budget below bounds the workers.
-_BATCH_MEMORY_FACTOR = 12
+#: Memory one batch's ingest takes at most, as a multiple of its input bytes, plus the ~0.2 GiB of a
+#: worker's imports: the total budget below bounds the workers. Measured 2026-12-06 (one worker process,
+#: ``rankscope timeline``'s batches): application lines 673 MiB for 25 MiB batches (the 64-rank app job),
+#: NCCL COLL lines 476 MiB for 30 MiB batches (64-rank COLL job), i.e. ~19x and ~9x over the imports; 12
+#: before, which under-counted application batches.
+_BATCH_MEMORY_FACTOR = 20
 _WORKER_BASE_BYTES = 200 * 1024**2
 
 Want = Literal["arrow", "frame", "none"]

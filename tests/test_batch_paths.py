@@ -104,3 +104,22 @@ def test_the_whole_input_skips_the_batch_summary(gen: Path, monkeypatch: pytest.
     monkeypatch.setenv("RANKSCOPE_BATCH_POOL", "threads")  # the spy lives in this process
     _red, s = streaming.stream_ingest(gen, None)
     assert len(heights) == s["batches"] and sum(heights) == s["rows"] == whole.table.height
+
+
+def test_workers_are_bounded_by_the_memory_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``batch_workers``: the cores, at most as many as ``RANKSCOPE_MEMORY_MB`` holds at 20x a batch's bytes
+    plus 200 MiB of imports per worker (the measured worst case, application batches); at least one. An
+    explicit count is taken as given; ``RANKSCOPE_BATCH_WORKERS`` replaces the cores, within the budget."""
+    monkeypatch.setattr(batch_mod, "_cores", lambda: 16)
+    monkeypatch.delenv("RANKSCOPE_BATCH_WORKERS", raising=False)
+    mib = 1024**2
+    per = 20 * 32 + 200  # MiB a worker of 32 MiB batches may take
+    for budget, want in ((64 * 1024, 16), (8 * 1024, 8 * 1024 // per), (per * 3 - 1, 2), (100, 1)):
+        monkeypatch.setenv("RANKSCOPE_MEMORY_MB", str(budget))
+        assert batch_mod.batch_workers(None, 32 * mib) == want, budget
+    assert batch_mod.batch_workers(None, None) == 16  # no batch size: the cores
+    assert batch_mod.batch_workers(3, 32 * mib) == 3
+    monkeypatch.setenv("RANKSCOPE_BATCH_WORKERS", "12")
+    assert batch_mod.batch_workers(None, 32 * mib) == 1  # (budget 100 MiB still set)
+    monkeypatch.setenv("RANKSCOPE_MEMORY_MB", str(64 * 1024))
+    assert batch_mod.batch_workers(None, 32 * mib) == 12
