@@ -332,16 +332,16 @@ def _reading_signatures(extra: Sequence[Path]) -> Iterator[None]:
 
 
 def _signature_text(extra: Sequence[Path]) -> TextPatterns | None:
-    """The text patterns of the built-in signatures plus the files ``extra`` for the application lines the
-    reduced table keeps whole (:func:`correlator.reduce.kept`); None (the built-in library's) when there is
+    """The text patterns of the built-in signatures plus the files ``extra``, whose lines the reduced table
+    keeps whole (:func:`correlator.reduce.signature_patterns`); None (the built-in library's) when there is
     no file. Raises :class:`InputError` for an unreadable or malformed file."""
     if not extra:
         return None
     from correlator import signatures
-    from correlator.reduce import APP_KINDS, APP_LAYERS
+    from correlator.reduce import signature_patterns
 
     with _reading_signatures(extra):
-        return signatures.text_patterns(APP_KINDS, APP_LAYERS, signatures.load_signatures(extra))
+        return signature_patterns(signatures.load_signatures(extra))
 
 
 def diagnose_path(

@@ -14,10 +14,12 @@ with the functions here:
   (kind ``log``, layer ``nccl``), except the rows that state a world size or map addresses to hosts
   (:data:`NCCL_KEEP`), the last ``keep_last`` per rank;
 - a training script's own lines (:func:`app_lines`: its log lines, progress bars and unparsed lines), the
-  first :data:`APP_HEAD` and the last :data:`APP_TAIL` per rank (or file) and kind, and every one that a
-  signature's regex could match (:class:`correlator.signatures.TextPatterns`): an application-heavy job
-  is mostly such lines, and diagnosis reads them near the faults (the last work before them), at the start
-  (a configuration printed per rank) and where a signature names them.
+  first :data:`APP_HEAD` and the last :data:`APP_TAIL` per rank (or file) and kind: an application-heavy
+  job is mostly such lines, and diagnosis reads them near the faults (the last work before them) and at the
+  start (a configuration printed per rank);
+- of the rows above cut by their position (application, progress and chatter lines, :data:`TEXT_KINDS`),
+  every one that a signature's regex could match is kept whole (:func:`signature_text`), so that a
+  signature matched on the reduced table sees the lines it would match in the whole one.
 
 :func:`reduce_for_diagnosis` and :func:`kept`/:func:`select` work on finished tables (top-k of top-k's
 compose over batches and row-group chunks); :func:`reduce_store` is the watcher's reduction of its store of
@@ -34,7 +36,9 @@ import polars as pl
 from correlator.schema import Kind
 
 if TYPE_CHECKING:
-    from correlator.signatures import TextPatterns
+    from collections.abc import Iterable
+
+    from correlator.signatures import Signature, TextPatterns
 
 #: How many of the last rows per group the reduced table keeps (``keep_last``; ``ingest(keep_coll=...)``).
 KEEP_LAST = 4
@@ -46,6 +50,10 @@ APP_TAIL = 64
 #: The kinds and layers of :func:`app_lines`.
 APP_KINDS = (Kind.LOG, Kind.PROGRESS_BAR, Kind.UNPARSED)
 APP_LAYERS = ("app", "unknown")
+#: Kinds of the rows the reduction cuts by their text's position (application lines, progress lines, NCCL INFO
+#: chatter), of which a signature's line is kept whole (:func:`signature_text`). The NCCL COLL and DETAIL
+#: rows (cut by sequence number) are not read: no signature's regex is about them, and they are millions.
+TEXT_KINDS = (*APP_KINDS, Kind.STEP_PROGRESS)
 #: NCCL INFO chatter that is kept whole: it maps addresses to hosts (peer errors name an address).
 NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
 
@@ -65,17 +73,22 @@ def app_lines() -> pl.Expr:
     ).fill_null(False)
 
 
-def signature_text(t: pl.LazyFrame, ident: str, text: TextPatterns | None = None) -> pl.Series:
-    """The ``ident`` values of the rows of ``t`` among :func:`app_lines` whose text ``text`` matches
-    (default: the built-in signature library's patterns for those lines); reads ``message`` and ``raw`` of
-    those rows only."""
+def signature_patterns(sigs: Iterable[Signature] | None = None) -> TextPatterns:
+    """The text patterns of the signatures ``sigs`` (default: the built-in library) whose rows the reduction
+    keeps whole: the regexes of every rule that can hold on a row of :data:`TEXT_KINDS`."""
     from correlator import signatures
 
-    pats = text if text is not None else signatures.text_patterns(APP_KINDS, APP_LAYERS)
+    return signatures.text_patterns(TEXT_KINDS, None, sigs)
+
+
+def signature_text(t: pl.LazyFrame, ident: str, text: TextPatterns | None = None) -> pl.Series:
+    """The ``ident`` values of the rows of ``t`` of :data:`TEXT_KINDS` whose text ``text`` matches (default:
+    :func:`signature_patterns` of the built-in library); reads ``message`` and ``raw`` of those rows only."""
+    pats = text if text is not None else signature_patterns()
     # a frame of key columns only (a test's, a projection) has no text there
     missing = [c for c in ("message", "raw") if c not in t.collect_schema().names()]
     t = t.with_columns(pl.lit(None, pl.String).alias(c) for c in missing)
-    return t.filter(app_lines()).filter(pats.expr()).select(ident).collect()[ident]
+    return t.filter(pl.col("kind").is_in(list(TEXT_KINDS))).filter(pats.expr()).select(ident).collect()[ident]
 
 
 def kept(
@@ -92,8 +105,8 @@ def kept(
     whole, the last ``keep_last`` sequence rows per (rank or file, process group) by (``seq``, ``order``),
     the last ``keep_last`` tail rows per (rank or file, kind) by ``order``, and of the application lines
     (:func:`app_lines`) the first :data:`APP_HEAD` and last :data:`APP_TAIL` per (rank or file, kind) by
-    ``order`` and those ``evidence`` holds for (a test on the key columns, e.g. ``ident`` among the values
-    :func:`signature_text` found).
+    ``order``; of the tail rows and application lines, those ``evidence`` holds for are kept whole (a test
+    on the key columns, e.g. ``ident`` among the values :func:`signature_text` found).
 
     Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, message``; ``message`` is
     read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
@@ -110,7 +123,7 @@ def kept(
         )
     )
     seqish = kind.is_in(list(Kind.SEQUENCED))
-    tails = (kind == "step_progress") | nccl_chatter
+    tails = ((kind == "step_progress") | nccl_chatter) & ~evidence.fill_null(False)
     is_coll = kind == "nccl_coll"
     cols = dict.fromkeys([order, ident or order])
     base = t.lazy().select(
@@ -196,9 +209,9 @@ def reduce_store(
     )
     log_kept = (kind == Kind.LOG) & ((pl.col("layer") != "nccl") | topo).fill_null(True)
     store = store.sort("wsrc", "line", maintain_order=True).with_row_index("__w")
-    said = signature_text(store.lazy(), "__w", text)
-    app = app_lines() & ~pl.col("__w").is_in(said.implode())
-    routine = kind.is_in(list(Kind.WATCH_ROUTINE)) & ~log_kept & ~app_lines()
+    said_rows = pl.col("__w").is_in(signature_text(store.lazy(), "__w", text).implode())
+    app = app_lines() & ~said_rows
+    routine = kind.is_in(list(Kind.WATCH_ROUTINE)) & ~log_kept & ~app_lines() & ~said_rows
     groups = [*keys, "__a"]
     idx = pl.int_range(pl.len()).over(groups)
     n = pl.len().over(groups)
@@ -219,11 +232,13 @@ __all__ = [
     "APP_TAIL",
     "KEEP_LAST",
     "NCCL_KEEP",
+    "TEXT_KINDS",
     "app_lines",
     "kept",
     "nccl_topology",
     "reduce_for_diagnosis",
     "reduce_store",
     "select",
+    "signature_patterns",
     "signature_text",
 ]

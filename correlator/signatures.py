@@ -380,14 +380,14 @@ class TextPatterns:
         return pl.any_horizontal(hits) if hits else pl.repeat(False, pl.len())
 
 
-def _rule_regexes(rule: Any, key: str, kinds: frozenset[str], layers: frozenset[str]) -> list[str]:
+def _rule_regexes(rule: Any, key: str, kinds: frozenset[str], layers: frozenset[str] | None) -> list[str]:
     """Every ``key`` regex of ``rule`` and its sub-rules (``all_of``, ``any_of``, ``none_of``; each is
     matched on the table by its own conditions) whose rule can hold on a row of one of ``kinds`` and
-    ``layers`` (it names no kinds or one of them, no layers or one of them)."""
+    ``layers`` (it names no kinds or one of them, no layers or one of them; ``layers`` None: any)."""
     if not isinstance(rule, dict):
         return []
     fits = all(
-        col not in rule or not want.isdisjoint(_str_list(rule[col], col))
+        col not in rule or want is None or not want.isdisjoint(_str_list(rule[col], col))
         for col, want in (("kinds", kinds), ("layers", layers))
     )
     out = [rule[key]] if key in rule and fits else []
@@ -405,11 +405,11 @@ def _alternation(patterns: Iterable[str]) -> str | None:
 
 
 def text_patterns(
-    kinds: Iterable[str], layers: Iterable[str], sigs: Iterable[Signature] | None = None
+    kinds: Iterable[str], layers: Iterable[str] | None = None, sigs: Iterable[Signature] | None = None
 ) -> TextPatterns:
     """The :class:`TextPatterns` of the rules of ``sigs`` (default: the built-in library, built once per
-    process) that can match a row of one of ``kinds`` and ``layers``."""
-    k, ly = frozenset(kinds), frozenset(layers)
+    process) that can match a row of one of ``kinds`` and ``layers`` (None: of any layer)."""
+    k, ly = frozenset(kinds), None if layers is None else frozenset(layers)
     if sigs is None:
         return _builtin_text(k, ly)
     sigs = list(sigs)
@@ -420,7 +420,7 @@ def text_patterns(
 
 
 @lru_cache(maxsize=4)
-def _builtin_text(kinds: frozenset[str], layers: frozenset[str]) -> TextPatterns:
+def _builtin_text(kinds: frozenset[str], layers: frozenset[str] | None) -> TextPatterns:
     return text_patterns(kinds, layers, _builtin_signatures())
 
 

@@ -375,10 +375,10 @@ class TailReader(WatchState):
         lines the store keeps whole; read once."""
         if self._text is None:
             from correlator import signatures
-            from correlator.reduce import APP_KINDS, APP_LAYERS
+            from correlator.reduce import signature_patterns
 
             sigs = signatures.load_signatures(self._sig_extra) if self._sig_extra else None
-            self._text = signatures.text_patterns(APP_KINDS, APP_LAYERS, sigs)
+            self._text = signature_patterns(sigs)
         return self._text
 
     def _finish(self) -> None:

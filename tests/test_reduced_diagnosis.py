@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -310,28 +311,35 @@ def test_application_lines_keep_first_last_and_signature_lines(
 ) -> None:
     """An application-heavy job (``benchmarks/generate.py --shape app``, plain and as torchrun --tee
     consoles): the reduction keeps, of each rank's log lines, progress bars and unparsed lines, the first
-    ``APP_HEAD`` and last ``APP_TAIL``, and the lines in the middle that a signature's regex matches (a
-    built-in one's, rank 0 saving a checkpoint; a user file's, read with ``--signatures``); every other row as
-    before (the reduction of the table without those lines). The verdict of every input mode is the whole
-    table's, signatures matched on the whole table."""
+    ``APP_HEAD`` and last ``APP_TAIL``; of its progress lines the last 4; and the lines in the middle that a
+    signature's regex matches (built-in ones': rank 0 saving a checkpoint, a progress line saying the data
+    ran out; a user file's, read with ``--signatures``). The verdict of every input mode is the whole table's,
+    signatures matched on the whole table."""
     import sys
 
-    from correlator.reduce import APP_HEAD, APP_KINDS, APP_LAYERS, APP_TAIL
-    from correlator.signatures import TextPatterns, load_signatures, text_patterns
+    from correlator.reduce import APP_HEAD, APP_TAIL, signature_patterns
+    from correlator.signatures import TextPatterns, load_signatures
 
     sys.path.insert(0, str(CASES.parent.parent / "benchmarks"))
     from generate import generate_app
 
     root = tmp_path / "job"
     info = generate_app(root, ranks=4, lines=3000, seed=2, tee=tee)
-    f = min(root.rglob("console.log" if tee else "stdout.log"))
+    f = min(root.rglob("console.log" if tee else "stdout.log"))  # rank 0's
     lines = f.read_text().splitlines()
-    said = {
-        "saving": "Saving checkpoint to /ckpt/step_000700",
-        "stall": "MYAPP_SHARD_STALL shard 12 after 30 s",
+    said = {  # what rank 0 says, and the kind it is read as
+        "saving": ("[trainer] Saving checkpoint to /ckpt/step_000700", "log"),
+        "stall": ("[data] MYAPP_SHARD_STALL shard 12 after 30 s", "log"),
+        "exhausted": (
+            "[trainer] rank=0 step=700 data exhausted after 700 steps, leaving training loop",
+            "step_progress",
+        ),
     }
-    for at, text in zip((len(lines) // 3, len(lines) // 2), said.values(), strict=True):
-        lines[at] = lines[at].rsplit(" ", 1)[0] + " " + text  # the same line's prefix, another message
+    stamped = re.compile(r"^(\S*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO )")
+    at = len(lines) // 4
+    for text, _kind in said.values():
+        at = next(i for i in range(at + 1, len(lines)) if stamped.match(lines[i]) and "rank=0" in lines[i])
+        lines[at] = stamped.match(lines[at])[1] + text  # a line of rank 0's, the same stamp, another message
     f.write_text("\n".join(lines) + "\n")
     user = tmp_path / "user.toml"
     user.write_text(USER_SIGNATURE.format(id="my-shard-stall", match="message_regex = 'MYAPP_SHARD_STALL'"))
@@ -339,24 +347,28 @@ def test_application_lines_keep_first_last_and_signature_lines(
     res = ingest(root)
     t = res.table
     ev: dict[str, int] = {}
-    for name, text in said.items():
-        row = t.filter(pl.col("message").str.contains(text, literal=True))
-        assert row.height == 1 and row["kind"][0] in _APP_KINDS
+    for name, (text, kind) in said.items():
+        row = t.filter(pl.col("message").str.ends_with(text))
+        assert row.rows() and row["kind"].to_list() == [kind] and row["rank"].to_list() == [0], name
         ev[name] = int(row["event_id"][0])
+    # by position: the first and last application lines; every other row as the reduction without
+    # signature text keeps it (the last 4 progress lines of a rank, every fault...)
     app_ids = _first_last(t, APP_HEAD, APP_TAIL)
-    assert not set(ev.values()) & app_ids  # in the middle: kept for a signature only
-    others = reduce_for_diagnosis(t.filter(~pl.col("event_id").is_in(list(_first_last(t, 10**9, 10**9)))))
-    expect = app_ids | set(others["event_id"].to_list())
+    rest = t.filter(~pl.col("event_id").is_in(list(_first_last(t, 10**9, 10**9))))
+    by_position = app_ids | set(
+        reduce_for_diagnosis(rest, text=TextPatterns(None, None))["event_id"].to_list()
+    )
+    assert not set(ev.values()) & by_position  # in the middle: kept for a signature only
 
     red = reduce_for_diagnosis(t)  # the built-in library's patterns
-    assert set(red["event_id"].to_list()) == expect | {ev["saving"]}
+    assert set(red["event_id"].to_list()) == by_position | {ev["saving"], ev["exhausted"]}
     assert red.height < t.height / 8
     assert reduce_for_diagnosis(red).equals(red)
     bare = reduce_for_diagnosis(t, text=TextPatterns(None, None))
-    assert set(bare["event_id"].to_list()) == expect
-    text = text_patterns(APP_KINDS, APP_LAYERS, load_signatures([user]))
+    assert set(bare["event_id"].to_list()) == by_position
+    text = signature_patterns(load_signatures([user]))
     red_user = reduce_for_diagnosis(t, text=text)
-    assert set(red_user["event_id"].to_list()) == expect | set(ev.values())
+    assert set(red_user["event_id"].to_list()) == by_position | set(ev.values())
     # the same rows from a parquet table read in chunks of 7 rows of key columns, and streamed by rank folder
     from_pq = reduced_from_parquet(_write_parquet(t, tmp_path / "t.parquet"), text=text)
     assert from_pq.drop("event_id").equals(red_user.drop("event_id"))

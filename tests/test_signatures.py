@@ -1310,6 +1310,18 @@ def test_text_patterns_are_the_regexes_of_the_rules_that_can_match_the_lines(tmp
         False,
         False,
     ]
+    any_layer = text_patterns(["log", "unparsed"], None, sigs)  # the nccl-only rule's regex too
+    assert t.select(any_layer.expr()).to_series().to_list() == [
+        True,
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
     assert text_patterns(["log"], ["app"], []) == TextPatterns(None, None)
     assert t.select(TextPatterns(None, None).expr()).to_series().to_list() == [False] * t.height
 
