@@ -88,7 +88,10 @@ def signature_text(t: pl.LazyFrame, ident: str, text: TextPatterns | None = None
     # a frame of key columns only (a test's, a projection) has no text there
     missing = [c for c in ("message", "raw") if c not in t.collect_schema().names()]
     t = t.with_columns(pl.lit(None, pl.String).alias(c) for c in missing)
-    return t.filter(pl.col("kind").is_in(list(TEXT_KINDS))).filter(pats.expr()).select(ident).collect()[ident]
+    # Two steps: the text regexes read only the rows of these kinds (one lazy plan would fuse both filters into
+    # one predicate and run the regexes over every row: 0.055 s against 0.02 s on a 320k-row COLL table).
+    rows = t.filter(pl.col("kind").is_in(list(TEXT_KINDS))).select(ident, "message", "raw").collect()
+    return rows.filter(pats.expr())[ident]
 
 
 def kept(
