@@ -120,8 +120,8 @@ class BatchJob:
     result with the warning (a batch among others) instead of raising
     :class:`~correlator.discover.DiscoveryError` (the whole input); ``summary``: False leaves the summary
     (``rows``, ``kinds``, ``unparsed``, ``ranks``, ``hosts``, ``attempts``) empty, for a caller that reads the
-    table itself (:func:`ingest_whole`); ``text``: the signature patterns whose application lines the
-    reduced rows keep whole (None: the built-in library's; see :func:`correlator.reduce.kept`)."""
+    table itself (:func:`ingest_whole`); ``text``: the signature patterns whose lines the reduced rows
+    keep whole (None: the built-in library's; see :func:`correlator.reduce.signature_text`)."""
 
     batch: Batch
     whole: str | None

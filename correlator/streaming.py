@@ -12,8 +12,10 @@ only what :func:`correlator.diagnose` reads:
 - progress rows (``step_progress``): the last ``keep_last`` per rank;
 - NCCL INFO chatter (kind ``log``, layer ``nccl``): the rows that state a rank or world size (topology
   lines) and the last ``keep_last`` per rank;
-- a training script's own lines (log lines, progress bars, unparsed lines): the first and last few per rank
-  and kind, and those a signature's regex could match (:func:`correlator.reduce.kept`).
+- a training script's own lines (log lines, progress bars, unparsed lines): the first 16 and last 64 per rank
+  and kind;
+- of the progress, chatter and script lines, every one a signature's regex could match
+  (:func:`correlator.reduce.signature_text`).
 
 Batches (:func:`plan`): about ``batch_bytes`` of input each, whatever the folder layout. The unit is the
 first directory level under ``root`` (a node's torchrun tree with its launcher log beside it), so rank
@@ -30,8 +32,9 @@ Each batch is one call of the pure function :func:`correlator.batch.ingest_batch
 reduced rows, summary). Batches run in worker processes started with ``spawn`` for large inputs (one per
 core within a memory budget; polars' thread pool does not survive ``fork``), on threads of this process
 for small ones, and are taken in order, so the output depends on neither. Peak memory is a few batches'
-ingest (~0.4 GiB each for the default 32 MiB batches) per worker plus the reduced table (tens of rows per
-rank and kind), independent of the total input size; at most ``workers`` batches are in flight.
+ingest (~0.4-0.7 GiB each for the default 32 MiB batches) per worker plus the reduced table (at most about
+a hundred rows per rank and kind, and the lines signatures name), independent of the total input size; at
+most ``workers`` batches are in flight.
 """
 
 from __future__ import annotations
@@ -365,8 +368,8 @@ def stream_ingest(
     plus ``batches``, ``input_bytes``, ``reduced_rows`` and ``peak_rss_mib`` (the largest of the processes
     that ingested a batch). ``keep_last``: see :func:`correlator.reduce.reduce_for_diagnosis`; None keeps no
     reduced rows (the table returned is empty), for a caller that only writes the table: the reduced rows
-    are held until the end. ``text``: the signature patterns whose application lines the reduced rows
-    keep whole (None: the built-in library's; see :func:`correlator.reduce.kept`).
+    are held until the end. ``text``: the signature patterns whose lines the reduced rows keep whole
+    (None: the built-in library's; see :func:`correlator.reduce.signature_text`).
 
     Each batch is :func:`correlator.batch.ingest_batch`; ``workers`` batches run at once (default
     ``RANKSCOPE_BATCH_WORKERS``, else the cores within the memory budget, see

@@ -360,8 +360,8 @@ class TailReader(WatchState):
 
     def _reduce(self, store: pl.DataFrame) -> pl.DataFrame:
         """Keep every non-routine row; of routine rows the first 2 and last ``keep_last`` per group; of a
-        training script's own lines the first and last few and those a signature names (see
-        :func:`correlator.reduce.reduce_store`)."""
+        training script's own lines the first and last few; of both, every line a signature's regex could
+        match (see :func:`correlator.reduce.reduce_store`)."""
         keys = [
             "wsrc",
             *[c for c in parsers.STREAM_KEYS if c in store.columns],
