@@ -1338,3 +1338,30 @@ def test_text_patterns_are_the_regexes_of_the_rules_that_can_match_the_lines(tmp
     )
     builtin = text_patterns(["log", "progress_bar", "unparsed"], ["app", "unknown"])
     assert lines.select(builtin.expr()).to_series().to_list() == [True, False]
+
+
+def test_text_led_rules_read_the_narrowed_rows_with_the_same_result(tmp_path: Path) -> None:
+    """``match`` runs the regexes of the rules whose only row conditions are text once, as one alternation,
+    and those rules read the rows it leaves (``_Ctx.text_table``): every rule of the library must hold, with
+    the same events, as when each reads the whole table. Over every example and near miss of the library,
+    and a table that holds all of their lines at once."""
+    tables = []
+    for i, (_sid, trigger, near) in enumerate(EXAMPLES):
+        for j, files in enumerate((trigger, near)):
+            tables.append(correlator.load(_write(tmp_path / f"{i}-{j}", files)))
+    tables.append(pl.concat(tables, how="vertical"))
+    from correlator import signatures as S
+
+    narrowed = 0
+    for t in tables:
+        d = correlator.diagnose(t)
+        ctx = S._context(d, t, SIGS)
+        assert ctx.text_table is not None
+        whole = S._Ctx(ctx.table, ctx.initiating, ctx.collateral, ctx.failure_kind)
+        narrowed += ctx.text_table.height < ctx.table.height
+        for s in SIGS:
+            assert S._eval(s.match, ctx) == S._eval(s.match, whole), s.id
+    # the narrowing took rows away on most tables (on some, every line is one a text-led rule reads), and
+    # most rows of all of them at once
+    assert narrowed > len(tables) // 2
+    assert ctx.text_table.height < ctx.table.height / 2
