@@ -384,17 +384,24 @@ def _rule_regexes(rule: Any, key: str, kinds: frozenset[str], layers: frozenset[
     """Every ``key`` regex of ``rule`` and its sub-rules (``all_of``, ``any_of``, ``none_of``; each is
     matched on the table by its own conditions) whose rule can hold on a row of one of ``kinds`` and
     ``layers`` (it names no kinds or one of them, no layers or one of them; ``layers`` None: any)."""
-    if not isinstance(rule, dict):
-        return []
-    fits = all(
-        col not in rule or want is None or not want.isdisjoint(_str_list(rule[col], col))
-        for col, want in (("kinds", kinds), ("layers", layers))
-    )
-    out = [rule[key]] if key in rule and fits else []
-    for sub_key in ("all_of", "any_of", "none_of"):
-        for sub in rule.get(sub_key, []):
-            out += _rule_regexes(sub, key, kinds, layers)
-    return out
+    return [
+        r[key]
+        for r in _rules(rule)
+        if key in r
+        and all(
+            col not in r or want is None or not want.isdisjoint(_str_list(r[col], col))
+            for col, want in (("kinds", kinds), ("layers", layers))
+        )
+    ]
+
+
+def _rules(rule: Any) -> Iterator[dict[str, Any]]:
+    """``rule`` and its sub-rules, depth first."""
+    if isinstance(rule, dict):
+        yield rule
+        for key in ("all_of", "any_of", "none_of"):
+            for sub in rule.get(key, []):
+                yield from _rules(sub)
 
 
 def _alternation(patterns: Iterable[str]) -> str | None:
@@ -572,15 +579,6 @@ def _text_led(rule: dict[str, Any]) -> bool:
     return ("message_regex" in rule or "raw_regex" in rule) and _CHEAP_KEYS.isdisjoint(
         k for k in rule if k not in ("not_message_regex", "not_exc_type_regex", "exc_type_regex")
     )
-
-
-def _rules(rule: Any) -> Iterator[dict[str, Any]]:
-    """``rule`` and its sub-rules, depth first."""
-    if isinstance(rule, dict):
-        yield rule
-        for key in ("all_of", "any_of", "none_of"):
-            for sub in rule.get(key, []):
-                yield from _rules(sub)
 
 
 def _context(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature] | None = None) -> _Ctx:
