@@ -372,31 +372,29 @@ class TextPatterns:
         ``raw`` (only ``raw`` when the library has no ``message_regex``)."""
         hits = []
         if self.message is not None:
-            hits.append(
-                pl.coalesce(pl.col("message"), pl.col("raw")).fill_null("").str.contains(self.message)
-            )
+            hits.append(_message_text().str.contains(self.message))
         if self.raw is not None:
             hits.append(pl.col("raw").fill_null("").str.contains(self.raw))
         return pl.any_horizontal(hits) if hits else pl.repeat(False, pl.len())
 
-
-def _rule_regexes(rule: Any, key: str, kinds: frozenset[str], layers: frozenset[str] | None) -> list[str]:
-    """Every ``key`` regex of ``rule`` and its sub-rules (``all_of``, ``any_of``, ``none_of``; each is
-    matched on the table by its own conditions) whose rule can hold on a row of one of ``kinds`` and
-    ``layers`` (it names no kinds or one of them, no layers or one of them; ``layers`` None: any)."""
-    return [
-        r[key]
-        for r in _rules(rule)
-        if key in r
-        and all(
-            col not in r or want is None or not want.isdisjoint(_str_list(r[col], col))
-            for col, want in (("kinds", kinds), ("layers", layers))
+    @classmethod
+    def of(cls, rules: Iterable[dict[str, Any]]) -> TextPatterns:
+        """The patterns of ``rules`` (each rule's own regexes, not its sub-rules')."""
+        rules = list(rules)
+        return cls(
+            _alternation(r["message_regex"] for r in rules if "message_regex" in r),
+            _alternation(r["raw_regex"] for r in rules if "raw_regex" in r),
         )
-    ]
+
+
+def _message_text() -> pl.Expr:
+    """The text a ``message_regex`` reads: ``message``, else ``raw`` (null: empty)."""
+    return pl.coalesce(pl.col("message"), pl.col("raw")).fill_null("")
 
 
 def _rules(rule: Any) -> Iterator[dict[str, Any]]:
-    """``rule`` and its sub-rules, depth first."""
+    """``rule`` and its sub-rules (``all_of``, ``any_of``, ``none_of``; each is matched on the table by its
+    own conditions), depth first."""
     if isinstance(rule, dict):
         yield rule
         for key in ("all_of", "any_of", "none_of"):
@@ -414,15 +412,20 @@ def _alternation(patterns: Iterable[str]) -> str | None:
 def text_patterns(
     kinds: Iterable[str], layers: Iterable[str] | None = None, sigs: Iterable[Signature] | None = None
 ) -> TextPatterns:
-    """The :class:`TextPatterns` of the rules of ``sigs`` (default: the built-in library, built once per
-    process) that can match a row of one of ``kinds`` and ``layers`` (None: of any layer)."""
+    """The :class:`TextPatterns` of the rules and sub-rules of ``sigs`` (default: the built-in library, built
+    once per process) that can hold on a row of one of ``kinds`` and ``layers`` (None: of any layer): they
+    name no kinds or one of them, no layers or one of them."""
     k, ly = frozenset(kinds), None if layers is None else frozenset(layers)
     if sigs is None:
         return _builtin_text(k, ly)
-    sigs = list(sigs)
-    return TextPatterns(
-        _alternation(p for s in sigs for p in _rule_regexes(s.match, "message_regex", k, ly)),
-        _alternation(p for s in sigs for p in _rule_regexes(s.match, "raw_regex", k, ly)),
+    return TextPatterns.of(
+        r
+        for s in sigs
+        for r in _rules(s.match)
+        if all(
+            col not in r or want is None or not want.isdisjoint(_str_list(r[col], col))
+            for col, want in (("kinds", k), ("layers", ly))
+        )
     )
 
 
@@ -472,13 +475,13 @@ def _row_expr(rule: dict[str, Any], ctx: _Ctx) -> pl.Expr | None:
         elif key == "layers":
             conds.append(pl.col("layer").is_in(_str_list(val, key)))
         elif key == "message_regex":
-            conds.append(pl.coalesce(pl.col("message"), pl.col("raw")).fill_null("").str.contains(val))
+            conds.append(_message_text().str.contains(val))
         elif key == "raw_regex":
             conds.append(pl.col("raw").fill_null("").str.contains(val))
         elif key == "exc_type_regex":
             conds.append(pl.col("exc_type").fill_null("").str.contains(val))
         elif key == "not_message_regex":
-            conds.append(~pl.coalesce(pl.col("message"), pl.col("raw")).fill_null("").str.contains(val))
+            conds.append(~_message_text().str.contains(val))
         elif key == "not_exc_type_regex":
             conds.append(~pl.col("exc_type").fill_null("").str.contains(val))
         elif key == "op":
@@ -591,12 +594,7 @@ def _context(diagnosis: Any, table: pl.DataFrame, sigs: list[Signature] | None =
         t = t.filter(~pl.col("duplicate").fill_null(False))
     text = None
     if sigs is not None:
-        led = [r for s in sigs for r in _rules(s.match) if _text_led(r)]
-        pats = TextPatterns(
-            _alternation(r["message_regex"] for r in led if "message_regex" in r),
-            _alternation(r["raw_regex"] for r in led if "raw_regex" in r),
-        )
-        text = t.filter(pats.expr())
+        text = t.filter(TextPatterns.of(r for s in sigs for r in _rules(s.match) if _text_led(r)).expr())
     return _Ctx(
         table=t,
         initiating=frozenset(getattr(diagnosis, "initiating_ranks", None) or ()),

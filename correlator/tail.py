@@ -371,14 +371,15 @@ class TailReader(WatchState):
         return reduce_store(store, keys, self.keep_last, HEAD_KEEP, self._signature_text())
 
     def _signature_text(self) -> TextPatterns:
-        """The text patterns of the signatures matched (the built-in library plus ``signatures``), whose
-        lines the store keeps whole; read once."""
+        """The text patterns of the signatures matched (the built-in library plus ``signatures``, loaded once
+        for the alerts too), whose lines the store keeps whole."""
         if self._text is None:
             from correlator import signatures
             from correlator.reduce import signature_patterns
 
-            sigs = signatures.load_signatures(self._sig_extra) if self._sig_extra else None
-            self._text = signature_patterns(sigs)
+            if self._sigs is None:
+                self._sigs = signatures.load_signatures(self._sig_extra)
+            self._text = signature_patterns(self._sigs)
         return self._text
 
     def _finish(self) -> None:
