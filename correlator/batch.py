@@ -299,7 +299,9 @@ def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
     ]
     out = BatchResult(
         None,
-        None if job.keep_last is None else compact(reduce_for_diagnosis(t, job.keep_last, job.text)),
+        None
+        if job.keep_last is None
+        else compact(reduce_for_diagnosis(t, job.keep_last, job.text, templates=True)),
         lines_read=lines_read,
         skipped=skipped,
         skipped_by_reason=by_reason,

@@ -12,6 +12,7 @@ import polars as pl
 
 from correlator.attempt_evidence import SIG_KINDS, Evidence, Finding
 from correlator.confidence import Reason
+from correlator.reduce import NUMBER, without_own_numbers
 from correlator.schema import Kind
 from correlator.verdict import Basis
 from parsers import python
@@ -209,13 +210,12 @@ def config_outlier(t: pl.DataFrame) -> tuple[int | None, list[int]]:
     app = t.filter((pl.col("layer") == "app") & pl.col("rank").is_not_null())
     if app.height == 0 or app["rank"].n_unique() < 3:
         return None, []
-    num = r"\d+(?:\.\d+)?"
-    own = r"\b(?:\w*rank\w*|pid|port|master)[=:]\s*[\w.]*(?::\d+)?"
-    app = app.with_columns(pl.col("message").str.replace_all(own, "").alias("message"))
+    # the template (reduce.line_template: the reduction keeps the first line of each) and its numbers
+    app = app.with_columns(without_own_numbers(pl.col("message")).alias("message"))
     rows = (
         app.with_columns(
-            pl.col("message").str.replace_all(num, "#").alias("tpl"),
-            pl.col("message").str.extract_all(num).list.join(",").alias("vals"),
+            pl.col("message").str.replace_all(NUMBER, "#").alias("tpl"),
+            pl.col("message").str.extract_all(NUMBER).list.join(",").alias("vals"),
         )
         .group_by("tpl", "rank", maintain_order=True)
         .agg(pl.col("vals").first(), pl.col("event_id").first())

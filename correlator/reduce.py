@@ -25,6 +25,9 @@ with the functions here:
 compose over batches and row-group chunks); :func:`reduce_store` is the watcher's reduction of its store of
 parsed lines before identity (per file, stream and kind, the first ``head`` and the last ``keep_last``
 routine rows, ``Kind.WATCH_ROUTINE``).
+
+Where the rows reduced together hold a collective mismatch, the first line of each template per rank (or file)
+is kept whole too (:func:`template_firsts`): diagnosis then compares the configuration lines ranks printed.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ APP_LAYERS = ("app", "unknown")
 TEXT_KINDS = (*APP_KINDS, Kind.STEP_PROGRESS)
 #: NCCL INFO chatter that is kept whole: it maps addresses to hosts (peer errors name an address).
 NCCL_KEEP = ("Bootstrap", "NET/IB : Using", "NET/Socket : Using", "Using network")
+#: Numbers a rank states of itself by construction (its rank, pid, ports): not part of a line's template.
+OWN_NUMBERS = r"\b(?:\w*rank\w*|pid|port|master)[=:]\s*[\w.]*(?::\d+)?"
+#: A number in a line: masked (``#``) in its template.
+NUMBER = r"\d+(?:\.\d+)?"
+#: Of the templates of a group's application lines (:func:`template_firsts`), the first this many to appear.
+TEMPLATES = 256
 
 
 def nccl_topology(message: pl.Expr) -> pl.Expr:
@@ -72,6 +81,61 @@ def app_lines() -> pl.Expr:
         & pl.col("layer").is_in(list(APP_LAYERS))
         & pl.col("world_size").is_null()
     ).fill_null(False)
+
+
+def without_own_numbers(message: pl.Expr) -> pl.Expr:
+    """``message`` without the numbers a rank states of itself (:data:`OWN_NUMBERS`: ``rank=3``, ``pid=…``,
+    ``port …``)."""
+    return message.str.replace_all(OWN_NUMBERS, "")
+
+
+def line_template(message: pl.Expr) -> pl.Expr:
+    """The template of a line's ``message``: without :data:`OWN_NUMBERS`, every :data:`NUMBER` masked as
+    ``#`` (``plain model hidden=48, params=1012`` -> ``plain model hidden=#, params=#``). Lines of one template
+    on every rank are compared by :func:`correlator.disagreement.config_outlier`."""
+    return without_own_numbers(message).str.replace_all(NUMBER, "#")
+
+
+def holds_mismatch(t: pl.LazyFrame | pl.DataFrame) -> bool:
+    """Whether ``t`` holds a collective mismatch (``Kind.COLLECTIVE_MISMATCH``): then diagnosis compares the
+    first line of each template per rank (:func:`correlator.disagreement.config_odd_one_out`), which the
+    reduction keeps (:func:`template_firsts`). Reads ``kind``."""
+    hit = t.lazy().filter(pl.col("kind") == Kind.COLLECTIVE_MISMATCH).select(pl.len()).collect().item()
+    return bool(hit)
+
+
+def template_firsts(t: pl.LazyFrame, ident: str, groups: list[pl.Expr] | None = None) -> pl.Series:
+    """The ``ident`` values of the first row (lowest ``ident``) of each line template (:func:`line_template`)
+    per group among the rows of layer app of :data:`TEXT_KINDS` that are not duplicates, of at most
+    :data:`TEMPLATES` templates per group (the first to appear). ``groups``: default the rank, else the file (``rank``; ``path`` where no
+    rank). Reads ``kind, layer, duplicate`` (where there is one), ``message`` and the group columns of those
+    rows only.
+
+    :func:`correlator.disagreement.config_outlier` compares the first line of each template per rank (a
+    configuration line where one rank differs, cap-07: ``hidden=48, … params=1012`` against 676 on the
+    others): that line may be anywhere in a rank's log, not only among the first or last the reduction keeps.
+    The first of a template in a whole table is the first in the part that holds it, and among the first
+    :data:`TEMPLATES` there: this composes over batches and chunks as the top-k's do."""
+    by = (
+        groups
+        if groups is not None
+        else [pl.col("rank"), pl.when(pl.col("rank").is_null()).then(pl.col("path"))]
+    )
+    names = [f"__g{i}" for i in range(len(by))]
+    app = (pl.col("layer") == "app") & pl.col("kind").is_in(list(TEXT_KINDS))
+    if "duplicate" in t.collect_schema().names():  # diagnosis reads no duplicate (a tee'd console's copy)
+        app &= ~pl.col("duplicate").fill_null(False)
+    # the templates of those rows only (0.12-0.2 s for the 360k of the bench's 8-rank application job, 2 cores),
+    # then each step on the result of the one before
+    tpl = (
+        t.filter(app)
+        .select(
+            ident, *[g.alias(n) for g, n in zip(by, names, strict=True)], line_template(pl.col("message"))
+        )
+        .collect(engine="streaming")
+    )
+    firsts = tpl.filter(pl.col(ident) == pl.col(ident).min().over(*names, "message"))
+    return firsts.filter(pl.col(ident).rank("ordinal").over(names) <= TEMPLATES)[ident]
 
 
 def signature_patterns(sigs: Iterable[Signature] | None = None) -> TextPatterns:
@@ -183,15 +247,23 @@ def select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
 
 
 def reduce_for_diagnosis(
-    table: pl.DataFrame, keep_last: int = KEEP_LAST, text: TextPatterns | None = None
+    table: pl.DataFrame,
+    keep_last: int = KEEP_LAST,
+    text: TextPatterns | None = None,
+    templates: bool | None = None,
 ) -> pl.DataFrame:
     """The rows of ``table`` that diagnosis needs (see the module docstring); same schema, same order.
     ``text``: the signature patterns whose lines are kept whole (default: the built-in library's, see
-    :func:`signature_text`)."""
+    :func:`signature_text`). ``templates``: whether the first line of each template is kept whole
+    (:func:`template_firsts`); default: when ``table`` holds a collective mismatch (:func:`holds_mismatch`),
+    the only time diagnosis reads them. A batch of a job keeps them (``True``): the mismatch may be in
+    another batch, and diagnosis reduces the batches' union again, which drops them where none held one."""
     if table.height == 0:
         return table
     t = table.with_row_index("__i")
     ev = signature_text(t.lazy(), "__i", text)
+    if templates or (templates is None and holds_mismatch(table)):
+        ev = pl.concat([ev, template_firsts(t.lazy(), "__i")])
     rows = kept(t, "__i", keep_last, evidence=pl.col("__i").is_in(ev.implode())).collect()["__i"].sort()
     return table[rows]
 
@@ -204,8 +276,9 @@ def reduce_store(
     :func:`kept`), of which the first ``head`` and the last ``keep_last`` per ``keys`` are kept, and a training
     script's own lines (:func:`app_lines`), of which the first :data:`APP_HEAD` and the last
     :data:`APP_TAIL` per ``keys`` are kept; of both, a row of :data:`TEXT_KINDS` whose text ``text`` matches
-    is kept whole (see :func:`signature_text`). Positions count the application lines of a group apart from
-    its other rows."""
+    is kept whole (see :func:`signature_text`), and where the store holds a collective mismatch, the first
+    line of each template per ``keys`` (:func:`template_firsts`). Positions count the application lines of a
+    group apart from its other rows."""
     kind = pl.col("kind")
     topo = (
         (kind == Kind.LOG)
@@ -214,7 +287,10 @@ def reduce_store(
     )
     log_kept = (kind == Kind.LOG) & ((pl.col("layer") != "nccl") | topo).fill_null(True)
     store = store.sort("wsrc", "line", maintain_order=True).with_row_index("__w")
-    said_rows = pl.col("__w").is_in(signature_text(store.lazy(), "__w", text).implode())
+    said = signature_text(store.lazy(), "__w", text)
+    if holds_mismatch(store):
+        said = pl.concat([said, template_firsts(store.lazy(), "__w", [pl.col(k) for k in keys])])
+    said_rows = pl.col("__w").is_in(said.implode())
     app = app_lines() & ~said_rows
     routine = kind.is_in(list(Kind.WATCH_ROUTINE)) & ~log_kept & ~app_lines() & ~said_rows
     groups = [*keys, "__a"]
@@ -237,13 +313,20 @@ __all__ = [
     "APP_TAIL",
     "KEEP_LAST",
     "NCCL_KEEP",
+    "NUMBER",
+    "OWN_NUMBERS",
+    "TEMPLATES",
     "TEXT_KINDS",
     "app_lines",
+    "holds_mismatch",
     "kept",
+    "line_template",
     "nccl_topology",
     "reduce_for_diagnosis",
     "reduce_store",
     "select",
     "signature_patterns",
     "signature_text",
+    "template_firsts",
+    "without_own_numbers",
 ]

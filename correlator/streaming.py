@@ -69,7 +69,16 @@ from correlator.discover import (
     skipped_entries,
 )
 from correlator.engines import check_engine
-from correlator.reduce import KEEP_LAST, kept, nccl_topology, reduce_for_diagnosis, select, signature_text
+from correlator.reduce import (
+    KEEP_LAST,
+    holds_mismatch,
+    kept,
+    nccl_topology,
+    reduce_for_diagnosis,
+    select,
+    signature_text,
+    template_firsts,
+)
 from correlator.schema import (
     POLARS_SCHEMA,
     Kind,
@@ -488,7 +497,11 @@ def reduced_from_parquet(
     # their union (see correlator.reduce.select).
     chatter_ids = chatter & pl.col(by).is_in(chatty.implode())
     # Application lines a signature's regex could match: kept whole (streamed: bounded memory).
-    evidence = pl.col(by).is_in(signature_text(scan(row), by, text).implode())
+    said = signature_text(scan(row), by, text)
+    # the first line of each template per rank where there is a mismatch: see correlator.reduce.template_firsts
+    if holds_mismatch(scan()):
+        said = pl.concat([said, template_firsts(scan(row), by)])
+    evidence = pl.col(by).is_in(said.implode())
     cand = [
         kept(
             scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -85,3 +87,26 @@ def small_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gen") / "logs"
     generate(out, ranks=8, lines=300, seed=7)
     return out
+
+
+def late_configuration(dst: Path) -> Path:
+    """cap-07 (rank 3 builds its model with ``hidden=48``, the others 32; gloo's size check fails on rank 2;
+    the only evidence for rank 3 is its configuration line, ``plain model hidden=48 … params=1012``) with 20
+    lines of the script before each rank's configuration line and 80 after it, in its stdout and in the
+    tee'd console (launcher.log): the line is neither among a rank's first ``APP_HEAD`` application lines
+    nor among its last ``APP_TAIL``, as in a script that logs its setup at length."""
+    shutil.copytree(CASES / "cap-07-shape-divergence-plain" / "logs", dst)
+    conf = re.compile(r"^((?:\[default\d\]:)?\S+ \S+ INFO )\[trainer\] rank=(\d) step=- plain model")
+    for f in [*dst.rglob("stdout.log"), dst / "launcher.log"]:
+        out: list[str] = []
+        for line in f.read_text().splitlines():
+            m = conf.match(line)
+            if m:
+                head, r = m[1], m[2]
+                out += [f"{head}[data] rank={r} step=- indexing shard {k} of 20" for k in range(20)]
+                out.append(line)
+                out += [f"{head}[data] rank={r} step=- prefetched batch {k}" for k in range(80)]
+            else:
+                out.append(line)
+        f.write_text("\n".join(out) + "\n")
+    return dst

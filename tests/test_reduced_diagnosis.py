@@ -38,7 +38,7 @@ from correlator.job import open_job
 from correlator.report import to_json
 from correlator.schema import EVENT_SCHEMA
 from correlator.streaming import reduce_for_diagnosis, reduced_from_parquet
-from tests.conftest import CASES, USER_SIGNATURE, VERDICT_KEYS
+from tests.conftest import CASES, USER_SIGNATURE, VERDICT_KEYS, late_configuration
 
 CORPUS = sorted(p.name for p in CASES.iterdir() if (p / "logs").is_dir())
 
@@ -374,8 +374,9 @@ def test_application_lines_keep_first_last_and_signature_lines(
     assert from_pq.drop("event_id").equals(red_user.drop("event_id"))
     monkeypatch.setattr(streaming, "_CHUNK_ROWS", 7)
     assert reduced_from_parquet(tmp_path / "t.parquet", text=text).equals(from_pq)
+    # (a batch keeps the first line of each template too, which the reduction of the union drops: no mismatch)
     split, _summary = streaming.stream_ingest(root, None, batch_bytes=1, text=text)
-    assert split.drop("event_id").equals(red_user.drop("event_id"))
+    assert reduce_for_diagnosis(split, text=text).drop("event_id").equals(red_user.drop("event_id"))
 
     d = attach_signatures(diagnose(t), t, [user])
     want = _normalized(json.loads(PathDiagnosis(d, t, skipped_for_output(res, False)).to_json()))
@@ -386,3 +387,47 @@ def test_application_lines_keep_first_last_and_signature_lines(
         job = open_job(root, streaming=streamed, require_lines=False, signatures=[user])
         assert job.mode == mode
         assert _normalized(json.loads(job.to_json())) == want, mode
+
+
+def test_configuration_lines_in_the_middle_are_kept_where_a_mismatch_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the table holds a collective mismatch, diagnosis compares the first line of each template per
+    rank (``disagreement.config_outlier``): every input mode keeps those lines wherever they are, and names
+    rank 3 (cap-07's answer) as the whole table does. Before, the reduced table had cut them: every mode but
+    the whole table named ranks 0 and 3, found by their silence."""
+    from correlator.reduce import APP_HEAD, APP_TAIL
+
+    root = late_configuration(tmp_path / "logs")
+    res = ingest(root)
+    t = res.table
+    conf = t.filter(pl.col("message").str.contains("plain model hidden=") & ~pl.col("duplicate"))
+    ids = set(conf["event_id"].to_list())
+    assert sorted(conf["rank"].to_list()) == [0, 1, 2, 3]
+    assert not ids & _first_last(t, APP_HEAD, APP_TAIL)  # in the middle by position
+    red = reduce_for_diagnosis(t)
+    assert ids <= set(red["event_id"].to_list())
+    assert reduce_for_diagnosis(red).equals(red)
+    # the templates' first lines only: the other lines of the middle are cut
+    middle = t.filter(pl.col("message").str.contains("prefetched batch 3\\b") & ~pl.col("duplicate"))
+    assert middle.height == 4 and not set(middle["event_id"].to_list()) & set(red["event_id"].to_list())
+    # without a mismatch, diagnosis reads no template: the reduction keeps none
+    calm = t.filter(pl.col("kind") != "collective_mismatch")
+    assert not ids & set(reduce_for_diagnosis(calm)["event_id"].to_list())
+
+    want = _doc(res, reduced=False)
+    assert want["initiating_ranks"] == [3]  # cap-07's expected.json
+    assert want["confidence_reason_codes"] == ["CONFIG_LINE"]
+    from_pq = open_job(_write_parquet(t, tmp_path / "t.parquet"), require_lines=False)
+    monkeypatch.setattr(streaming, "_CHUNK_ROWS", 7)
+    for streamed, mode in ((False, "logs"), (True, "streaming")):
+        job = open_job(root, streaming=streamed, require_lines=False)
+        assert job.mode == mode
+        assert _normalized(json.loads(job.to_json())) == want, mode
+    got = _normalized(json.loads(from_pq.to_json()))
+    assert got.pop("skipped") == []
+    assert {k: got[k] for k in VERDICT_KEYS} == {k: want[k] for k in VERDICT_KEYS}
+    # streamed by rank folder: the batch without the mismatch (rank 3's) keeps its templates too
+    split, _summary = streaming.stream_ingest(root, None, batch_bytes=1)
+    got_split = json.loads(to_json(diagnose(split)))
+    assert {k: got_split[k] for k in VERDICT_KEYS} == {k: want[k] for k in VERDICT_KEYS}

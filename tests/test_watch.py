@@ -23,6 +23,7 @@ import correlator
 from correlator.cli import app
 from correlator.tail import restart_line
 from correlator.watch import Alert, Watcher, _Exec, parse_duration
+from tests.conftest import late_configuration
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "fixtures" / "cases"
@@ -713,3 +714,26 @@ def test_watcher_gives_stack_dumps_named_by_pid_their_rank() -> None:
     dumps = w.table.filter(pl.col("kind") == "stack_dump").sort("path")
     assert dumps["path"].to_list() == [f"py-spy-{p}.txt" for p in range(19317, 19321)]
     assert dumps["rank"].to_list() == [0, 1, 2, 3]
+
+
+def test_store_keeps_the_first_line_of_each_template_where_a_mismatch_is(tmp_path: Path) -> None:
+    """cap-07 with each rank's configuration line in the middle of its script's lines
+    (``tests.conftest.late_configuration``): the store holds a collective mismatch, so it keeps the first line
+    of each template per file and prefix rank (each rank's configuration line, in its stdout and in the
+    console), and of the lines around it the first 16 and the last 64."""
+    root = late_configuration(tmp_path / "logs")
+    w = Watcher(root, stall=10, clock=lambda: 0.0)
+    w.poll()
+    assert w.store is not None
+    conf = w.store.filter(pl.col("message").str.contains("plain model hidden="))
+    assert conf.height == 8  # 4 ranks, each in its stdout and in launcher.log
+    # the same job without its mismatch: the store keeps none of them
+    for f in root.rglob("*"):
+        if f.is_file():
+            lines = f.read_text().splitlines(keepends=True)
+            f.write_text("".join(x for x in lines if "EnforceNotMet" not in x and "preamble" not in x))
+    calm = Watcher(root, stall=10, clock=lambda: 0.0)
+    calm.poll()
+    assert calm.store is not None
+    assert "collective_mismatch" not in calm.store["kind"].to_list()
+    assert calm.store.filter(pl.col("message").str.contains("plain model hidden=")).height == 0
