@@ -669,34 +669,32 @@ def _interleave(parts: list[pl.DataFrame], names: list[str]) -> pl.DataFrame:
     return pl.concat(out, how="horizontal")
 
 
-@lru_cache(maxsize=8)
-def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
-    """The columns and types :func:`_parse_slice` gives a slice of lines of ``lines_schema`` with ``cols``
-    kept, read off its parse of a few lines of each application logging prefix and lines without a prefix, which
-    :func:`parsers.appfast.parse` must give exactly (checked here: a wrong fast path fails at its first use,
-    not silently)."""
-    probe = [
-        "2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
-        "[default3]:2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
-        "2026-01-02 03:04:05.678 - WARNING - data loader slow, world size: 4",
-        "2026-01-02T03:04:05 ERROR [x] rank 2 failed",
-        "2026-01-02 03:04:05 plain message",
-        "2026-01-02 03:04:05,678 DEBUG ",
-        "[2026-01-02 03:04:05,678][trainer][INFO] - rank: 2, epoch: 0/500, total step: 32900",
-        "[2026-01-02 03:04:05,678] [WARNING] [engine.py:256:step] rank=1 step=3 world_size=8",
-        "01/02/2026 03:04:05 - INFO - __main__ - step 7 done",
-        "[2026-01-02 03:04:05,678] INFO iteration 120 loss 2.31",
-        "Epoch 0:  10%|#         | 1/10 [01:02:03<00:10, 1.0it/s]",
-        "Epoch 0: 100%|##########| 10/10 [00:10<00:00, 1.0it/s]",
-        "/opt/venv/lib/python3.11/site-packages/x.py:12: UserWarning: slow, world size: 4",
-        "done",
-    ]
-    names = [n for n, _ in lines_schema]
-    n = len(probe)
+#: A few lines of each application logging prefix and lines without a prefix (:func:`_app_schema`).
+_PROBE = [
+    "2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
+    "[default3]:2026-01-02 03:04:05,678 INFO [trainer] rank=3 step=12 loss=0.5 world_size=8",
+    "2026-01-02 03:04:05.678 - WARNING - data loader slow, world size: 4",
+    "2026-01-02T03:04:05 ERROR [x] rank 2 failed",
+    "2026-01-02 03:04:05 plain message",
+    "2026-01-02 03:04:05,678 DEBUG ",
+    "[2026-01-02 03:04:05,678][trainer][INFO] - rank: 2, epoch: 0/500, total step: 32900",
+    "[2026-01-02 03:04:05,678] [WARNING] [engine.py:256:step] rank=1 step=3 world_size=8",
+    "01/02/2026 03:04:05 - INFO - __main__ - step 7 done",
+    "[2026-01-02 03:04:05,678] INFO iteration 120 loss 2.31",
+    "Epoch 0:  10%|#         | 1/10 [01:02:03<00:10, 1.0it/s]",
+    "Epoch 0: 100%|##########| 10/10 [00:10<00:00, 1.0it/s]",
+    "/opt/venv/lib/python3.11/site-packages/x.py:12: UserWarning: slow, world size: 4",
+    "done",
+]
+
+
+def _probe_frame(lines_schema: tuple[tuple[str, pl.DataType], ...]) -> pl.DataFrame:
+    """:data:`_PROBE` as a frame of lines of ``lines_schema`` (one file, lines counted from 0)."""
+    n = len(_PROBE)
     cols_in: list[pl.Series] = []
     for name, dtype in lines_schema:
         if name in ("raw", "body"):
-            cols_in.append(pl.Series(name, probe, dtype=dtype))
+            cols_in.append(pl.Series(name, _PROBE, dtype=dtype))
         elif name == "path":
             cols_in.append(pl.Series(name, ["probe.log"] * n, dtype=dtype))
         elif name in ("line", "_pos"):
@@ -705,15 +703,33 @@ def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[s
             cols_in.append(pl.Series(name, [1] * n, dtype=dtype))
         else:
             cols_in.append(pl.repeat(None, n, dtype=dtype, eager=True).alias(name))
-    frame = pl.DataFrame(cols_in)
+    return pl.DataFrame(cols_in)
+
+
+@lru_cache(maxsize=8)
+def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
+    """The columns and types :func:`_parse_slice` gives a slice of lines of ``lines_schema`` with ``cols``
+    kept, read off its parse of :data:`_PROBE`, which :func:`parsers.appfast.parse` gives exactly
+    (:func:`check_app_probe`, which tests/test_appfast.py runs with every schema the ingest uses). The parse
+    of the probe costs ~0.1 s of a process's first ingest: :func:`parse_lines_split` runs it beside the fast
+    path's rows."""
+    frame = _probe_frame(lines_schema)
+    return _parse_slice(frame, frame.clear(), list(cols))[0].schema
+
+
+def check_app_probe(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> None:
+    """Raise ``AssertionError`` unless :func:`parsers.appfast.parse` gives the rows of :data:`_PROBE` exactly
+    as :func:`_parse_slice` does, with the columns and types of :func:`_app_schema`."""
+    frame = _probe_frame(lines_schema)
     want = _parse_slice(frame, frame.clear(), list(cols))[0]
     got = appfast.split(frame)
-    if "_pos" not in names or got is None or not got[0].all():
+    if "_pos" not in frame.columns or got is None or not got[0].all():
         raise AssertionError("application fast path: the probe lines do not qualify")
     fast = appfast.parse(frame, got[1], want.schema)
     if not fast.equals(want):
         raise AssertionError(f"application fast path: rows differ from the generic path's\n{fast}\n{want}")
-    return want.schema
+    if want.schema != _app_schema(lines_schema, cols):
+        raise AssertionError("application fast path: the probe's schema differs from _app_schema's")
 
 
 def _parse_slices(
@@ -765,9 +781,10 @@ def parse_lines_split(
         app_lines, app_caps = lines.filter(app_split[0]), app_split[1]
         lines = lines.filter(~app_split[0])
         if lines.height == 0:  # no generic line: no Init line (no communicator map), no record to take back
-            app_out = _shape_app(
-                _app_rows(app_lines, app_caps), _app_schema(tuple(df.schema.items()), tuple(cols))
-            )
+            # the generic rows' columns from the probe, parsed on a thread beside the fast path's rows
+            with ThreadPoolExecutor(max_workers=1) as probe:
+                schema = probe.submit(_app_schema, tuple(df.schema.items()), tuple(cols))
+                app_out = _shape_app(_app_rows(app_lines, app_caps), schema.result())
             if report is not None:
                 report(app_out.height)
             fast_out = coll.parse_fast(fast_df, {}) if fast_df.height else None

@@ -1022,3 +1022,39 @@ def test_message_gate_is_the_literals_and_the_markers() -> None:
         assert got.to_list() == expect.to_list()
     assert len(lines) > 10_000 and expect.sum() > 1000
     assert pl.Series([f"at {x} end" for x in lits]).str.contains(appfast._message_gate()).all()
+
+
+def test_the_probe_parses_alike_on_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job of application lines only takes the generic rows' columns and types from the parse of
+    ``parsers._PROBE`` (``parsers._app_schema``, which no longer checks the fast path at run time): for each
+    lines schema the ingest hands it (per-rank files, a tee'd console, one file read from a pipe's spool), the
+    fast path gives the probe's rows exactly as the generic path does (``parsers.check_app_probe``)."""
+    seen: set[tuple[object, ...]] = set()
+    real = parsers._app_schema
+
+    def spy(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
+        seen.add((lines_schema, cols))
+        return real(lines_schema, cols)
+
+    monkeypatch.setattr(parsers, "_app_schema", spy)
+    lines = [_asc(i, f"[trainer] rank={i % 2} step={i} loss=0.1") for i in range(40)]
+    (tmp_path / "files").mkdir()
+    for r in range(2):
+        (tmp_path / "files" / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "tee").mkdir()
+    (tmp_path / "tee" / "console.log").write_text(
+        "\n".join(f"[default{i % 2}]:{x}" for i, x in enumerate(lines))
+    )
+    (tmp_path / "one.log").write_text("\n".join(lines) + "\n")
+    for root in ("files", "tee", "one.log"):
+        ingest(tmp_path / root)
+    assert seen  # (one schema for all three today)
+    for lines_schema, cols in seen:
+        parsers.check_app_probe(lines_schema, cols)  # type: ignore[arg-type]
+    # a fast path that differs from the generic one fails the check
+    fast = appfast.parse
+    monkeypatch.setattr(
+        appfast, "parse", lambda *a: fast(*a).with_columns(pl.col("severity").str.to_uppercase())
+    )
+    with pytest.raises(AssertionError, match="rows differ"):
+        parsers.check_app_probe(*next(iter(seen)))  # type: ignore[arg-type]
