@@ -903,8 +903,9 @@ def parse(lines: pl.DataFrame, caps: pl.DataFrame, schema: pl.Schema) -> pl.Data
     """The rows of the fast-path lines ``lines`` (with :func:`split`'s ``caps``, row for row), with exactly
     the columns and types of ``schema`` (the generic path's, ``parsers._app_schema``): the source columns as
     they are, the columns :func:`rows` sets, every other column null (the generic path sets none of them on such
-    a line; ``parsers._app_schema`` checks that on a line of each shape). ``shape(rows(lines, caps), schema)``:
-    a caller that learns ``schema`` late builds the rows first (``parsers.parse_lines_split``)."""
+    a line: ``parsers.check_app_probe`` checks that on a line of each shape, tests/test_appfast.py on every
+    corpus case). ``shape(rows(lines, caps), schema)``: a caller that learns ``schema`` late builds the rows
+    first (``parsers.parse_lines_split``)."""
     return shape(rows(lines, caps), schema)
 
 
