@@ -28,6 +28,8 @@ routine rows, ``Kind.WATCH_ROUTINE``).
 
 Where the rows reduced together hold a collective mismatch, the first line of each template per rank (or file)
 is kept whole too (:func:`template_firsts`): diagnosis then compares the configuration lines ranks printed.
+Positions (first, last, top-k) are counted apart for duplicates (a tee'd console's copies, which diagnosis
+never reads), so that the rows it reads are those it would read without them.
 """
 
 from __future__ import annotations
@@ -174,10 +176,14 @@ def kept(
     the last ``keep_last`` tail rows per (rank or file, kind) by ``order``, and of the application lines
     (:func:`app_lines`) the first :data:`APP_HEAD` and last :data:`APP_TAIL` per (rank or file, kind) by
     ``order``; of the tail rows and application lines, those ``evidence`` holds for are kept whole (a test
-    on the key columns, e.g. ``ident`` among the values :func:`signature_text` found).
+    on the key columns, e.g. ``ident`` among the values :func:`signature_text` found). Positions count the
+    duplicates (a tee'd console's copies of lines, ``duplicate``) apart from the other rows: diagnosis reads
+    none of them, and where a console's copies come after the files' lines, they took a rank's last
+    positions (cap-07 with the console named to sort last: of each rank's 103 script lines diagnosis reads,
+    21 were kept, and its last sign of life was an early line).
 
-    Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, message``; ``message`` is
-    read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
+    Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, duplicate`` where there is
+    one, ``message``; ``message`` is read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
     NCCL INFO chatter test when it was decided beforehand (then ``message`` is not read)."""
     kind, layer = pl.col("kind"), pl.col("layer")
     nccl_chatter = (
@@ -194,7 +200,9 @@ def kept(
     tails = ((kind == "step_progress") | nccl_chatter) & ~evidence.fill_null(False)
     is_coll = kind == "nccl_coll"
     cols = dict.fromkeys([order, ident or order])
-    base = t.lazy().select(
+    t = t.lazy()
+    dup = pl.col("duplicate").fill_null(False) if "duplicate" in t.collect_schema().names() else pl.lit(False)
+    base = t.select(
         *cols,
         pl.col("seq"),
         kind.alias("__k"),
@@ -204,6 +212,7 @@ def kept(
         pl.col("rank").alias("__wr"),
         pl.when(pl.col("rank").is_null()).then(pl.col("path")).alias("__wp"),
         is_coll.alias("__c"),
+        dup.alias("__d"),
         # NCCL COLL rows without a commId are one group of their own; other rows without a PG are the default PG.
         pl.when(is_coll).then(pl.col("pg")).otherwise(pl.coalesce(pl.col("pg"), pl.lit("0"))).alias("__pg"),
     )
@@ -217,7 +226,7 @@ def select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
     whole = base.filter(~pl.col("__s") & ~pl.col("__t") & ~pl.col("__a"))
     # The last keep_last by (seq, order), a missing seq lowest: a top-k per group, no sort of the rows.
     seq_key = pl.col("seq").fill_null(-(2**63))
-    groups = ("__wr", "__wp", "__c", "__pg")
+    groups = ("__wr", "__wp", "__c", "__pg", "__d")
     seq_rows = (
         base.filter(pl.col("__s"))
         # Only rows whose seq reaches the group's keep_last-th largest seq (counted with repeats) can be
@@ -230,13 +239,13 @@ def select(base: pl.LazyFrame, order: str, keep_last: int) -> pl.LazyFrame:
     )
     tail_rows = (
         base.filter(pl.col("__t"))
-        .group_by("__wr", "__wp", "__k")
+        .group_by("__wr", "__wp", "__k", "__d")
         .agg(pl.all().top_k_by(order, keep_last))
-        .explode(pl.all().exclude("__wr", "__wp", "__k"))  # type: ignore[arg-type]
+        .explode(pl.all().exclude("__wr", "__wp", "__k", "__d"))  # type: ignore[arg-type]
     )
     # The first APP_HEAD and last APP_TAIL application lines per group: ranks within the group (a first or
     # last within a part of the table is one within the whole, so this composes as the top-k's do).
-    app_groups = ("__wr", "__wp", "__k")
+    app_groups = ("__wr", "__wp", "__k", "__d")
     app_rows = base.filter(pl.col("__a")).filter(
         (pl.col(order).rank("ordinal").over(app_groups) <= APP_HEAD)
         | (pl.col(order).rank("ordinal", descending=True).over(app_groups) <= APP_TAIL)

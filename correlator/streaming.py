@@ -452,11 +452,11 @@ def _in_context(kind: str) -> Callable[[BatchJob], BatchResult]:
     return lambda job: ctx.copy().run(ingest_batch, job)
 
 
-#: Columns that decide which rows the reduced table keeps (see :func:`_reduced_parts`); ``message`` is read only
-#: for the NCCL INFO chatter rows it decides about.
 #: Rows of key columns read at once by :func:`reduced_from_parquet`.
 _CHUNK_ROWS = 1_000_000
-_KEY_COLUMNS = ["event_id", "path", "kind", "layer", "rank", "pg", "seq", "world_size"]
+#: Columns that decide which rows the reduced table keeps (see :func:`correlator.reduce.kept`; ``duplicate``
+#: where the file has one); ``message`` is read only for the NCCL INFO chatter rows it decides about.
+_KEY_COLUMNS = ["event_id", "path", "kind", "layer", "rank", "pg", "seq", "world_size", "duplicate"]
 
 
 def reduced_from_parquet(
@@ -496,6 +496,7 @@ def reduced_from_parquet(
     # The key columns in chunks of row groups (bounded memory), each chunk's kept rows, then the kept rows of
     # their union (see correlator.reduce.select).
     chatter_ids = chatter & pl.col(by).is_in(chatty.implode())
+    keys = [c for c in _KEY_COLUMNS if c in scan().collect_schema().names()]
     # Application lines a signature's regex could match: kept whole (streamed: bounded memory).
     said = signature_text(scan(row), by, text)
     # the first line of each template per rank where there is a mismatch: see correlator.reduce.template_firsts
@@ -504,7 +505,7 @@ def reduced_from_parquet(
     evidence = pl.col(by).is_in(said.implode())
     cand = [
         kept(
-            scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *_KEY_COLUMNS])),
+            scan(row).slice(off, _CHUNK_ROWS).select(*dict.fromkeys([by, *keys])),
             "event_id",
             keep_last,
             ident=by,

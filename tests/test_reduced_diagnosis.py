@@ -431,3 +431,40 @@ def test_configuration_lines_in_the_middle_are_kept_where_a_mismatch_is(
     split, _summary = streaming.stream_ingest(root, None, batch_bytes=1)
     got_split = json.loads(to_json(diagnose(split)))
     assert {k: got_split[k] for k in VERDICT_KEYS} == {k: want[k] for k in VERDICT_KEYS}
+
+
+def test_a_consoles_copies_take_no_position_of_the_lines_diagnosis_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cap-07 as in :func:`tests.conftest.late_configuration`, with its tee'd console (every line of a rank's
+    a copy of its file's, ``duplicate``) renamed to sort after the rank folders. Diagnosis reads no duplicate:
+    of the other rows the reduction keeps what it keeps of the table without the console (each rank's first
+    ``APP_HEAD`` and last ``APP_TAIL`` script lines, its configuration line). Before, the console's copies
+    took each rank's last positions: 21 of its 103 script lines were kept, and its last sign of life was an
+    early line."""
+    root = late_configuration(tmp_path / "logs")
+    (root / "launcher.log").rename(root / "zz_console.log")
+    t = ingest(root).table
+    console = t.filter(pl.col("path") == "zz_console.log")
+    assert (
+        console["duplicate"].sum() > 400
+        and not t.filter(pl.col("path") != "zz_console.log")["duplicate"].any()
+    )
+    read = t.filter(~pl.col("duplicate"))
+    want = set(reduce_for_diagnosis(read)["event_id"].to_list())
+    red = reduce_for_diagnosis(t)
+    assert set(red.filter(~pl.col("duplicate"))["event_id"].to_list()) == want
+    # each rank's last script line (a silent rank's last sign of life)
+    last = pl.col("message").sort_by("event_id").last()
+    script = (pl.col("layer") == "app") & (pl.col("kind") == "log") & ~pl.col("duplicate")
+    assert (
+        red.filter(script)
+        .group_by("rank")
+        .agg(last)
+        .sort("rank")
+        .equals(t.filter(script).group_by("rank").agg(last).sort("rank"))
+    )
+    assert reduce_for_diagnosis(red).equals(red)
+    monkeypatch.setattr(streaming, "_CHUNK_ROWS", 7)
+    from_pq = reduced_from_parquet(_write_parquet(t, tmp_path / "t.parquet"))
+    assert from_pq.drop("event_id").equals(red.drop("event_id"))
