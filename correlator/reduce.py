@@ -109,9 +109,9 @@ def holds_mismatch(t: pl.LazyFrame | pl.DataFrame) -> bool:
 def template_firsts(t: pl.LazyFrame, ident: str, groups: list[pl.Expr] | None = None) -> pl.Series:
     """The ``ident`` values of the first row (lowest ``ident``) of each line template (:func:`line_template`)
     per group among the rows of layer app of :data:`TEXT_KINDS` that are not duplicates, of at most
-    :data:`TEMPLATES` templates per group (the first to appear). ``groups``: default the rank, else the file (``rank``; ``path`` where no
-    rank). Reads ``kind, layer, duplicate`` (where there is one), ``message`` and the group columns of those
-    rows only.
+    :data:`TEMPLATES` templates per group (the first to appear). ``groups``: default the rank, else the file
+    (``rank``; ``path`` where no rank). Reads ``kind, layer, duplicate`` (where there is one), ``message`` and
+    the group columns of those rows only.
 
     :func:`correlator.disagreement.config_outlier` compares the first line of each template per rank (a
     configuration line where one rank differs, cap-07: ``hidden=48, … params=1012`` against 676 on the
@@ -132,11 +132,13 @@ def template_firsts(t: pl.LazyFrame, ident: str, groups: list[pl.Expr] | None = 
     tpl = (
         t.filter(app)
         .select(
-            ident, *[g.alias(n) for g, n in zip(by, names, strict=True)], line_template(pl.col("message"))
+            ident,
+            *[g.alias(n) for g, n in zip(by, names, strict=True)],
+            line_template(pl.col("message")).alias("__tpl"),
         )
         .collect(engine="streaming")
     )
-    firsts = tpl.filter(pl.col(ident) == pl.col(ident).min().over(*names, "message"))
+    firsts = tpl.filter(pl.col(ident) == pl.col(ident).min().over(*names, "__tpl"))
     return firsts.filter(pl.col(ident).rank("ordinal").over(names) <= TEMPLATES)[ident]
 
 
@@ -183,8 +185,9 @@ def kept(
     21 were kept, and its last sign of life was an early line).
 
     Works on the key columns only (``kind, layer, rank, path, pg, seq, world_size, duplicate`` where there is
-    one, ``message``; ``message`` is read for NCCL INFO chatter rows only) and sorts only numbers, never the wide table. ``chatter``: the
-    NCCL INFO chatter test when it was decided beforehand (then ``message`` is not read)."""
+    one, ``message``; ``message`` is read for NCCL INFO chatter rows only) and sorts only numbers, never the
+    wide table. ``chatter``: the NCCL INFO chatter test when it was decided beforehand (then ``message`` is
+    not read)."""
     kind, layer = pl.col("kind"), pl.col("layer")
     nccl_chatter = (
         chatter

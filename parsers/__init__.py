@@ -710,9 +710,9 @@ def _probe_frame(lines_schema: tuple[tuple[str, pl.DataType], ...]) -> pl.DataFr
 def _app_schema(lines_schema: tuple[tuple[str, pl.DataType], ...], cols: tuple[str, ...]) -> pl.Schema:
     """The columns and types :func:`_parse_slice` gives a slice of lines of ``lines_schema`` with ``cols``
     kept, read off its parse of :data:`_PROBE`, which :func:`parsers.appfast.parse` gives exactly
-    (:func:`check_app_probe`, which tests/test_appfast.py runs with every schema the ingest uses). The parse
-    of the probe costs ~0.1 s of a process's first ingest: :func:`parse_lines_split` runs it beside the fast
-    path's rows."""
+    (:func:`check_app_probe`, which tests/test_appfast.py runs with the lines schemas the ingest of per-rank
+    files, a tee'd console and one file hands it). The parse of the probe costs ~0.1 s of a process's first
+    ingest: :func:`parse_lines_split` runs it beside the fast path's rows."""
     frame = _probe_frame(lines_schema)
     return _parse_slice(frame, frame.clear(), list(cols))[0].schema
 

@@ -719,8 +719,8 @@ def test_watcher_gives_stack_dumps_named_by_pid_their_rank() -> None:
 def test_store_keeps_the_first_line_of_each_template_where_a_mismatch_is(tmp_path: Path) -> None:
     """cap-07 with each rank's configuration line in the middle of its script's lines
     (``tests.conftest.late_configuration``): the store holds a collective mismatch, so it keeps the first line
-    of each template per file and prefix rank (each rank's configuration line, in its stdout and in the
-    console), and of the lines around it the first 16 and the last 64."""
+    of each template per file and prefix rank: each rank's configuration line, in its stdout and in the
+    console (it cut them before). The same job without its mismatch keeps none of them."""
     root = late_configuration(tmp_path / "logs")
     w = Watcher(root, stall=10, clock=lambda: 0.0)
     w.poll()
