@@ -107,18 +107,31 @@ def test_every_input_mode_gives_the_full_table_verdict(
     assert dataset.table().equals(from_pq.table())  # (read before the patch, in one chunk)
 
     streamed = open_job(root, streaming=True, require_lines=False)
-    for job, mode in ((logs, "logs"), (streamed, "streaming"), (from_pq, "parquet"), (dataset, "dataset")):
+    _assert_modes_give(
+        want, [(logs, "logs"), (streamed, "streaming"), (from_pq, "parquet"), (dataset, "dataset")]
+    )
+    # A node split into batches of rank folders (many files read apart) keeps the verdict.
+    assert _split_verdict(root) == {k: want[k] for k in VERDICT_KEYS}
+
+
+def _assert_modes_give(want: dict[str, Any], jobs: list[tuple[Any, str]]) -> None:
+    """Each ``(job, mode)`` of ``jobs`` reads its input as ``mode`` and prints ``want`` (normalized); a timeline
+    table lists no skipped file."""
+    for job, mode in jobs:
         assert job.mode == mode
         got = _normalized(json.loads(job.to_json()))
-        if mode in ("parquet", "dataset"):  # a timeline table lists no skipped file
+        if mode in ("parquet", "dataset"):
             assert got.pop("skipped") == []
             got["skipped"] = want["skipped"]
         assert got == want, mode
 
-    # A node split into batches of rank folders (many files read apart) keeps the verdict.
+
+def _split_verdict(root: Path) -> dict[str, Any]:
+    """The verdict (:data:`VERDICT_KEYS`) of ``root`` streamed with a batch per rank folder (many files read
+    apart)."""
     split, _summary = streaming.stream_ingest(root, None, batch_bytes=1)
-    got_split = json.loads(to_json(diagnose(split)))
-    assert {k: got_split[k] for k in VERDICT_KEYS} == {k: want[k] for k in VERDICT_KEYS}
+    got = json.loads(to_json(diagnose(split)))
+    return {k: got[k] for k in VERDICT_KEYS}
 
 
 def test_reduced_verdict_equals_full_on_generated_job(
@@ -420,17 +433,11 @@ def test_configuration_lines_in_the_middle_are_kept_where_a_mismatch_is(
     assert want["confidence_reason_codes"] == ["CONFIG_LINE"]
     from_pq = open_job(_write_parquet(t, tmp_path / "t.parquet"), require_lines=False)
     monkeypatch.setattr(streaming, "_CHUNK_ROWS", 7)
-    for streamed, mode in ((False, "logs"), (True, "streaming")):
-        job = open_job(root, streaming=streamed, require_lines=False)
-        assert job.mode == mode
-        assert _normalized(json.loads(job.to_json())) == want, mode
-    got = _normalized(json.loads(from_pq.to_json()))
-    assert got.pop("skipped") == []
-    assert {k: got[k] for k in VERDICT_KEYS} == {k: want[k] for k in VERDICT_KEYS}
+    logs = open_job(root, streaming=False, require_lines=False)
+    streamed = open_job(root, streaming=True, require_lines=False)
+    _assert_modes_give(want, [(logs, "logs"), (streamed, "streaming"), (from_pq, "parquet")])
     # streamed by rank folder: the batch without the mismatch (rank 3's) keeps its templates too
-    split, _summary = streaming.stream_ingest(root, None, batch_bytes=1)
-    got_split = json.loads(to_json(diagnose(split)))
-    assert {k: got_split[k] for k in VERDICT_KEYS} == {k: want[k] for k in VERDICT_KEYS}
+    assert _split_verdict(root) == {k: want[k] for k in VERDICT_KEYS}
 
 
 def test_a_consoles_copies_take_no_position_of_the_lines_diagnosis_reads(
