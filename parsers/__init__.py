@@ -94,11 +94,15 @@ def at_width() -> pl.Expr:
     their file's wrap width, where the file has one: a terminal or a paste box of fixed width cuts lines
     mid-word at that width, so the file's long lines share one length, and none is longer
     (``…WorkNCCL(SeqNum=4, OpTy`` / ``pe=BROADCAST, …`` in huggingface/open-r1#620). A line that does not start
-    like a log line is a hard wrap there (:func:`_mark_wraps`)."""
+    like a log line is a hard wrap there (:func:`_mark_wraps`). The lines of the width are not all one text:
+    one message printed again and again (a ``UserWarning`` of 145 characters before each of 10,000 tqdm bars)
+    is its own length, not a terminal's, and the bar after each copy is no piece of it. A message repeated and
+    cut into pieces gives at least a head and a middle of the width, and lines that differ do."""
     n = pl.col("raw").str.len_chars()
     width = n.filter((n >= 70) & (n >= n.max() * 0.9)).mode().max().over("path")
     return (
         ((n == width).sum().over("path") >= 3)
+        & (pl.col("raw").filter(n == width).n_unique().over("path") >= 2)
         & (n.max().over("path") <= width + 1)
         & (n.shift(1).over("path") >= width).fill_null(False)
     )
