@@ -170,8 +170,9 @@ def write_job_table(
 
 
 def _streams_by_default(path: Path) -> bool:
-    """A parquet table of more than two batches streams (bounded memory), unless a node split into batches
-    would re-read a launcher log larger than a batch (:func:`correlator.streaming.context_bounded`)."""
+    """A parquet table of more than two batches of input streams (bounded memory), unless its files make one
+    batch or a node split into batches would re-read a launcher log larger than a batch
+    (:func:`correlator.streaming.context_bounded`)."""
     from correlator.api import want_streaming
     from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES, context_bounded
 

@@ -375,7 +375,10 @@ def test_a_log_line_after_lines_of_the_wrap_width_is_not_a_wrap(tmp_path: Path) 
     """Three lines of one length (a file's longest) make the hard-wrap test see a terminal of that width; the
     next line is a wrap's tail only when it does not start like a log line. An HF example script's line (its
     US-order stamp, ``parsers.app.HF``) does: it stays a row of its own (it was joined to the line before it)."""
-    asc = [f"2026-11-29 22:00:01,234 WARNING [trainer] rank=3 step={s} loss=2.0959 lr=3.0e-04" for s in range(1830, 1836)]
+    asc = [
+        f"2026-11-29 22:00:01,234 WARNING [trainer] rank=3 step={s} loss=2.0959 lr=3.0e-04"
+        for s in range(1830, 1836)
+    ]
     hf = "11/29/2026 22:00:01 - WARNING - __main__ - world_size=16"
     rows = _load(tmp_path, "\n".join([*asc[:3], hf, *asc[3:], "the tail of a cut line"]))
     assert rows.select("kind", "layer", "line_count", "world_size").rows() == [
@@ -406,7 +409,16 @@ def test_one_message_repeated_at_a_files_longest_is_no_wrap_width(tmp_path: Path
     cut.mkdir()
     pieces = [warn[i : i + 70] for i in range(0, len(warn), 70)]  # 70 + 70 + 5 characters
     rows = _load(cut, "\n".join(x for b in bars for x in (*pieces, b)))
-    assert rows.select("line", "line_count").rows() == [(1, 3), (4, 1), (5, 3), (8, 1), (9, 3), (12, 1), (13, 3), (16, 1)]
+    assert rows.select("line", "line_count").rows() == [
+        (1, 3),
+        (4, 1),
+        (5, 3),
+        (8, 1),
+        (9, 3),
+        (12, 1),
+        (13, 3),
+        (16, 1),
+    ]
 
 
 def test_horovod_stall_reports_name_the_missing_rank(tmp_path: Path) -> None:

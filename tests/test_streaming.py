@@ -432,6 +432,11 @@ def test_timeline_streams_a_parquet_table_above_its_threshold(
     assert runner.invoke(app, ["timeline", str(root), "-o", str(tmp_path / "t.csv"), "-q"]).exit_code == 0
     r = runner.invoke(app, ["timeline", str(root), "-o", str(tmp_path / "r.parquet"), "--redact"])
     assert r.exit_code == 0 and "batches" not in r.output
+    # Above the threshold in one batch (a node's tee'd console, a Slurm job's output): nothing to stream
+    monkeypatch.setattr(streaming, "DEFAULT_BATCH_BYTES", total)
+    r = runner.invoke(app, ["timeline", str(root), "-o", str(tmp_path / "one.parquet")])
+    assert r.exit_code == 0 and "batch" not in r.output
+    assert pl.read_parquet(tmp_path / "one.parquet").select(cols).sort(cols).equals(a.select(cols).sort(cols))
 
 
 TEE_CASES = ["gloo-01-exception-before-allreduce", "cap-12-elastic-restart", "fr-01-hang-before-collective"]

@@ -55,8 +55,9 @@ def timeline(
         typer.Option(
             "--streaming/--no-streaming",
             help="Ingest and write batch by batch (~32 MiB of logs each, on all cores) in bounded memory. "
-            "Default: on for parquet output of more than 64 MiB of logs (not with --redact, nor when a node "
-            "split into batches would re-read a launcher log larger than a batch).",
+            "Default: on for parquet output of more than 64 MiB of logs (not with --redact, nor when the "
+            "files make one batch, nor when a node split into batches would re-read a launcher log larger "
+            "than a batch).",
         ),
     ] = None,
     engine: Annotated[
