@@ -419,7 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (16 ranks x 300 lines, 1 round)")
     ap.add_argument("--json", default=None)
     ap.add_argument(
-        "--ref", default=None, help="another checkout with a .venv: adds diagnose_dir_ref and timeline_ref"
+        "--ref",
+        default=None,
+        help="another checkout with a .venv: adds diagnose_dir_ref and timeline_ref (with --only, beside "
+        "diagnose_dir and timeline where it names them)",
     )
     ap.add_argument(
         "--cores", type=int, default=0, help="run every command under taskset -c 0-(N-1) (0: no pin)"
@@ -438,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         a.sizes, a.lines, a.rounds = "16", 300, 1
     which = [w for w in a.only.split(",") if w]
+    if a.ref:  # --ref runs the other checkout's command beside each of ours that --only names
+        which += [f"{w}_ref" for w in ("diagnose_dir", "timeline") if w in which and f"{w}_ref" not in which]
     unknown = set(which) - set(ALL)
     if unknown:
         ap.error(f"--only: unknown {sorted(unknown)}; choose from {ALL}")

@@ -404,7 +404,8 @@ def test_one_message_repeated_at_a_files_longest_is_no_wrap_width(tmp_path: Path
     bars = [f"Epoch 0:  {i}%|#####     | {i}/100 [00:0{i}<00:10, 40.53it/s]" for i in range(1, 5)]
     rows = _load(tmp_path, "\n".join(x for b in bars for x in (warn, b)))
     assert rows.select("line", "line_count").rows() == [(i, 1) for i in range(1, 9)]
-    assert rows["kind"].to_list() == ["unparsed", "progress_bar"] * 4
+    assert rows["raw"].to_list() == [x for b in bars for x in (warn, b)]
+    assert rows["kind"].to_list()[1::2] == ["progress_bar"] * 4
     cut = tmp_path / "cut"
     cut.mkdir()
     pieces = [warn[i : i + 70] for i in range(0, len(warn), 70)]  # 70 + 70 + 5 characters
