@@ -784,6 +784,8 @@ def _lines_from_bytes(
                 text_bytes=len(text) + (0 if final_nl else 1),
             )
         s = pl.Series("text", pieces, dtype=pl.String)
+    elif clean and not has_cr:
+        s = _clean_lines(data)
     else:
         # Split in Rust (no Python str per line: half the time of str.split + Series at 5 M lines); the
         # empty piece after a final newline is sliced off (no copy of the text without it).
@@ -811,6 +813,23 @@ def _lines_from_bytes(
     return ReadResult(
         s, n + bin_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped, text_bytes=text_bytes
     )
+
+
+def _clean_lines(data: bytes | bytearray) -> pl.Series:
+    """The lines of ``data``, clean text (ASCII, no control byte but tab and newline, no CR; not empty), as a
+    String series named ``text``: the pieces between newlines, none after a final one. Read by polars' CSV
+    reader with a separator and no quote character such text cannot hold (``\\x1f`` is a control byte), so
+    each line is one field: the pieces ``str.split`` gives, on all cores, in several chunks, at about a fifth
+    of its memory (a 75 MB tee'd console, 800k lines: +91 MiB and 0.09 s against +513 MiB and 0.31 s for one
+    Series of the text split and exploded)."""
+    return pl.read_csv(
+        bytes(data),
+        has_header=False,
+        separator="\x1f",
+        quote_char=None,
+        schema={"text": pl.String},
+        empty_string_is_null=False,
+    ).to_series()
 
 
 #: Files of at most this many characters of clean text are split into lines in Python (see

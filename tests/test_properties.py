@@ -326,3 +326,30 @@ def test_python_stamps_read_as_the_general_format_reads_them(stamps: list[str | 
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
     )
     assert got.to_list() == want.to_list()
+
+
+@DRAWN
+@given(
+    lines=st.lists(
+        st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126) | st.just("\t"), max_size=120),
+        min_size=1,
+        max_size=40,
+    ),
+    final=st.booleans(),
+)
+def test_a_large_clean_file_reads_as_its_lines(lines: list[str], final: bool) -> None:
+    """A clean file (ASCII, tab and newline its only control bytes) larger than the pieces split in Python
+    (``read._SMALL_TEXT``) is read by polars' CSV reader (``read._clean_lines``): its lines are what
+    ``str.split`` gives, less the empty piece after a final newline, blank and whitespace-only lines kept."""
+    from correlator.read import _SMALL_TEXT, read_lines
+
+    body = "\n".join(lines)
+    text = "\n".join([body] * (_SMALL_TEXT // (len(body) + 1) + 2)) + ("\n" if final else "")
+    assert len(text) > _SMALL_TEXT
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "rank0.log"
+        p.write_text(text)
+        got = read_lines(p, "rank0.log")
+    want = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    assert got.line_list() == want
+    assert got.skipped_lines == 0

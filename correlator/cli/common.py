@@ -4,6 +4,7 @@ library's (:mod:`correlator.job`, :mod:`correlator.api`); a command module rende
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -110,14 +111,15 @@ RedactOpt = Annotated[
 
 
 def current_output() -> Path | None:
-    """The ``-o`` value of the running command, if it has one."""
+    """The ``-o`` value of the running command, if it has one (click's parameters hold the text as given;
+    typer converts it to a ``Path`` in the command's own arguments, and in these too from 0.29 on)."""
     try:  # typer >= 0.20 vendors click (a separately installed click, e.g. a dev tool's, is not the one running)
         from typer._click.globals import get_current_context
     except ModuleNotFoundError:
         from click.globals import get_current_context  # type: ignore[no-redef]
     ctx = get_current_context(silent=True)
     out_path = ctx.params.get("output") if ctx is not None else None
-    return out_path if isinstance(out_path, Path) else None
+    return Path(out_path) if isinstance(out_path, (str, os.PathLike)) and str(out_path) else None
 
 
 @contextmanager
