@@ -784,8 +784,8 @@ def _lines_from_bytes(
                 text_bytes=len(text) + (0 if final_nl else 1),
             )
         s = pl.Series("text", pieces, dtype=pl.String)
-    elif clean and not has_cr:
-        s = _clean_lines(data)
+    elif _csv_splits(text, has_cr, final_nl):
+        s = _text_lines(data if clean else text.encode("utf-8"))  # a clean file's bytes are its text
     else:
         # Split in Rust (no Python str per line: half the time of str.split + Series at 5 M lines); the
         # empty piece after a final newline is sliced off (no copy of the text without it).
@@ -815,13 +815,20 @@ def _lines_from_bytes(
     )
 
 
-def _clean_lines(data: bytes | bytearray) -> pl.Series:
-    """The lines of ``data``, clean text (ASCII, no control byte but tab and newline, no CR; not empty), as a
-    String series named ``text``: the pieces between newlines, none after a final one. Read by polars' CSV
-    reader with a separator and no quote character such text cannot hold (``\\x1f`` is a control byte), so
-    each line is one field: the pieces ``str.split`` gives, on all cores, in several chunks, at about a fifth
-    of its memory (a 75 MB tee'd console, 800k lines: +91 MiB and 0.09 s against +513 MiB and 0.31 s for one
-    Series of the text split and exploded)."""
+def _csv_splits(text: str, has_cr: bool, final_nl: bool) -> bool:
+    """Whether :func:`_text_lines` gives the lines of ``text`` (``has_cr``: it holds a CR; ``final_nl``: its
+    last newline ends its last line): it holds no CR (a line end or a redraw, handled on the split) and no
+    ``\\x1f``, and a final newline is not followed by a line of NULs (dropped from ``text``, that line stays)."""
+    return not has_cr and "\x1f" not in text and final_nl == text.endswith("\n")
+
+
+def _text_lines(data: bytes | bytearray) -> pl.Series:
+    """The lines of ``data``, UTF-8 text without CR or ``\\x1f`` (not empty), as a String series named
+    ``text``: the pieces between newlines, none after a final one. Read by polars' CSV reader with that
+    separator and no quote character, so each line is one field: the pieces ``str.split`` gives, on all
+    cores, in several chunks, at about a fifth of its memory (a 75 MB tee'd console, 800k lines: +91 MiB and
+    0.09 s against +513 MiB and 0.31 s for one Series of the text split and exploded). The caller escapes
+    control characters and ANSI sequences in the lines, as it did in the split's."""
     return pl.read_csv(
         bytes(data),
         has_header=False,

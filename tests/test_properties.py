@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
-from hypothesis import given
+import pytest
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
@@ -339,7 +340,7 @@ def test_python_stamps_read_as_the_general_format_reads_them(stamps: list[str | 
 )
 def test_a_large_clean_file_reads_as_its_lines(lines: list[str], final: bool) -> None:
     """A clean file (ASCII, tab and newline its only control bytes) larger than the pieces split in Python
-    (``read._SMALL_TEXT``) is read by polars' CSV reader (``read._clean_lines``): its lines are what
+    (``read._SMALL_TEXT``) is read by polars' CSV reader (``read._text_lines``): its lines are what
     ``str.split`` gives, less the empty piece after a final newline, blank and whitespace-only lines kept."""
     from correlator.read import _SMALL_TEXT, read_lines
 
@@ -353,3 +354,66 @@ def test_a_large_clean_file_reads_as_its_lines(lines: list[str], final: bool) ->
     want = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     assert got.line_list() == want
     assert got.skipped_lines == 0
+
+
+@DRAWN
+@given(
+    lines=st.lists(
+        st.lists(
+            st.sampled_from(
+                [
+                    "a",
+                    " ",
+                    "\t",
+                    "é",
+                    "█",
+                    "\ufffd",
+                    "\x1b[31m",
+                    "\x00",
+                    "\x07",
+                    "\x85",
+                    "#",
+                    '"',
+                ]
+            ),
+            max_size=30,
+        ).map("".join),
+        min_size=1,
+        max_size=30,
+    ),
+    bad=st.booleans(),
+    odd=st.sampled_from(["", "", "x\ry", "\x1f"]),
+    end=st.sampled_from([b"", b"\n", b"\n\x00\x00", b"\r", b"\r\n", b"\r\r\n"]),
+)
+@example(lines=["a", "b"], bad=False, odd="", end=b"\n\x00\x00")  # a last line of NULs stays, empty
+def test_a_large_file_reads_as_the_split_of_its_text(
+    lines: list[str], bad: bool, odd: str, end: bytes
+) -> None:
+    """A large file (UTF-8, control bytes, ANSI sequences, NULs, invalid bytes; a CR or ``\\x1f``, which keep it
+    from the CSV reader: its parser ends a line at a last CR), ending in a newline, in none, in CRs or in a line
+    of NULs,
+    reads as it does with every text split by ``str.split``: the same lines, counts, warnings, skipped entries."""
+    from correlator import read
+
+    body = "\n".join([*lines, odd]).encode("utf-8") + (b"\xff" if bad else b"")
+    data = b"\n".join([body] * (read._SMALL_TEXT // (len(body) + 1) + 2)) + end
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "rank0.log"
+        p.write_bytes(data)
+        calls: list[int] = []
+        with pytest.MonkeyPatch.context() as mp:
+            csv = read._text_lines
+            mp.setattr(read, "_text_lines", lambda b: calls.append(1) or csv(b))
+            got = read.read_lines(p, "rank0.log")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(read, "_csv_splits", lambda *_a: False)  # every text split by str.split
+            want = read.read_lines(p, "rank0.log")
+    # the CSV reader read it, unless all was binary, it holds a CR or \x1f, or it ends in a line of NULs
+    assert calls or got.physical_lines == got.skipped_lines or odd or b"\r" in end or end.endswith(b"\x00")
+    assert got.line_list() == want.line_list()
+    assert (got.physical_lines, got.skipped_lines, got.warnings, got.skipped) == (
+        want.physical_lines,
+        want.skipped_lines,
+        want.warnings,
+        want.skipped,
+    )
