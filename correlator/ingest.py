@@ -36,7 +36,7 @@ from correlator.fastrows import (
 )
 from correlator.lines import compact, plain_lines
 from correlator.read import ReadResult, read_lines
-from correlator.schema import PARSE_KEEP, Kind, conform
+from correlator.schema import PARSE_KEEP, Kind, conform, kinds_by_count
 from correlator.smallfile import SmallFile, read_small_lines
 from parsers import coll, elastic, timestamps
 from parsers.rules import true_at
@@ -68,7 +68,7 @@ class IngestResult:
     def summary(self) -> dict[str, object]:
         """Counts for the closing summary: files, ranks, hosts, attempts, rows by kind, lines not understood."""
         t = self.table
-        kinds = dict(sorted(t.group_by("kind").len().iter_rows(), key=lambda kv: -kv[1]))
+        kinds = kinds_by_count(dict(t.group_by("kind").len().iter_rows()))
         unparsed = int(t.filter(pl.col("kind") == Kind.UNPARSED)["line_count"].sum() or 0)
         return {
             "files": len(self.sources),

@@ -13,6 +13,7 @@ into several rows; the extra rows have ``line_count`` 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, ClassVar
@@ -240,6 +241,12 @@ def kind_word(word: str) -> str:
     """A word as typed -> the form kinds and aliases are written in (``"Watchdog timeout"`` ->
     ``watchdog_timeout``)."""
     return "_".join(word.strip().lower().replace("-", " ").split())
+
+
+def kinds_by_count(counts: Mapping[str, int]) -> dict[str, int]:
+    """Rows per kind, most first, kinds of one count by name: the same order whatever order ``counts`` came in
+    (a ``group_by``'s groups, the batches of a streamed table), for the summary's ``rows_by_kind``."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def resolve_kinds(words: list[str]) -> tuple[set[str], list[str]]:

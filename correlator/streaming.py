@@ -84,6 +84,7 @@ from correlator.schema import (
     Kind,
     conform,
     empty_table,
+    kinds_by_count,
     parquet_options,
 )
 
@@ -296,7 +297,7 @@ class _Totals:
             "ranks": sorted(self.ranks),
             "hosts": sorted(self.hosts),
             "attempts": sorted(self.attempts),
-            "rows_by_kind": dict(sorted(self.kinds.items(), key=lambda kv: -kv[1])),
+            "rows_by_kind": kinds_by_count(self.kinds),
             "lines_not_understood": self.unparsed,
             "warnings": len(self.warnings),
             "warning_lines": self.warnings[:50],

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import networkx as nx
 import polars as pl
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -344,3 +345,27 @@ def test_events_kind_takes_the_words_users_see() -> None:
     assert bad.returncode == 2
     assert "unknown kind watchdog_timout" in bad.stderr
     assert "watchdog_teardown" in bad.stderr and "timeout" in bad.stderr
+
+
+def test_the_summary_orders_kinds_by_count_then_name_and_counts_the_rest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from correlator.cli.common import summary
+    from correlator.schema import kinds_by_count
+
+    # 14 kinds of one row each and one of five, handed over in reverse name order (a group_by's order is not
+    # fixed): the five first, then the ties by name; the summary names 12 and counts the other 3.
+    ties = [f"k{i:02d}" for i in range(14)]
+    counts = {k: 1 for k in reversed(ties)} | {"log": 5}
+    ordered = kinds_by_count(counts)
+    assert list(ordered) == ["log", *ties] and ordered == counts
+    s = {
+        "files": 1, "lines_read": 19, "lines_skipped": 0, "rows": 19, "ranks": [0], "hosts": [], "attempts": [0],
+        "rows_by_kind": ordered, "lines_not_understood": 0,
+    }  # fmt: skip
+    summary(s)
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("events by kind"))
+    assert (
+        line
+        == "events by kind: log 5, " + ", ".join(f"{k} 1" for k in ties[:11]) + " and 3 more kinds (3 events)"
+    )

@@ -186,10 +186,18 @@ def open_job(directory: Path, quiet: bool, **options: Any) -> Job:
     return job
 
 
+#: Kinds the ingest summary names; the rest are counted together.
+_KINDS_SHOWN = 12
+
+
 def summary(res: IngestResult | dict[str, object]) -> None:
     """The ingest summary on stderr: files, lines, events, ranks, hosts, attempts, what was skipped."""
     s = res if isinstance(res, dict) else res.summary()
-    kinds = ", ".join(f"{k} {v}" for k, v in list(s["rows_by_kind"].items())[:12])  # type: ignore[attr-defined]
+    by_kind = list(s["rows_by_kind"].items())  # type: ignore[attr-defined]
+    kinds = ", ".join(f"{k} {v}" for k, v in by_kind[:_KINDS_SHOWN])
+    if len(by_kind) > _KINDS_SHOWN:
+        rest = by_kind[_KINDS_SHOWN:]
+        kinds += f" and {len(rest)} more kinds ({sum(v for _, v in rest)} events)"
     why: dict[str, int] = s.get("skipped_by_reason") or {}  # type: ignore[assignment]
     skipped = f"{s['lines_skipped']} skipped" + (
         f": {escape(', '.join(f'{v} {k}' for k, v in why.items()))}" if why else ""
