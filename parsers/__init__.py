@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from functools import lru_cache
 from typing import Literal
 
@@ -774,9 +774,52 @@ def parse_lines_split(
     df = df.with_row_index("_pos")
     lines = df if fast is None else df.filter(~fast)
     fast_df = df.clear() if fast is None else df.filter(fast)
-    comm_pg: dict[str, str] = {}
     cols = None if keep is None else [*keep, "_pos"]
     report = coll.ON_ROWS.get()
+    if fast_df.height == 0:
+        return _split_parts(df, lines, fast_df, cols, report, None)
+    # The NCCL COLL fast path's rows are built on a thread of their own from the start, beside the application
+    # lines' split and the generic slices (mostly Python, holding the GIL between polars calls); only their
+    # ``pg`` waits for the communicator map the generic rows give (:func:`_coll_rows`).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rankscope-coll") as coll_pool:
+        coll_rows = coll_pool.submit(coll.parse_fast_rows, fast_df, report)
+        try:
+            return _split_parts(df, lines, fast_df, cols, report, coll_rows)
+        finally:
+            coll_rows.cancel()
+
+
+def _coll_rows(
+    coll_rows: Future[pl.DataFrame] | None,
+    back_paths: list[pl.Series],
+    comm_pg: dict[str, str],
+    cols: list[str] | None,
+) -> pl.DataFrame | None:
+    """The NCCL COLL fast path's rows (``coll_rows``: :func:`parsers.coll.parse_fast_rows` of all the fast-path
+    lines) but those of the files the generic slices took back (``back_paths``), with their ``pg``
+    (``comm_pg``) and, with ``cols``, only those columns; None when none is left."""
+    if coll_rows is None:
+        return None
+    out = coll_rows.result()
+    if back_paths:
+        out = out.filter(~out["path"].is_in(pl.concat(back_paths).implode()))
+    if out.height == 0:
+        return None
+    out = coll.with_pg(out, comm_pg)
+    return out if cols is None else out.select([c for c in cols if c in out.columns])
+
+
+def _split_parts(
+    df: pl.DataFrame,
+    lines: pl.DataFrame,
+    fast_df: pl.DataFrame,
+    cols: list[str] | None,
+    report: Callable[[int], None] | None,
+    coll_rows: Future[pl.DataFrame] | None,
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """:func:`parse_lines_split` of ``df`` (with ``_pos``): ``lines`` its rows off the NCCL COLL fast path,
+    ``fast_df`` those on it, whose rows ``coll_rows`` builds meanwhile."""
+    comm_pg: dict[str, str] = {}
     app_split = _app_split(lines) if APP_FAST and cols is not None else None
     if app_split is not None and cols is not None:
         # Application lines (:mod:`parsers.appfast`: whole files, and the lines of mixed files away from what
@@ -791,10 +834,7 @@ def parse_lines_split(
                 app_out = _shape_app(_app_rows(app_lines, app_caps), schema.result())
             if report is not None:
                 report(app_out.height)
-            fast_out = coll.parse_fast(fast_df, {}) if fast_df.height else None
-            return app_out, None if fast_out is None else fast_out.select(
-                [c for c in cols if c in fast_out.columns]
-            )
+            return app_out, _coll_rows(coll_rows, [], comm_pg, cols)
     slices = _file_slices(
         lines, GENERIC_CHUNK_ROWS, ramp=2, least=int(GENERIC_CHUNK_ROWS * GENERIC_LEAST_SHARE)
     )
@@ -814,8 +854,6 @@ def parse_lines_split(
             comm_pg.setdefault(k, v)
     back_paths = [g[2] for g in got if g[2] is not None]
     del got
-    if back_paths:
-        fast_df = fast_df.filter(~fast_df["path"].is_in(pl.concat(back_paths).implode()))
     gen = parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed")
     if cols is not None and len(parts) > 1:
         gen = gen.select([c for c in cols if c in gen.columns])
@@ -828,10 +866,7 @@ def parse_lines_split(
         both = [gen, app_rows]
         del gen, app_rows, parts, app_future, app_lines, app_caps, app_split
         gen = _merge_app(both, cols)
-    fast_out = coll.parse_fast(fast_df, comm_pg) if fast_df.height else None
-    if cols is not None and fast_out is not None:
-        fast_out = fast_out.select([c for c in cols if c in fast_out.columns])
-    return gen, fast_out
+    return gen, _coll_rows(coll_rows, back_paths, comm_pg, cols)
 
 
 def merge_parts(

@@ -77,11 +77,20 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
 
     ``comm_pg``: ``"host|pid|comm" -> commId`` from the Init lines (:func:`parsers.nccl.comm_map`).
     Returns the source columns of ``df`` plus ``host, pid, cuda_dev, layer, kind, severity, rule, seq, op,
-    numel, comm, world_size, pg, message, record`` (body and record are the text after ``NCCL INFO``).
+    numel, comm, world_size, pg, message, record`` (body and record are the text after ``NCCL INFO``):
+    :func:`with_pg` of :func:`parse_fast_rows`.
     """
-    report = ON_ROWS.get()
+    return with_pg(parse_fast_rows(df), comm_pg)
+
+
+def parse_fast_rows(df: pl.DataFrame, report: Callable[[int], None] | None = None) -> pl.DataFrame:
+    """:func:`parse_fast` of ``df`` but the ``pg`` column: the only one that needs the communicator map of
+    the Init lines, which the generic path finds, so the rows can be built while it runs.
+    ``report(rows)``: called after each chunk of :data:`CHUNK_ROWS` is parsed (:data:`ON_ROWS` when None).
+    Each row is built from its own line, so the rows of a subset of ``df`` are those rows of the result."""
+    report = report if report is not None else ON_ROWS.get()
     if df.height <= CHUNK_ROWS:
-        out = _parse_chunk(df, comm_pg)
+        out = _parse_chunk(df)
         if report is not None:
             report(df.height)
         return out
@@ -91,12 +100,23 @@ def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
     starts = range(0, df.height, CHUNK_ROWS)
     parts = []
     with ThreadPoolExecutor(max_workers=parallelism(len(starts))) as pool:
-        futures = [pool.submit(_parse_chunk, df.slice(i, CHUNK_ROWS), comm_pg) for i in starts]
+        futures = [pool.submit(_parse_chunk, df.slice(i, CHUNK_ROWS)) for i in starts]
         for f in futures:
             parts.append(f.result())
             if report is not None:
                 report(parts[-1].height)
     return pl.concat(parts, how="vertical")
+
+
+def with_pg(rows: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
+    """``rows`` (of :func:`parse_fast_rows`) with ``pg``: the commId ``comm_pg`` gives their key
+    (``parsers.nccl.COMM_KEY``: host, pid and communicator), null where none."""
+    pg = (
+        COMM_KEY.replace_strict(comm_pg, default=None, return_dtype=pl.String)
+        if comm_pg
+        else pl.lit(None, dtype=pl.String)
+    )
+    return rows.with_columns(pg.alias("pg"))
 
 
 #: The column :func:`per_distinct` names its values.
@@ -118,8 +138,8 @@ def between(text: pl.Expr, start: str, end: str) -> pl.Expr:
     return text.str.slice(a, text.str.find(end, literal=True) - a)
 
 
-def _parse_chunk(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
-    """:func:`parse_fast` of at most :data:`CHUNK_ROWS` rows."""
+def _parse_chunk(df: pl.DataFrame) -> pl.DataFrame:
+    """:func:`parse_fast_rows` of at most :data:`CHUNK_ROWS` rows."""
     # The line matched FAST_COLL whole: ``host:pid:tid [dev] NCCL INFO Op: opCount N sendbuff B recvbuff B
     # count N datatype N op N root N comm 0x.. [nranks=N] [stream 0x..]``. Its tokens hold no space and B is
     # a pointer, so the first occurrence of each field name is that field: the fields are slices between
@@ -168,13 +188,8 @@ def _parse_chunk(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
         rest.alias("message"),
         rest.alias("record"),
     )
-    pg = (
-        COMM_KEY.replace_strict(comm_pg, default=None, return_dtype=pl.String)
-        if comm_pg
-        else pl.lit(None, dtype=pl.String)
-    )
     assert out.height == n
-    return out.with_columns(pg.alias("pg"))
+    return out
 
 
 __all__ = [
@@ -188,5 +203,7 @@ __all__ = [
     "comm_map",
     "fast_mask",
     "parse_fast",
+    "parse_fast_rows",
     "per_distinct",
+    "with_pg",
 ]
