@@ -149,3 +149,60 @@ def test_a_step_of_unknown_size_does_not_show_the_last_steps_count(monkeypatch: 
     writing = [f for f in frames if "writing t.parquet" in f]
     assert writing
     assert all("/10" not in f and "0/?" in f for f in writing)
+
+
+def test_files_read_ahead_on_threads_give_the_same_table_in_order_within_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are read ahead on threads (``ingest._reads``): the table is the one a single reader gives, each
+    file is handed on once and in path order, the bytes read but not handed on never exceed the window (or
+    one file larger than it), and the bytes read never go back."""
+    import importlib
+
+    from correlator import read
+
+    ing = importlib.import_module("correlator.ingest")  # the module: ``correlator.ingest`` names the function
+
+    job = tmp_path / "job"
+    # lines per file: some above the window alone, a run of files each within it but not three together
+    sizes = [40, 3, 900, 5, 200, 200, 200, 2, 60, 700, 1, 30, 250, 8]
+    for r, n in enumerate(sizes):
+        d = job / f"rank{r}"
+        d.mkdir(parents=True)
+        (d / "stdout.log").write_text(
+            "".join(
+                f"2026-01-02 03:04:{k % 60:02d},000 INFO [trainer] rank={r} step={k} loss=0.5\n"
+                for k in range(n)
+            )
+        )
+    monkeypatch.setattr(read, "_CHUNK", 4096)  # progress within the larger files
+    monkeypatch.setattr(ing, "parallelism", lambda tasks: 1)
+    one = ing.ingest(job).table
+    window = 20_000
+    monkeypatch.setattr(ing, "READ_AHEAD_BYTES", window)
+    monkeypatch.setattr(ing, "parallelism", lambda tasks: min(3, tasks))
+    held: dict[str, int] = {}  # files read (or being read) and not handed on: their sizes
+    most = [0]
+    real = ing.source_frame
+
+    def reading(src: Source, *args, **kwargs):  # type: ignore[no-untyped-def]
+        held[src.rel] = src.size
+        most[0] = max(most[0], sum(held.values()) - max(held.values()))
+        return real(src, *args, **kwargs)
+
+    handed: list[str] = []
+
+    def hand(src: Source) -> None:
+        handed.append(src.rel)
+        del held[src.rel]
+
+    calls: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(ing, "source_frame", reading)
+    many = ing.ingest(job, progress=hand, on_progress=lambda s, d, t: calls.append((s, d, t))).table
+    assert many.equals(one)
+    assert handed == sorted(f"rank{r}/stdout.log" for r in range(len(sizes)))
+    # Beyond the largest file held, at most the window is held.
+    assert 0 < most[0] <= window
+    reading_steps = _steps(calls)[READING]
+    _check_monotone({READING: reading_steps})
+    assert reading_steps[-1][1] == sum(p.stat().st_size for p in job.rglob("*.log"))
