@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import cast
@@ -299,6 +300,14 @@ def run_case(case: Path) -> CaseResult:
     )
 
 
-def evaluate(root: Path) -> EvalReport:
-    """Diagnose every case under ``root`` and compare with its ``expected.json``."""
-    return EvalReport([run_case(c) for c in find_cases(root)])
+def evaluate(root: Path, on_case: Callable[[int, int, CaseResult], None] | None = None) -> EvalReport:
+    """Diagnose every case under ``root`` and compare with its ``expected.json``. ``on_case(done, total,
+    result)``: called after each case, in order (``done`` counts from 1 to ``total``). Raises
+    :class:`LabelError` on a malformed ``expected.json``."""
+    cases = find_cases(root)
+    results: list[CaseResult] = []
+    for case in cases:
+        results.append(run_case(case))
+        if on_case is not None:
+            on_case(len(results), len(cases), results[-1])
+    return EvalReport(results)

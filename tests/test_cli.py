@@ -244,6 +244,52 @@ def test_eval_exits_1_on_a_regression(tmp_path: Path) -> None:
     assert _cli("eval", str(tmp_path / "cases")).returncode == 0
 
 
+def test_eval_markdown_tables_the_scores_and_the_cases_that_did_not_pass(tmp_path: Path) -> None:
+    """``eval -f markdown``: a heading with the count, a score row per subset and for all, and a row per case
+    that did not pass with what the diagnosis said against the label. The diagnosis of gloo-05 is its own
+    expected.json's answer (the corpus case passes), here scored against a wrong label."""
+    import shutil
+
+    right = json.loads((GLOO05.parent / "expected.json").read_text())
+    case = tmp_path / "cases" / "wrong-label"
+    shutil.copytree(GLOO05, case / "logs")
+    wrong = {
+        "initiating_ranks": [0],
+        "collateral_ranks": [1, 2],
+        "failure_kind": "rank_crash",
+        "source": "captured",
+    }
+    (case / "expected.json").write_text(json.dumps(wrong))
+    r = _cli("eval", str(tmp_path / "cases"), "-f", "markdown")
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert lines[0] == "## rankscope eval: 0/1 cases pass, 1 regressed"
+    assert [x.split(" | ")[:3] for x in lines if x.startswith(("| all |", "| real ("))] == [
+        ["| real (public + captured)", "1", "0"],
+        ["| all", "1", "0"],
+    ]
+    row = next(x for x in lines if x.startswith("| wrong-label |"))
+    assert row.split(" | ")[1:5] == [
+        "FAIL",
+        f"{right['initiating_ranks']} ([0])",
+        f"{right['collateral_ranks']} ([1, 2])",
+        f"{right['failure_kind']} (rank_crash)",
+    ]
+
+
+def test_evaluate_reports_each_case_in_order_as_it_is_scored(tmp_path: Path) -> None:
+    import shutil
+
+    from correlator.evaluate import evaluate
+
+    for name in ("b-case", "a-case"):
+        shutil.copytree(GLOO05.parent, tmp_path / name)
+    seen: list[tuple[int, int, str]] = []
+    rep = evaluate(tmp_path, on_case=lambda done, total, c: seen.append((done, total, c.name)))
+    assert seen == [(1, 2, "a-case"), (2, 2, "b-case")]
+    assert [c.name for c in rep.cases] == ["a-case", "b-case"] and all(c.passed for c in rep.cases)
+
+
 def test_timeline_partitions_by_host_and_streams_parquet_only(tmp_path: Path) -> None:
     """``timeline --partition-by host`` writes one ``host=<name>`` folder per host; ``--streaming`` writes
     parquet only (exit 2 for csv). That ``diagnose`` gives the logs' verdict from a streamed, parquet or

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from correlator.cli.common import DiagFormat, UsageError, out
+from correlator.cli.common import DiagFormat, UsageError, out, progress
 
 if TYPE_CHECKING:
     from correlator.evaluate import CaseResult, EvalReport
@@ -20,28 +20,46 @@ def eval_cmd(
         Path, typer.Argument(help="Folder of cases: each case folder holds logs/ and expected.json.")
     ],
     format: Annotated[
-        DiagFormat, typer.Option("--format", "-f", help="text or json (markdown prints text).")
+        DiagFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="text (a line per case as it is scored, then the scores), json (for scripts), markdown (the "
+            "scores and the cases that did not pass, as tables for a pull request or a ticket).",
+        ),
     ] = DiagFormat.text,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")] = False,
 ) -> None:
     """Score the diagnosis on a labelled corpus; exit 1 when a case regressed (not a listed known miss)."""
     from correlator.evaluate import evaluate, find_cases
 
     if not cases_dir.is_dir():
         raise UsageError(f"{cases_dir}: not a directory")
-    if not find_cases(cases_dir):
+    n_cases = len(find_cases(cases_dir))
+    if not n_cases:
         raise UsageError(f"{cases_dir}: no case folders (none holds an expected.json)")
-    try:
-        rep = evaluate(cases_dir)
-    except ValueError as e:  # a malformed expected.json
-        raise UsageError(str(e)) from None
+    with progress(quiet) as update:
+        if update is not None:
+            update("scoring cases", 0, n_cases)
+
+        def scored(done: int, total: int, c: CaseResult) -> None:
+            if format == DiagFormat.text:
+                out.print(case_line(c), highlight=False)
+            if update is not None:
+                update("scoring cases", done, total)
+
+        try:
+            rep = evaluate(cases_dir, on_case=scored)
+        except ValueError as e:  # a malformed expected.json
+            raise UsageError(str(e)) from None
     tot = rep.totals()
     if format == DiagFormat.json:
         from correlator.report import json_default
 
         print(json.dumps(rep.to_json(), indent=2, default=json_default))
+    elif format == DiagFormat.markdown:
+        print(render_markdown(rep), end="")
     else:
-        for c in rep.cases:
-            out.print(case_line(c), highlight=False)
         print_scores(rep, tot)
     if tot["regressions"]:
         raise typer.Exit(1)
@@ -94,3 +112,53 @@ def print_scores(rep: EvalReport, tot: dict[str, Any]) -> None:
             f"({acc}), {b['verdict_right']} with kind and collateral right too",
             highlight=False,
         )
+
+
+def _cell(x: object) -> str:
+    """``x`` as the text of a markdown table cell (``|`` escaped, one line)."""
+    return " ".join(str(x).split()).replace("|", "\\|")
+
+
+def render_markdown(rep: EvalReport) -> str:
+    """The scores per subset and of all cases, then the cases that did not pass (regressions first, then the
+    known misses with their reason), as markdown tables."""
+    from correlator.evaluate import SUBSETS
+
+    tot = rep.totals()
+    lines = [
+        f"## rankscope eval: {tot['passed']}/{tot['cases']} cases pass, {tot['regressions']} regressed",
+        "",
+        (
+            "| cases | n | pass | right verdict | initiating accuracy | collateral P / R / F1 | kind accuracy "
+            "| edges | s per case |"
+        ),
+        "|---|---:|---:|---:|---:|---|---:|---|---:|",
+    ]
+    rows = [(f"{sub} ({' + '.join(src)})", rep.totals(sub)) for sub, src in SUBSETS.items()] + [("all", tot)]
+    for name, t in rows:
+        if not t["cases"]:
+            continue
+        edges = f"{t['edge_accuracy']:.3f} of {t['edges_expected']}" if t["edges_expected"] else "-"
+        lines.append(
+            f"| {_cell(name)} | {t['cases']} | {t['passed']} | {t['verdict_passed']} | "
+            f"{t['initiating_accuracy']:.3f} | {t['collateral_precision']:.3f} / {t['collateral_recall']:.3f} / "
+            f"{t['collateral_f1']:.3f} | {t['kind_accuracy']:.3f} | {edges} | {t['seconds_per_case']:.2f} |"
+        )
+    bad = sorted((c for c in rep.cases if not c.passed), key=lambda c: (c.excused, c.name))
+    if bad:
+        lines += [
+            "",
+            "### Cases that did not pass",
+            "",
+            "| case | status | initiating (want) | collateral (want) | kind (want) | why |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in bad:
+            status = "known miss" if c.excused else "FAIL"
+            why = c.error or (c.known_miss if not c.verdict_ok else c.known_edge_miss) or ""
+            lines.append(
+                f"| {_cell(c.name)} | {status} | {c.got['initiating_ranks']} ({c.want['initiating_ranks']}) | "
+                f"{c.got['collateral_ranks']} ({c.want['collateral_ranks']}) | "
+                f"{_cell(c.got['failure_kind'])} ({_cell(c.want['failure_kind'])}) | {_cell(why)} |"
+            )
+    return "\n".join(lines) + "\n"
