@@ -42,7 +42,7 @@ SCAN_ROWS = 1_000_000
 #: Literal every fast-path line holds (a cheap pre-filter before the regex).
 LITERAL = ": opCount "
 #: Progress of the parse (set by ``correlator.ingest`` while it parses): called with the number of lines
-#: of a chunk after each chunk is parsed (:func:`parse_fast`'s chunks and the slices of generic-path lines
+#: of a chunk after each chunk is parsed (:func:`parse_fast_rows`' chunks and the slices of generic-path lines
 #: of ``parsers.parse_lines_split``; the caller sums them), so a long parse reports as it goes.
 ON_ROWS: ContextVar[Callable[[int], None] | None] = ContextVar("coll_on_rows", default=None)
 
@@ -72,20 +72,12 @@ def fast_mask(raw: pl.Series, on_rows: Callable[[int], None] | None = None) -> p
     return parts[0] if len(parts) == 1 else pl.concat(parts)
 
 
-def parse_fast(df: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
-    """The parsed rows of fast-path lines (``df``: lines frame rows for which :func:`fast_mask` holds).
-
-    ``comm_pg``: ``"host|pid|comm" -> commId`` from the Init lines (:func:`parsers.nccl.comm_map`).
-    Returns the source columns of ``df`` plus ``host, pid, cuda_dev, layer, kind, severity, rule, seq, op,
-    numel, comm, world_size, pg, message, record`` (body and record are the text after ``NCCL INFO``):
-    :func:`with_pg` of :func:`parse_fast_rows`.
-    """
-    return with_pg(parse_fast_rows(df), comm_pg)
-
-
 def parse_fast_rows(df: pl.DataFrame, report: Callable[[int], None] | None = None) -> pl.DataFrame:
-    """:func:`parse_fast` of ``df`` but the ``pg`` column: the only one that needs the communicator map of
-    the Init lines, which the generic path finds, so the rows can be built while it runs.
+    """The parsed rows of fast-path lines (``df``: lines frame rows for which :func:`fast_mask` holds), but
+    their ``pg``: the source columns of ``df`` plus ``host, pid, cuda_dev, layer, kind, severity, rule, seq,
+    op, numel, comm, world_size, message, record`` (message and record are the text after ``NCCL INFO``).
+    ``pg`` needs the communicator map of the Init lines, which the generic path finds: :func:`with_pg` adds it
+    once that is known, so the rows can be built while the generic path runs.
     ``report(rows)``: called after each chunk of :data:`CHUNK_ROWS` is parsed (:data:`ON_ROWS` when None).
     Each row is built from its own line, so the rows of a subset of ``df`` are those rows of the result."""
     report = report if report is not None else ON_ROWS.get()
@@ -109,8 +101,9 @@ def parse_fast_rows(df: pl.DataFrame, report: Callable[[int], None] | None = Non
 
 
 def with_pg(rows: pl.DataFrame, comm_pg: dict[str, str]) -> pl.DataFrame:
-    """``rows`` (of :func:`parse_fast_rows`) with ``pg``: the commId ``comm_pg`` gives their key
-    (``parsers.nccl.COMM_KEY``: host, pid and communicator), null where none."""
+    """``rows`` (of :func:`parse_fast_rows`) with ``pg``: the commId ``comm_pg`` (``"host|pid|comm" -> commId``
+    from the Init lines, :func:`parsers.nccl.comm_map`) gives their key (``parsers.nccl.COMM_KEY``), null where
+    none."""
     pg = (
         COMM_KEY.replace_strict(comm_pg, default=None, return_dtype=pl.String)
         if comm_pg
@@ -202,7 +195,6 @@ __all__ = [
     "between",
     "comm_map",
     "fast_mask",
-    "parse_fast",
     "parse_fast_rows",
     "per_distinct",
     "with_pg",
