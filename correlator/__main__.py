@@ -1,5 +1,5 @@
 """``python -m correlator`` runs the rankscope command line."""
 
-from correlator.cli import main
+from correlator.cli import entry
 
-main()
+entry()

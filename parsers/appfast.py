@@ -301,8 +301,7 @@ def tee_inside(raw: pl.Series) -> bool:
     """Whether a line of ``raw`` holds a tee-like prefix glued to the text before it (:data:`_TEE_INSIDE`): then
     each file keeps witnesses of its roles on the generic path (:func:`split`'s ``glued``, to be decided for all
     the lines of a parse at once, as the generic path's slices hold files of any of its parts)."""
-    lead = raw.str.contains("[", literal=True)
-    return bool(lead.any() and raw.filter(lead.fill_null(False)).str.contains(_TEE_INSIDE).any())
+    return bool(raw.str.contains(_TEE_INSIDE).any())  # one scan: a console's lines all hold a ``[``
 
 
 def _untee(text: pl.Series, one: pl.Series) -> tuple[pl.Series, pl.Series | None]:
@@ -314,7 +313,7 @@ def _untee(text: pl.Series, one: pl.Series) -> tuple[pl.Series, pl.Series | None
     if not cand.any():
         return text, None
     at = cand.arg_true()
-    sub = text.gather(at)
+    sub = text if at.len() == text.len() else text.gather(at)  # a tee'd console: every line is a candidate
     # The head holds no ``]``: where it matches, it ends at the line's first ``]:``. Read once per distinct
     # text up to there (a console has a few: one per local rank).
     upto = sub.str.slice(0, sub.str.find("]:", literal=True) + 2)

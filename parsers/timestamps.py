@@ -92,25 +92,34 @@ def _yearless_ts(df: pl.DataFrame, ref_year: int, ref_month: int) -> pl.Expr:
     return yearless.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
 
 
-#: Python logging's default stamp (``%(asctime)s``: milliseconds after a comma, read as ``.``) as a fixed
-#: shape: polars parses it ~4x faster than the general ``%.f`` (0.03 against 0.13 s of CPU per 400k stamps,
-#: polars 2.1), and where it gives a value that value is the general format's (other fractions, or none, give
-#: null and are read with the general one).
+#: Python logging's default stamp (``%(asctime)s``: milliseconds after a comma) as a fixed shape, read as it
+#: is written: polars parses a fixed shape ~4x faster than the general ``%.f`` (0.03 against 0.13 s of CPU per
+#: 400k stamps, polars 2.1), and where it gives a value that value is the general format's read of the stamp
+#: with ``.`` for ``,`` (other fractions or separators, or none, give null and are read as below). Read as it
+#: is, not after a rewrite of every stamp: 560k stamps of a tee'd console 0.075 -> 0.044 s.
+_PY_COMMA = "%Y-%m-%d %H:%M:%S,%3f"
+#: The same shape after the rewrite (``,`` -> ``.``, ``T`` -> space), for the stamps the first leaves.
 _PY_FIXED = "%Y-%m-%d %H:%M:%S.%3f"
 _PY_GENERAL = "%Y-%m-%d %H:%M:%S%.f"
 
 
 def _py_stamps(df: pl.DataFrame) -> pl.Expr:
     """``pyts`` (``2026-11-29 22:00:01,234``, ``2026-11-29T22:00:01.123456``, …) as naive datetimes (µs; null
-    where it does not read), as a literal column of ``df``'s length."""
+    where it does not read), as a literal column of ``df``'s length: each value is the general format's
+    (``%Y-%m-%d %H:%M:%S%.f``) read of the stamp with ``.`` for ``,`` and a space for ``T``."""
     if "pyts" not in df.columns:
         return pl.lit(None, dtype=pl.Datetime("us"))
-    py = df["pyts"].str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
-    out = py.str.to_datetime(_PY_FIXED, strict=False, time_unit="us")
-    miss = out.is_null() & py.is_not_null()
+    out = df["pyts"].str.to_datetime(_PY_COMMA, strict=False, time_unit="us")
+    miss = out.is_null() & df["pyts"].is_not_null()
     if miss.any():
-        general = py.filter(miss).str.to_datetime(_PY_GENERAL, strict=False, time_unit="us")
-        out = out.scatter(miss.arg_true(), general)
+        py = df["pyts"].filter(miss).str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+        got = py.str.to_datetime(_PY_FIXED, strict=False, time_unit="us")
+        left = got.is_null() & py.is_not_null()
+        if left.any():
+            got = got.scatter(
+                left.arg_true(), py.filter(left).str.to_datetime(_PY_GENERAL, strict=False, time_unit="us")
+            )
+        out = out.scatter(miss.arg_true(), got)
     return pl.lit(out)
 
 

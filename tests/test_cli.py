@@ -191,6 +191,28 @@ def test_version_prints_the_version_without_loading_the_engine() -> None:
     assert (r.returncode, r.stdout) == (0, f"rankscope {version('rankscope')}\n"), r.stderr
 
 
+def test_the_console_script_keeps_the_exit_code_and_freezes_the_objects_left_for_the_exit() -> None:
+    # entry() (the console script) runs main() and then moves the objects left to the permanent generation, so
+    # that the interpreter's exit does not collect them all again; main() alone leaves the collector as it is.
+    case = str(Path(__file__).parent.parent / "fixtures/cases/cap-01-exception-before-collective-detail/logs")
+    for fn, args, code, frozen in (
+        ("entry", ["diagnose", case, "-f", "json"], None, True),
+        ("entry", ["diagnose", "/nonexistent/rankscope-test"], 2, True),
+        ("main", ["diagnose", case, "-f", "json"], None, False),
+    ):
+        prog = (
+            f"import gc, sys\nfrom correlator.cli import {fn}\nsys.argv = ['rankscope', *{args!r}]\n"
+            f"try:\n    {fn}()\nexcept SystemExit as e:\n    print('exit', e.code)\nelse:\n    print('exit', None)\n"
+            "print('frozen', gc.get_freeze_count() > 0)\n"
+        )
+        r = subprocess.run(
+            [sys.executable, "-c", prog], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert r.stdout.splitlines()[-2:] == [f"exit {code}", f"frozen {frozen}"], (fn, args, r.stdout[-300:])
+    r = _cli("diagnose", case, "-f", "json")
+    assert r.returncode == 0 and '"initiating_ranks"' in r.stdout, r.stderr
+
+
 def test_help_lists_every_command_with_its_own_summary() -> None:
     # every command is imported plainly (no placeholders): `rankscope --help` lists each with the first
     # paragraph of its own docstring, and loading the commands loaded no engine (the test above)
