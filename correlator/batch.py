@@ -367,14 +367,22 @@ def batch_workers(workers: int | None, batch_bytes: int | None = None) -> int:
     memory, over :data:`_BATCH_MEMORY_FACTOR` x ``batch_bytes`` + a worker's imports each)."""
     if workers is None:
         env = os.environ.get("RANKSCOPE_BATCH_WORKERS", "")
-        workers = int(env) if env.isdigit() else _cores()
+        workers = int(env) if env.isdigit() else cores()
         if batch_bytes:
-            per = _BATCH_MEMORY_FACTOR * batch_bytes + _WORKER_BASE_BYTES
-            workers = min(workers, max(1, _memory_budget() // per))
+            workers = within_memory(workers, batch_bytes)
     return max(1, workers)
 
 
-def _cores() -> int:
+def within_memory(workers: int, nbytes: int) -> int:
+    """``workers``, at most as many as the memory budget (``RANKSCOPE_MEMORY_MB``, else half the machine's
+    memory) holds when each ingests ``nbytes`` of logs at once (:data:`_BATCH_MEMORY_FACTOR` x ``nbytes`` + a
+    worker's imports); at least 1."""
+    per = _BATCH_MEMORY_FACTOR * nbytes + _WORKER_BASE_BYTES
+    return max(1, min(workers, _memory_budget() // per))
+
+
+def cores() -> int:
+    """The cores this process may use (its CPU affinity where the system reports one, else the CPU count)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -481,7 +489,7 @@ def in_order(
     pending: deque[Any] = deque()
     try:
         it = iter(jobs)
-        with _child_env(max(1, _cores() // workers)) if procs else contextlib.nullcontext():
+        with _child_env(max(1, cores() // workers)) if procs else contextlib.nullcontext():
             for j in it:  # the workers start here, while the environment holds
                 pending.append(pool.submit(run, j))
                 if len(pending) >= workers:
@@ -508,9 +516,11 @@ __all__ = [
     "Hooks",
     "Pool",
     "batch_workers",
+    "cores",
     "in_order",
     "ingest_batch",
     "ingest_whole",
     "pool_kind",
     "with_offset",
+    "within_memory",
 ]

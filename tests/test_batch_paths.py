@@ -110,7 +110,7 @@ def test_workers_are_bounded_by_the_memory_budget(monkeypatch: pytest.MonkeyPatc
     """``batch_workers``: the cores, at most as many as ``RANKSCOPE_MEMORY_MB`` holds at 20x a batch's bytes
     plus 200 MiB of imports per worker (the measured worst case, application batches); at least one. An
     explicit count is taken as given; ``RANKSCOPE_BATCH_WORKERS`` replaces the cores, within the budget."""
-    monkeypatch.setattr(batch_mod, "_cores", lambda: 16)
+    monkeypatch.setattr(batch_mod, "cores", lambda: 16)
     monkeypatch.delenv("RANKSCOPE_BATCH_WORKERS", raising=False)
     mib = 1024**2
     per = 20 * 32 + 200  # MiB a worker of 32 MiB batches may take

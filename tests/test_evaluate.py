@@ -6,12 +6,14 @@ only its expected.json, so the expected score follows from the label alone.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from correlator.batch import in_order
 from correlator.evaluate import evaluate, run_case
 from tests.conftest import CASES
 
@@ -142,3 +144,73 @@ def test_confidence_bands_count_right_verdicts_per_band() -> None:
     assert [b["cases"] for b in rep.bands(None)] == [3, 2, 3]
     assert rep.to_json()["confidence_bands"]["reconstructed"][2]["accuracy"] == 0.0  # type: ignore[index]
     assert EvalReport([]).bands("real")[0]["accuracy"] is None
+
+
+def test_cases_scored_in_worker_processes_score_as_one_after_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evaluate(workers=2)`` diagnoses the cases in two worker processes: the same results, reported in case
+    order, as one after another in this process (a case's seconds aside); a malformed label raises the same
+    error from a worker."""
+    _case(tmp_path, "a-right")
+    _case(tmp_path, "b-wrong", initiating_ranks=[3])
+    _case(tmp_path, "c-recon", source="reconstructed", collateral_ranks=[0, 1])
+    _case(tmp_path, "d-edge", explained_by={"1": {"rank": 2, "edge": "killed_by"}})
+
+    def scored(workers: int) -> tuple[list[dict[str, object]], list[tuple[int, int, str]]]:
+        seen: list[tuple[int, int, str]] = []
+        rep = evaluate(tmp_path, on_case=lambda d, t, c: seen.append((d, t, c.name)), workers=workers)
+        cases = [{k: v for k, v in c.items() if k != "seconds"} for c in rep.to_json()["cases"]]  # type: ignore[union-attr]
+        return cases, seen
+
+    ev = importlib.import_module("correlator.evaluate")
+    calls: list[tuple[int, str]] = []
+
+    def spy(run, jobs, workers, kind="threads"):  # type: ignore[no-untyped-def]
+        calls.append((workers, kind))
+        return in_order(run, jobs, workers, kind)
+
+    monkeypatch.setattr(ev, "in_order", spy)
+    one, seen_one = scored(1)
+    two, seen_two = scored(2)
+    assert calls == [(1, "processes"), (2, "processes")]  # 1: in this process (in_order runs it inline)
+    assert (
+        seen_one
+        == seen_two
+        == [(i, 4, n) for i, n in enumerate(["a-right", "b-wrong", "c-recon", "d-edge"], 1)]
+    )
+    assert [c["passed"] for c in one] == [True, False, False, True]
+    assert one == two
+    _case(tmp_path, "e-bad", collateral_ranks=["0"])
+    with pytest.raises(ValueError, match="collateral_ranks"):
+        evaluate(tmp_path, workers=2)
+
+
+def test_eval_workers_default_to_the_cores_and_are_bounded_by_the_cases(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ev = importlib.import_module(
+        "correlator.evaluate"
+    )  # the module (``correlator.evaluate`` is the function)
+    monkeypatch.setattr(ev, "cores", lambda: 16)
+    monkeypatch.delenv("RANKSCOPE_EVAL_WORKERS", raising=False)
+    assert [ev.eval_workers(None, n) for n in (0, 1, 5, 40)] == [1, 1, 5, 16]
+    assert ev.eval_workers(3, 40) == 3
+    monkeypatch.setenv("RANKSCOPE_EVAL_WORKERS", "4")
+    assert ev.eval_workers(None, 40) == 4 and ev.eval_workers(2, 40) == 2
+    monkeypatch.setenv("RANKSCOPE_EVAL_WORKERS", "0")  # not a count of workers: the cores
+    assert ev.eval_workers(None, 40) == 16
+    with pytest.raises(ValueError, match="at least 1"):
+        ev.eval_workers(0, 40)
+
+
+def test_eval_workers_by_default_fit_the_memory_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 20x a case's bytes + 200 MiB of imports per worker (as the batches of a large job): a 1 GiB budget
+    # holds 4 workers of 1 MiB cases, 1 of 64 MiB cases; an explicit count is taken as given
+    ev = importlib.import_module("correlator.evaluate")
+    monkeypatch.setattr(ev, "cores", lambda: 16)
+    monkeypatch.delenv("RANKSCOPE_EVAL_WORKERS", raising=False)
+    monkeypatch.setenv("RANKSCOPE_MEMORY_MB", "1024")
+    mib = 1024**2
+    assert [ev.eval_workers(None, 40, b) for b in (0, mib, 64 * mib)] == [5, 4, 1]
+    assert ev.eval_workers(8, 40, 64 * mib) == 8

@@ -29,6 +29,16 @@ def eval_cmd(
         ),
     ] = DiagFormat.text,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Cases diagnosed at once, each in a worker process (default: RANKSCOPE_EVAL_WORKERS, else "
+            "every core this process may use; 1: one after another in this process). The scores are the same.",
+        ),
+    ] = None,
 ) -> None:
     """Score the diagnosis on a labelled corpus; exit 1 when a case regressed (not a listed known miss)."""
     from correlator.evaluate import evaluate, find_cases
@@ -49,7 +59,7 @@ def eval_cmd(
                 update("scoring cases", done, total)
 
         try:
-            rep = evaluate(cases_dir, on_case=scored)
+            rep = evaluate(cases_dir, on_case=scored, workers=jobs)
         except ValueError as e:  # a malformed expected.json
             raise UsageError(str(e)) from None
     tot = rep.totals()
