@@ -527,6 +527,15 @@ def _file_slices(df: pl.DataFrame, rows: int, ramp: int = 0, least: int = 0) -> 
 
 #: The application fast path (:mod:`parsers.appfast`) on or off; tests switch it off to compare with the generic path.
 APP_FAST = True
+#: Generic-path lines (those off the NCCL COLL fast path) of a parse below which the application fast path is
+#: not tried: its split has a fixed cost (~0.07 s of regexes, and where it takes every line a probe of the
+#: generic rows' columns, ~0.09 s) that the generic path's per-line cost only passes at about this many lines.
+#: Measured on the bench's app job cut to N lines (16 files, 2 cores, medians of 5-11 alternating runs of
+#: ``rankscope diagnose``, fast path on / off): 26 lines (public-02) 0.73 / 0.64 s, 1,000 0.56 / 0.46 s,
+#: 4,000 0.60 / 0.48 s, 10,000 0.61 / 0.49 s, 20,000 0.72 / 0.67 s, 80,000 0.75 / 0.83 s; ``rankscope
+#: timeline`` equal at 4,000 and 20,000. Both paths give the same rows (``tests/test_appfast.py``, which sets
+#: this to 0).
+APP_FAST_MIN_LINES = 20_000
 
 
 def _parse_slice(
@@ -820,7 +829,9 @@ def _split_parts(
     """:func:`parse_lines_split` of ``df`` (with ``_pos``): ``lines`` its rows off the NCCL COLL fast path,
     ``fast_df`` those on it, whose rows ``coll_rows`` builds meanwhile."""
     comm_pg: dict[str, str] = {}
-    app_split = _app_split(lines) if APP_FAST and cols is not None else None
+    app_split = (
+        _app_split(lines) if APP_FAST and cols is not None and lines.height >= APP_FAST_MIN_LINES else None
+    )
     if app_split is not None and cols is not None:
         # Application lines (:mod:`parsers.appfast`: whole files, and the lines of mixed files away from what
         # else they hold) leave the generic lines before they are sliced: fewer slices, each with its fixed

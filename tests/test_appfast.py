@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -34,6 +35,39 @@ from tests.conftest import CASES, DRAWN, REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from generate import generate_app
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_path_at_any_size() -> Iterator[None]:
+    """The fast path is compared with the generic path here on inputs of every size: the size below which a
+    parse does not try it (``parsers.APP_FAST_MIN_LINES``) is 0 in this module."""
+    was = parsers.APP_FAST_MIN_LINES
+    parsers.APP_FAST_MIN_LINES = 0
+    yield
+    parsers.APP_FAST_MIN_LINES = was
+
+
+def test_a_parse_of_fewer_lines_than_the_threshold_does_not_try_the_fast_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``parsers.APP_FAST_MIN_LINES``: a parse of fewer generic-path lines goes to the generic path alone (the
+    fast path's split is not called), from that many on it is tried; the table is the same either way."""
+    generate_app(tmp_path / "job", ranks=2, lines=60, seed=3)
+    n = ingest(tmp_path / "job").lines_read
+    calls: list[int] = []
+    real = parsers._app_split
+
+    def spy(lines: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame] | None:
+        calls.append(lines.height)
+        return real(lines)
+
+    monkeypatch.setattr(parsers, "_app_split", spy)
+    tables = []
+    for least in (n + 1, n):
+        monkeypatch.setattr(parsers, "APP_FAST_MIN_LINES", least)
+        tables.append(ingest(tmp_path / "job").table)
+    assert calls == [n]  # the second parse only, all its lines (no NCCL COLL line)
+    assert_frame_equal(tables[0], tables[1])
 
 
 class _Spy:
