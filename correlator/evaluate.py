@@ -20,9 +20,10 @@ collateral precision/recall/F1 (over scored collateral labels), kind accuracy, e
 case — for all cases (``verdict_passed`` counts the cases whose verdict is right, edges aside) and separately for the real subset (``public`` + ``captured``) and the
 ``reconstructed`` one.
 
-The cases are diagnosed in worker processes, one case each at a time (:func:`correlator.batch.in_order`, as the
-batches of a large job are), on every core this process may use unless told otherwise; each is diagnosed on its
-own, so the scores are the same one after another in this process.
+``rankscope eval`` diagnoses the cases in worker processes, one case each at a time
+(:func:`correlator.batch.in_order`, as the batches of a large job are), on every core this process may use
+unless told otherwise; each is diagnosed on its own, so the scores are the same one after another in this
+process (:func:`evaluate`'s default).
 """
 
 from __future__ import annotations
@@ -329,13 +330,15 @@ def _logs_bytes(case: Path) -> int:
 
 
 def evaluate(
-    root: Path, on_case: Callable[[int, int, CaseResult], None] | None = None, workers: int | None = None
+    root: Path, on_case: Callable[[int, int, CaseResult], None] | None = None, workers: int | None = 1
 ) -> EvalReport:
     """Diagnose every case under ``root`` and compare with its ``expected.json``. ``on_case(done, total,
     result)``: called after each case, in order (``done`` counts from 1 to ``total``). ``workers``: cases
-    diagnosed at once (:func:`eval_workers`; by default within the memory budget for the largest case):
-    above 1, each in a worker process (started with ``spawn``: ~0.5 s of imports each, paid once), results
-    taken in case order; 1: one after another in this process. A case's ``seconds`` is its diagnosis's wall
+    diagnosed at once (None: :func:`eval_workers`' default, every core within the memory budget for the
+    largest case; ``rankscope eval`` takes it): above 1, each in a worker process (started with ``spawn``:
+    ~0.5 s of imports each, paid once; a script that calls this must guard its own top level with
+    ``if __name__ == "__main__":``, as for any ``multiprocessing`` pool), results taken in case order; 1 (the
+    default): one after another in this process. A case's ``seconds`` is its diagnosis's wall
     time where it ran (cases running beside it share the cores). Raises :class:`LabelError` on a malformed
     ``expected.json``."""
     cases = find_cases(root)

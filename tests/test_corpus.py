@@ -21,7 +21,7 @@ def test_corpus_size_and_sources() -> None:
 
 
 def test_no_case_regresses() -> None:
-    rep = evaluate(CASES)
+    rep = evaluate(CASES, workers=None)  # as rankscope eval: in worker processes on every core
     bad = [
         f"{c.name}: got {c.got} want {c.want} {c.error or ''}"
         for c in rep.cases
