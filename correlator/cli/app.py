@@ -176,8 +176,9 @@ def entry() -> None:
     """The console script (``rankscope``, ``python -m correlator``): :func:`main`, then an exit that skips the
     interpreter's last collection of every object. At exit Python clears each module and runs a full garbage
     collection over the objects polars, pyarrow, typer and rich made at import (hundreds of thousands): with
-    them moved to the permanent generation first (``gc.freeze``), ``rankscope diagnose`` of the README's first
-    case takes 0.78 s, not 0.88 s (2 cores, 15 alternating runs). Every output is written and closed by then;
+    them moved to the permanent generation first (``gc.freeze``), that is skipped (``import polars`` alone:
+    0.055 -> 0.010 s from the last line to the process's end; ``rankscope diagnose`` of the README's first case
+    0.98 -> 0.93 s, 25 alternating runs on 2 cores). Every output is written and closed by then;
     the memory goes back to the system with the process. :func:`main` itself leaves the collector alone: tests
     run it in one process many times."""
     import gc

@@ -36,7 +36,8 @@ def eval_cmd(
             "-j",
             min=1,
             help="Cases diagnosed at once, each in a worker process (default: RANKSCOPE_EVAL_WORKERS, else "
-            "every core this process may use; 1: one after another in this process). The scores are the same.",
+            "every core this process may use, as many as RANKSCOPE_MEMORY_MB (else half the memory) holds for "
+            "the largest case; 1: one after another in this process). The scores are the same.",
         ),
     ] = None,
 ) -> None:
