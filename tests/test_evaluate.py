@@ -189,11 +189,11 @@ def test_cases_scored_in_worker_processes_score_as_one_after_another(
 def test_eval_workers_default_to_the_cores_and_are_bounded_by_the_cases(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ev = importlib.import_module(
-        "correlator.evaluate"
-    )  # the module (``correlator.evaluate`` is the function)
+    # the module (``correlator.evaluate``, imported from the package, is the function)
+    ev = importlib.import_module("correlator.evaluate")
     monkeypatch.setattr(ev, "cores", lambda: 16)
     monkeypatch.delenv("RANKSCOPE_EVAL_WORKERS", raising=False)
+    monkeypatch.setenv("RANKSCOPE_MEMORY_MB", str(1 << 20))  # a budget that bounds nothing here
     assert [ev.eval_workers(None, n) for n in (0, 1, 5, 40)] == [1, 1, 5, 16]
     assert ev.eval_workers(3, 40) == 3
     monkeypatch.setenv("RANKSCOPE_EVAL_WORKERS", "4")
