@@ -321,12 +321,10 @@ def eval_workers(workers: int | None, cases: int, case_bytes: int = 0) -> int:
 
 
 def _logs_bytes(case: Path) -> int:
-    """The bytes of the files under a case's logs (0 where they cannot be listed)."""
-    logs = case / "logs" if (case / "logs").is_dir() else case
-    try:
-        return sum(p.stat().st_size for p in logs.rglob("*") if p.is_file())
-    except OSError:
-        return 0
+    """The bytes of the files a diagnosis of the case reads (:func:`correlator.discover.input_size`)."""
+    from correlator.discover import input_size
+
+    return input_size(case / "logs" if (case / "logs").is_dir() else case)
 
 
 def evaluate(
