@@ -15,35 +15,30 @@ in this process; they observe, and change nothing in the result.
 Identity that needs the whole job (event ids across batches, the job's ranks, hosts and attempts) is the
 small second pass of the caller over the results' summaries.
 
-:func:`in_order` runs it over a list of jobs with a bounded number in flight and yields the results in
-job order: on threads of this process for small inputs (no start-up), in a pool of worker processes
-started with ``spawn`` (polars' thread pool does not survive ``fork``) for large ones, each worker's
-polars pool sized to its share of the cores (:func:`pool_kind`, :func:`batch_workers`), or in a
-:class:`Pool` the caller gives (Ray's tasks: :mod:`correlator.rayengine`).
+:func:`correlator.pool.in_order` (re-exported here) runs it over a list of jobs with a bounded number in
+flight and yields the results in job order: on threads of this process for small inputs (no start-up), in
+a pool of worker processes started with ``spawn`` (polars' thread pool does not survive ``fork``) for large
+ones, each worker's polars pool sized to its share of the cores (:func:`pool_kind`, :func:`batch_workers`),
+or in a :class:`Pool` the caller gives (Ray's tasks: :mod:`correlator.rayengine`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import re
 import resource
 import shutil
 import tempfile
-import threading
-from collections import deque
-from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
 from correlator.discover import DiscoveryError, Source, following_symlinks, learned_from
-from correlator.errors import InputError
+from correlator.pool import Pool, cores, in_order
 from correlator.reduce import reduce_for_diagnosis
 from correlator.schema import Kind, to_write_arrow
 
@@ -381,11 +376,6 @@ def within_memory(workers: int, nbytes: int) -> int:
     return max(1, min(workers, _memory_budget() // per))
 
 
-def cores() -> int:
-    """The cores this process may use (its CPU affinity where the system reports one, else the CPU count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def _memory_budget() -> int:
     env = os.environ.get("RANKSCOPE_MEMORY_MB", "")
     if env.isdigit() and int(env) > 0:
@@ -406,105 +396,6 @@ def pool_kind(input_bytes: int, batches: int, workers: int) -> Literal["threads"
     if workers >= PROCESS_MIN_WORKERS and batches >= 2 * workers and input_bytes >= PROCESS_MIN_BYTES:
         return "processes"
     return "threads"
-
-
-_ENV_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _child_env(threads: int) -> Iterator[None]:
-    """While worker processes start: their polars pool sized to their share of the cores (a spawned child
-    reads ``POLARS_MAX_THREADS`` when it imports polars), unless the user set it."""
-    with _ENV_LOCK:
-        had = os.environ.get("POLARS_MAX_THREADS")
-        if had is None:
-            os.environ["POLARS_MAX_THREADS"] = str(threads)
-        try:
-            yield
-        finally:
-            if had is None:
-                os.environ.pop("POLARS_MAX_THREADS", None)
-
-
-def _executor(kind: str, workers: int) -> Executor:
-    if kind == "processes":
-        return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rankscope-batch")
-
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-class Pool(Protocol):
-    """Where :func:`in_order` runs its jobs, when not on threads or processes of its own: ``submit(run, job)``
-    starts ``run(job)`` and gives back a handle, ``result(handle)`` the job's result (raising its error),
-    ``close()`` stops early (jobs not started never start; those running are waited for, or left to the
-    pool). :mod:`correlator.rayengine` runs the batches as Ray tasks this way."""
-
-    def submit(self, run: Callable[[Any], Any], job: Any) -> Any: ...
-    def result(self, handle: Any) -> Any: ...
-    def close(self) -> None: ...
-
-
-@dataclass
-class _Futures:
-    """A ``concurrent.futures`` executor as a :class:`Pool`."""
-
-    executor: Executor
-
-    def submit(self, run: Callable[[T], R], job: T) -> Future[R]:
-        return self.executor.submit(run, job)
-
-    def result(self, fut: Future[R]) -> R:
-        try:
-            return fut.result()
-        except BrokenProcessPool as e:  # a worker killed (out of memory, a signal): no traceback to pass on
-            raise InputError(
-                "a batch worker process died (out of memory? lower RANKSCOPE_BATCH_WORKERS or RANKSCOPE_MEMORY_MB)"
-            ) from e
-
-    def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
-
-
-def in_order(
-    run: Callable[[T], R],
-    jobs: list[T],
-    workers: int,
-    kind: Literal["threads", "processes"] = "threads",
-    pool: Pool | None = None,
-) -> Generator[R, None, None]:
-    """``run`` of each job, yielded in job order, with up to ``workers`` jobs running at once on threads or
-    in worker processes (``kind``; ``run`` and the jobs must then pickle), or in ``pool`` (then ``kind`` is
-    not read). At most ``workers`` jobs are running or waiting to be taken, besides the one the caller
-    holds: the next starts only when the caller asks for it, so memory is bounded by ``workers`` batches.
-    An error in a job is raised when its turn comes, as the same exception (a worker's is pickled back);
-    closing the generator early cancels the jobs not started and waits for those running."""
-    if pool is None and (workers <= 1 or len(jobs) <= 1):
-        yield from (run(j) for j in jobs)
-        return
-    procs = pool is None and kind == "processes"
-    pool = pool or _Futures(_executor(kind, workers))
-    pending: deque[Any] = deque()
-    try:
-        it = iter(jobs)
-        with _child_env(max(1, cores() // workers)) if procs else contextlib.nullcontext():
-            for j in it:  # the workers start here, while the environment holds
-                pending.append(pool.submit(run, j))
-                if len(pending) >= workers:
-                    break
-        while pending:
-            out = pool.result(pending.popleft())
-            yield out
-            del out
-            nxt = next(it, None)  # only now: while a batch is taken (written), one fewer is ingested
-            if nxt is not None:
-                pending.append(pool.submit(run, nxt))
-    finally:
-        # Stopped early (an error, Ctrl-C, the consumer closed us): jobs not started never start, and
-        # those running are waited for, so the caller can remove their files afterwards.
-        pool.close()
 
 
 __all__ = [

@@ -18,9 +18,8 @@ import datetime as dt
 import os
 import re
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -37,6 +36,7 @@ from correlator.fastrows import (
     resolve_with_fast_rows,
 )
 from correlator.lines import compact, plain_lines
+from correlator.pool import in_order
 from correlator.read import ReadResult, read_lines
 from correlator.schema import PARSE_KEEP, Kind, conform, kinds_by_count
 from correlator.smallfile import SmallFile, read_small_lines
@@ -296,30 +296,21 @@ def _reads(
     up to ``rules.parallelism`` threads (reading is system calls, decoding and polars' CSV reader, which
     release the GIL in large part; 16-rank COLL job, 61 MB in 16 files, 2 cores, in process: 0.19 s one file
     after another, 0.15 s two at a time), at most :data:`READ_AHEAD_BYTES` (or one file) ahead of the file
-    handed on, so the text held beyond the reader's is bounded. Progress within each file goes to ``read``."""
+    handed on, so the text held beyond the reader's is bounded (:func:`correlator.pool.in_order`, weighed
+    by file size). Progress within each file goes to ``read``."""
     files = [s for s in sources if s.layout != "fr_dump"]
-    workers = parallelism(len(files))
-    if workers <= 1:
-        for src in files:
-            yield src, *source_frame(src, None, read.within(src), lim)
-        return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rankscope-read") as pool:
-        pending: deque[tuple[Source, Future[tuple[pl.DataFrame | None, ReadResult]]]] = deque()
-        ahead = 0  # bytes submitted and not handed on
-        try:
-            for src in files:
-                while pending and (len(pending) >= workers or ahead + src.size > READ_AHEAD_BYTES):
-                    done, fut = pending.popleft()
-                    ahead -= done.size
-                    yield done, *fut.result()
-                pending.append((src, pool.submit(source_frame, src, None, read.within(src), lim)))
-                ahead += src.size
-            while pending:
-                done, fut = pending.popleft()
-                yield done, *fut.result()
-        finally:
-            for _, fut in pending:
-                fut.cancel()
+
+    def one(src: Source) -> tuple[Source, pl.DataFrame | None, ReadResult]:
+        return (src, *source_frame(src, None, read.within(src), lim))
+
+    yield from in_order(
+        one,
+        files,
+        parallelism(len(files)),
+        weight=lambda src: src.size,
+        max_weight=READ_AHEAD_BYTES,
+        name="read",
+    )
 
 
 def _read_all(

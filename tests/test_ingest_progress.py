@@ -164,7 +164,8 @@ def test_files_read_ahead_on_threads_give_the_same_table_in_order_within_the_win
     ing = importlib.import_module("correlator.ingest")  # the module: ``correlator.ingest`` names the function
 
     job = tmp_path / "job"
-    # lines per file: some above the window alone, a run of files each within it but not three together
+    # lines per file (~62 bytes a line; the window below is 8,000 bytes): some above the window alone, small
+    # ones that fit in it together. Three files at once, unweighed, would hold ~16,600 bytes beyond the largest.
     sizes = [40, 3, 900, 5, 200, 200, 200, 2, 60, 700, 1, 30, 250, 8]
     for r, n in enumerate(sizes):
         d = job / f"rank{r}"
@@ -178,7 +179,7 @@ def test_files_read_ahead_on_threads_give_the_same_table_in_order_within_the_win
     monkeypatch.setattr(read, "_CHUNK", 4096)  # progress within the larger files
     monkeypatch.setattr(ing, "parallelism", lambda tasks: 1)
     one = ing.ingest(job).table
-    window = 20_000
+    window = 8_000
     monkeypatch.setattr(ing, "READ_AHEAD_BYTES", window)
     monkeypatch.setattr(ing, "parallelism", lambda tasks: min(3, tasks))
     held: dict[str, int] = {}  # files read (or being read) and not handed on: their sizes

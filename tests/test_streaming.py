@@ -405,6 +405,41 @@ def test_in_order_runs_a_given_pool_in_order_with_a_bounded_window() -> None:
     assert log == ["submit 7", "result 7", "close"]
 
 
+def test_in_order_bounds_the_weight_of_the_jobs_in_flight() -> None:
+    """With ``weight`` and ``max_weight`` (``ingest._reads``: file sizes, the read-ahead budget), a job starts
+    only while the jobs running or waiting to be taken weigh at most ``max_weight`` with it, in job order (a
+    heavy job waits for those before it to be taken, and the light ones after it wait for it); a job heavier
+    than the budget runs alone. The job count stays bounded by ``workers`` as well."""
+    from correlator.pool import in_order
+
+    log: list[str] = []
+
+    class Pool:
+        def submit(self, run: Any, job: int) -> int:
+            log.append(f"submit {job}")
+            return int(run(job))
+
+        def result(self, handle: int) -> int:
+            return handle
+
+        def close(self) -> None:
+            log.append("close")
+
+    jobs = [5, 3, 4, 9, 1, 1, 1, 1]  # each job weighs its value; the budget is 8, 3 at once
+    for r in in_order(lambda j: j, jobs, 3, pool=Pool(), weight=lambda j: j, max_weight=8):
+        log.append(f"took {r}")
+    assert log == [
+        "submit 5", "submit 3",  # 5 + 3 = 8: within the budget; 4 more would pass it
+        "took 5", "submit 4",  # 3 + 4 = 7; 9 more would pass it
+        "took 3",  # 4 + 9 > 8: the 9 waits
+        "took 4", "submit 9",  # heavier than the budget: alone
+        "took 9", "submit 1", "submit 1", "submit 1",  # three at once: the workers' bound
+        "took 1", "submit 1",
+        "took 1", "took 1", "took 1",
+        "close",
+    ]  # fmt: skip
+
+
 def test_timeline_streams_a_parquet_table_above_its_threshold(
     gen: tuple[Path, dict[str, object]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
