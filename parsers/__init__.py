@@ -559,7 +559,8 @@ def _parse_slice(
     comm = coll.comm_map(part)
     # Narrow each slice as soon as it is parsed: a parsed slice holds every prefix and rule column (~1 KB a
     # row), of which the table keeps a third.
-    return (part if cols is None else part.select([c for c in cols if c in part.columns])), comm, took
+    have = set(part.columns)
+    return (part if cols is None else part.select([c for c in cols if c in have])), comm, took
 
 
 #: Lines per part from which the fast path's split and rows (:mod:`parsers.appfast`) run in parts on threads

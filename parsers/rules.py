@@ -395,19 +395,21 @@ def _none_stripped(df: pl.DataFrame, prefixes: list[Prefix]) -> pl.DataFrame:
     missing, in that order, with no pass over the rows. Of the 43 calls of :func:`_strip_split` in a slice of
     the bench's app job and its srun console, 28 are of a set no row is left for."""
     add: dict[str, pl.Expr] = {}
+    have = set(df.columns)  # once: each ``df.columns`` builds the list of names anew
     for prefix in prefixes:
         for g in re.compile(prefix.pattern).groupindex:
-            if g != "rest" and g not in df.columns and g not in add:
+            if g != "rest" and g not in have and g not in add:
                 add[g] = pl.lit(None, dtype=FIELD_TYPES.get(g, pl.String())).alias(g)
         marker = f"pfx_{prefix.name}"
-        if marker not in df.columns and marker not in add:
+        if marker not in have and marker not in add:
             add[marker] = pl.lit(False).alias(marker)
     return df.with_columns(list(add.values())) if add else df
 
 
 def ensure_columns(df: pl.DataFrame, names: tuple[str, ...] = RULE_FIELDS) -> pl.DataFrame:
     """Add every missing rule column as nulls of its type."""
-    add = [pl.lit(None, dtype=FIELD_TYPES.get(c, pl.String())).alias(c) for c in names if c not in df.columns]
+    have = set(df.columns)
+    add = [pl.lit(None, dtype=FIELD_TYPES.get(c, pl.String())).alias(c) for c in names if c not in have]
     return df.with_columns(add) if add else df
 
 
