@@ -63,7 +63,7 @@ import polars as pl
 
 from parsers import app, c10d, horovod, python, ray, spawn, stack, transport
 from parsers.coll import DISTINCT, per_distinct
-from parsers.rules import Prefix, _cast_fields, _gate_of, _head_pattern, defined, unnamed
+from parsers.rules import Prefix, _cast_fields, _gate_of, _head_pattern, ascii_classes, defined, unnamed
 
 #: Markers of the helpers that read across rows or make per-row decisions beyond the rules, tested on the
 #: message (the text after the ASCTIME prefix). A line holding one keeps its whole file on the generic path.
@@ -150,7 +150,7 @@ _HEAD = (
     r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|"
     r"ERROR|CRITICAL)\]?(?: -)? )?"
 )
-if _head_pattern(app.ASCTIME.pattern) != _HEAD:
+if _head_pattern(app.ASCTIME.pattern) != ascii_classes(_HEAD):  # a Prefix's pattern is written so
     raise AssertionError(
         "parsers.app.ASCTIME changed: parsers.appfast reads its captures by _STAMP and _LEVEL"
     )
@@ -337,7 +337,10 @@ def _untee(text: pl.Series, one: pl.Series) -> tuple[pl.Series, pl.Series | None
 _SRUN = transport.SRUN_LABEL.pattern
 _SRUN_SHARE = transport.FILE_SHARE[transport.SRUN_LABEL.name]
 _SRUN_HEAD = r"^ *(?P<srun_label>\d+): "  # the digits before the line's first ": " (see _unsrun)
-if _head_pattern(_SRUN) != _SRUN_HEAD or set(re.compile(_SRUN).groupindex) != {"srun_label", "rest"}:
+if _head_pattern(_SRUN) != ascii_classes(_SRUN_HEAD) or set(re.compile(_SRUN).groupindex) != {
+    "srun_label",
+    "rest",
+}:
     raise AssertionError("parsers.transport.SRUN_LABEL changed: parsers.appfast reads its label and message")
 
 
