@@ -53,7 +53,16 @@ from parsers import (
     system,
     transport,
 )
-from parsers.rules import Prefix, Rule, apply_rules, ensure_columns, literals_in, parallelism, strip_prefixes
+from parsers.rules import (
+    Prefix,
+    Rule,
+    apply_rules,
+    ascii_classes,
+    ensure_columns,
+    literals_in,
+    parallelism,
+    strip_prefixes,
+)
 
 #: Columns that identify one stream inside a file (a rank's lines inside a combined file).
 STREAM_KEYS = ["srun_label", "xport_host", "xport_rank", "tee_local_rank", "hook_rank"]
@@ -78,7 +87,7 @@ _SEV = {
 #: How a line that is not a hard wrap's tail starts: a producer's prefix (NCCL's ``host:pid:tid``, glog, asctime,
 #: bracketed ones, the HF example scripts' US-order stamp, Python's ``LEVEL:``), a traceback or exception line,
 #: indentation, an NCCL Inspector record.
-_KNOWN_START = (
+_KNOWN_START = ascii_classes(
     r"^(?:\[|[A-Za-z0-9][\w.-]*:\d+:\d+ |[VIWEFC]\d{4}|\d{4}-\d\d-\d\d|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d |Traceback|"
     r"[A-Za-z_][\w.]*(?:Error|Exception):|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\s|\{\"header\":\{\"id\":\")"
 )

@@ -14,12 +14,16 @@ import re
 
 import polars as pl
 
-from parsers.rules import Rule
+from parsers.rules import Rule, ascii_classes
 
 TB_START = "Traceback (most recent call last):"
 #: An exception line at indentation 0: ``pkg.mod.SomeError: message`` (message optional).
-EXC_LINE = r"^(?P<exc_type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Fault|Warning)|[A-Za-z_][\w.]*\.[A-Z]\w*)(?::(?: (?P<exc_msg>.*))?)?$"
-_CPP_CONT = r"^(?:Exception raised from |frame #\d+: |\s*what\(\): |Last error:|ncclRemoteError|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalid)"
+EXC_LINE = ascii_classes(
+    r"^(?P<exc_type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Fault|Warning)|[A-Za-z_][\w.]*\.[A-Z]\w*)(?::(?: (?P<exc_msg>.*))?)?$"
+)
+_CPP_CONT = ascii_classes(
+    r"^(?:Exception raised from |frame #\d+: |\s*what\(\): |Last error:|ncclRemoteError|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalid)"
+)
 
 SRC = "CPython traceback (3.8 – 3.13) with torch excepthook prefixes"
 

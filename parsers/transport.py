@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Prefix, strip_prefix, strip_prefixes, true_at
+from parsers.rules import Prefix, ascii_classes, strip_prefix, strip_prefixes, true_at
 
 KUBECTL_TS = Prefix(
     "kubectl_ts",
@@ -80,7 +80,7 @@ TEE_RANK = Prefix(
 )
 
 #: Where a record can start inside a physical line: the producer prefixes that never occur inside a message.
-_RECORD_START = (
+_RECORD_START = ascii_classes(
     r"\[rank\d+\]:|\[rank: \d+\] |\[default\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d\.\d+ |\[[FEWIV] [\w/.-]+\.(?:cpp|cc|hpp|h):\d+\] |"
     r"[VIWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w/.-]+:\d+\] |"
     r"(?:\[[^\]]{1,64}\] )?[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) |Traceback \(most recent call last\):"

@@ -35,6 +35,12 @@ def test_every_rule_and_prefix_pattern_is_written_in_ascii_classes() -> None:
     pats = [r.pattern for r in rules if r.pattern] + [p.pattern for p in prefixes]
     assert len(pats) > 100
     assert [p for p in pats if ascii_classes(p) != p] == []
+    # the module-level patterns a slice compiles besides them: line starts, record starts, exception lines
+    import parsers
+    from parsers import python, transport
+
+    consts = [parsers._KNOWN_START, python.EXC_LINE, python._CANDIDATE, transport._RECORD_START]
+    assert [c for c in consts if ascii_classes(c) != c] == []
     assert Prefix("x", r"^\d+ (?P<rest>.*)$").pattern == r"^[0-9]+ (?P<rest>.*)$"
     assert Rule("x", "log", "app", "x", pattern=r"x(?P<n>\d+)").pattern == r"x(?P<n>[0-9]+)"
 
