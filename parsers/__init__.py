@@ -314,9 +314,10 @@ def _literal_gate(message: pl.Series) -> Callable[..., pl.DataFrame]:
     app``), the rows of all slices classified on one thread: :func:`classify` 1.8 s of CPU before, 1.0 s with
     the gate (and the early returns of the rare-row helpers it calls).
 
-    The literals the rows hold are also read once (every occurrence of each, overlapping ones included), and a
-    list none of whose literals occurs is not applied at all, which is what :func:`apply_rules` would find:
-    ``where`` may then be a function of ``df`` giving the mask, called only when the list is applied. 15k
+    The literals the rows hold are also read once (every occurrence of each, overlapping ones included): a
+    list none of whose literals occurs is not applied at all, which is what :func:`apply_rules` would find
+    (``where`` may then be a function of ``df`` giving the mask, called only when the list is applied), and of
+    a list applied, only the rules whose literal occurs are tried. 15k
     generic lines of the 400k-line app job: 28 lists, 24 with no literal in the slice, ~25 ms of the slice's
     ~180 ms."""
     lits = _message_literals()
@@ -330,7 +331,10 @@ def _literal_gate(message: pl.Series) -> Callable[..., pl.DataFrame]:
     ) -> pl.DataFrame:
         if df.height != has.len() or not all(r.literal in lits for r in rules):
             raise AssertionError("literal gate: rows changed, or a rule list it was not built for")
-        if not any(r.literal in present for r in rules):
+        # A rule whose literal no row holds claims no row: only the others are tried (in their order, so the
+        # first match still wins), each a literal scan fewer.
+        rules = [r for r in rules if r.literal in present]
+        if not rules:
             return df
         mask = where(df) if callable(where) else where
         return apply_rules(df, rules, where=has if mask is None else mask & has)
