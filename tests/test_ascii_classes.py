@@ -27,6 +27,7 @@ def test_the_rewrites_inside_and_outside_classes() -> None:
     assert ascii_classes(r"\d[a[\d]]\d") == r"[0-9][a[\d]]\d"  # from a nested class on: as written
     assert ascii_classes(r"\d^[\d+") == r"[0-9]^[\d+"  # from a class not closed on: as written
     assert ascii_classes(r"\s\S\b\B\p{L}\x41") == r"\s\S\b\B\p{L}\x41"  # other escapes stay
+    assert ascii_classes(r"(?-u)\d\w") == r"(?-u)\d\w"  # Unicode off: as written
 
 
 def test_every_rule_and_prefix_pattern_is_written_in_ascii_classes() -> None:
