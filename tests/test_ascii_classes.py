@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers.rules import Prefix, Rule, ascii_classes, defined
+from tests.conftest import DRAWN
 
 W = r"(?:[0-9A-Za-z_]|[^\x00-\x7F])"
 
@@ -63,7 +64,7 @@ _ASCII_TEXT = st.text(alphabet="aZ_-.: x09\t", max_size=12)
 _ANY_TEXT = st.text(alphabet="aZ_-.: x09\té训١\u00a0—", max_size=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(DRAWN, max_examples=max(DRAWN.max_examples, 300))  # ~3 ms an example
 @given(_PATTERNS, st.lists(_ASCII_TEXT, min_size=1, max_size=8), st.lists(_ANY_TEXT, min_size=1, max_size=8))
 def test_ascii_classes_match_as_the_pattern_did_on_ascii_text(
     pattern: str, ascii_texts: list[str], any_texts: list[str]
