@@ -171,6 +171,53 @@ class BatchResult:
     coll_lines_dropped: int = 0
     id_span: int = 0
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (a worker process's result, a Ray task's): an Arrow ``table`` goes as one zstd-compressed
+        Arrow IPC stream (:func:`_ipc_bytes`), not buffer by buffer. One 32 MiB batch of the 256-rank COLL
+        job: 2.1 MB in 30 ms, read back in 28 ms, against 136 MB in 106 ms through pickle (its ~25 short
+        string columns hold 16 bytes a row each), which the pipe then copies twice."""
+        state = dict(self.__dict__)
+        if _is_arrow(self.table):
+            state["table"] = _ipc_bytes(self.table)  # type: ignore[arg-type]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        table = state.get("table")
+        if isinstance(table, _IpcTable):
+            state["table"] = table.read()
+        self.__dict__.update(state)
+
+
+def _is_arrow(table: object) -> bool:
+    """Whether ``table`` is a pyarrow Table (without importing pyarrow where it is not loaded)."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(table, pa.Table)
+
+
+@dataclass(frozen=True)
+class _IpcTable:
+    """An Arrow table as the bytes of an Arrow IPC stream, zstd-compressed (its schema in the stream)."""
+
+    data: bytes
+
+    def read(self) -> pa.Table:
+        import pyarrow as pa
+        from pyarrow import ipc
+
+        return ipc.open_stream(pa.py_buffer(self.data)).read_all()
+
+
+def _ipc_bytes(table: pa.Table) -> _IpcTable:
+    import pyarrow as pa
+    from pyarrow import ipc
+
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(table)
+    return _IpcTable(sink.getvalue().to_pybytes())
+
 
 def with_offset(part: pl.DataFrame | pa.Table, offset: int) -> pl.DataFrame | pa.Table:
     """``part`` with its ``event_id`` values moved by ``offset`` (ids unique across the batches)."""

@@ -538,6 +538,43 @@ def test_batches_in_processes_write_what_one_thread_writes(
     }
 
 
+def test_a_batch_result_pickles_its_arrow_table_as_one_compressed_stream(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    """A worker process sends a batch's Arrow table back as one zstd-compressed Arrow IPC stream: the table read
+    back equals the one sent (schema and values), in a small fraction of the table's bytes; a polars frame (Ray's
+    parts) and the other fields pickle as they are."""
+    import pickle
+
+    import pyarrow as pa
+
+    from correlator.batch import BatchJob, BatchResult, ingest_batch
+    from correlator.discover import discover
+    from correlator.streaming import plan
+
+    root, _info = gen
+    batch = plan(discover(root)[0], _node_bytes(root))[0]
+    res = ingest_batch(BatchJob(batch, None, None, 4, str(tmp_path), str(root), "arrow"))
+    assert isinstance(res.table, pa.Table) and res.table.num_rows > 1000
+    data = pickle.dumps(res)
+    back = pickle.loads(data)
+    assert back.table.equals(res.table, check_metadata=True)
+    assert back.table.schema.equals(res.table.schema)
+    sent = res.__getstate__()["table"].data  # what the pickle holds for the table
+    assert len(sent) * 10 < len(pickle.dumps(res.table))  # against the table pickled buffer by buffer
+    assert back.reduced is not None and res.reduced is not None and back.reduced.equals(res.reduced)
+    assert (back.rows, back.lines_read, back.id_span, back.warnings) == (
+        res.rows,
+        res.lines_read,
+        res.id_span,
+        res.warnings,
+    )
+    frame = BatchResult(pl.DataFrame({"a": [1, 2]}), None, rows=2)
+    again = pickle.loads(pickle.dumps(frame))
+    assert isinstance(again.table, pl.DataFrame) and again.table.equals(frame.table) and again.rows == 2
+    assert pickle.loads(pickle.dumps(BatchResult(None, None))).table is None
+
+
 def test_pool_kind_by_size() -> None:
     from correlator.batch import PROCESS_MIN_BYTES, pool_kind
 
