@@ -21,7 +21,7 @@ case — for all cases (``verdict_passed`` counts the cases whose verdict is rig
 ``reconstructed`` one.
 
 ``rankscope eval`` diagnoses the cases in worker processes, one case each at a time
-(:func:`correlator.batch.in_order`, as the batches of a large job are), on every core this process may use
+(:func:`correlator.pool.in_order`, as the batches of a large job are), on every core this process may use
 unless told otherwise; each is diagnosed on its own, so the scores are the same one after another in this
 process (:func:`evaluate`'s default).
 """
@@ -36,8 +36,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import cast
 
-from correlator.batch import cores, in_order, within_memory
+from correlator.batch import within_memory
 from correlator.job import open_job
+from correlator.pool import cores, in_order
 from correlator.schema import FAILURE_KINDS
 
 
