@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Prefix, Rule
+from parsers.rules import Prefix, Rule, ascii_classes
 
 ASCTIME = Prefix(
     "asctime",
@@ -52,9 +52,9 @@ BRACKET_ASCTIME = Prefix(
 )
 PREFIXES = [HYDRA, DEEPSPEED, HF, BRACKET_ASCTIME, ASCTIME]
 
-STEP_RE = r"(?:\bstep[=: ]\s*|\biteration\s+|\bglobal_step[=: ]\s*)(\d+)"
-RANK_RE = r"(?:\brank[=:]\s*|\[RANK (?:\s*))(\d+)\b"
-WORLD_RE = r"\bworld[_ ]size[=: ]\s*(\d+)"
+STEP_RE = ascii_classes(r"(?:\bstep[=: ]\s*|\biteration\s+|\bglobal_step[=: ]\s*)(\d+)")
+RANK_RE = ascii_classes(r"(?:\brank[=:]\s*|\[RANK (?:\s*))(\d+)\b")
+WORLD_RE = ascii_classes(r"\bworld[_ ]size[=: ]\s*(\d+)")
 #: An unfinished tqdm progress bar: ``Map (num_proc=14):  70%|█████▌   | 7/10 [6:40:12<2:51:01, 1.2 examples/s]``
 #: (0-99 %; a finished one is an ordinary line). ``elapsed_ms`` is the elapsed time it shows (``[H:]MM:SS<``).
 BAR = Rule(

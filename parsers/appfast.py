@@ -146,11 +146,11 @@ def _raw_gate(prefix: Prefix | None) -> str:
 
 #: ASCTIME's prefix part (``rules.strip_prefix`` strips the text it matches, leftmost-first), as the two
 #: patterns below read it: a change to ASCTIME must be made to them too.
-_HEAD = (
+_HEAD = ascii_classes(
     r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|"
     r"ERROR|CRITICAL)\]?(?: -)? )?"
 )
-if _head_pattern(app.ASCTIME.pattern) != ascii_classes(_HEAD):  # a Prefix's pattern is written so
+if _head_pattern(app.ASCTIME.pattern) != _HEAD:  # a Prefix's pattern is written so
     raise AssertionError(
         "parsers.app.ASCTIME changed: parsers.appfast reads its captures by _STAMP and _LEVEL"
     )
@@ -336,8 +336,9 @@ def _untee(text: pl.Series, one: pl.Series) -> tuple[pl.Series, pl.Series | None
 #: (:func:`split`).
 _SRUN = transport.SRUN_LABEL.pattern
 _SRUN_SHARE = transport.FILE_SHARE[transport.SRUN_LABEL.name]
-_SRUN_HEAD = r"^ *(?P<srun_label>\d+): "  # the digits before the line's first ": " (see _unsrun)
-if _head_pattern(_SRUN) != ascii_classes(_SRUN_HEAD) or set(re.compile(_SRUN).groupindex) != {
+#: The digits before the line's first ": " (see _unsrun).
+_SRUN_HEAD = ascii_classes(r"^ *(?P<srun_label>\d+): ")
+if _head_pattern(_SRUN) != _SRUN_HEAD or set(re.compile(_SRUN).groupindex) != {
     "srun_label",
     "rest",
 }:

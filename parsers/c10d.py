@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Prefix, Rule
+from parsers.rules import Prefix, Rule, ascii_classes
 
 C10_NEW = Prefix(
     "c10",
@@ -66,12 +66,14 @@ RANK_PREFIX = Prefix(
     example="[Rank 2] Running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, ...)",
 )
 
-_WORK = (
+_WORK = ascii_classes(
     r"Work\w*\((?:SeqNum=(?P<seq>\d+), )?(?:c10d::)?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+), NumelOut=\d+)?"
     r"(?:, TensorShape=(?P<shape>\[[^\]]*\]))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)"
 )
 #: torch ≤ 2.0 prints no SequenceNumber: ``CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[], …)``.
-_FP = r"CollectiveFingerPrint\((?:SequenceNumber=(?P<seq>\d+),? ?)?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]*\]))?"
+_FP = ascii_classes(
+    r"CollectiveFingerPrint\((?:SequenceNumber=(?P<seq>\d+),? ?)?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]*\]))?"
+)
 PGNCCL = "ProcessGroupNCCL.cpp, torch {}"
 
 RULES: list[Rule] = [
@@ -557,7 +559,7 @@ RULES: list[Rule] = [
 #: A rank named inside a message whose line has no rank prefix: ``what():  [PG 0 Rank 3] …``, ``[Rank 7] Watchdog
 #: caught …`` after a progress bar, ``NCCL communicator was aborted on rank 3``. ``[PG n Rank r]`` / ``[Rank r]`` is
 #: the rank within the PG (global in the default PG); ``aborted on rank r`` is global (torch 1.10 – 2.1).
-_MSG_RANK = (
+_MSG_RANK = ascii_classes(
     r"\[(?:PG (?:ID )?(?P<msg_pg>\d+) (?:PG GUID [^\]]*? )?)?Rank (?P<msg_rank>\d+)\]|"
     r"communicator was aborted on rank (?P<msg_rank_g>\d+)"
 )
@@ -566,7 +568,9 @@ _MSG_RANK = (
 #: Kinds whose ``rank_stated`` is the reporting rank itself ("Rank 3 successfully reached monitoredBarrier …",
 #: "Rank 3 is running collective: …, but Rank 0 …", "[1] is setting up NCCL communicator … from [0]").
 _REPORTER_KINDS = ["monitored_barrier_peer", "collective_mismatch", "store_error", "ddp_error"]
-_GPU = r"\(GPU (?P<gpu_a>\d+);|\bGPU (?P<gpu_b>\d+) has a total capacity|\bcuda:(?P<gpu_c>\d+)\b"
+_GPU = ascii_classes(
+    r"\(GPU (?P<gpu_a>\d+);|\bGPU (?P<gpu_b>\d+) has a total capacity|\bcuda:(?P<gpu_c>\d+)\b"
+)
 
 
 def stated_ranks(df: pl.DataFrame) -> pl.DataFrame:

@@ -17,7 +17,7 @@ import signal
 
 import polars as pl
 
-from parsers.rules import Prefix, Rule
+from parsers.rules import Prefix, Rule, ascii_classes
 
 OLD_PYLOG = Prefix(
     "elastic_old",
@@ -38,7 +38,7 @@ TORCH_LOGGING_21 = Prefix(
 )
 
 SRC = "torch.distributed.elastic {}"
-_ENTRY = (
+_ENTRY = ascii_classes(
     r"^\[(?P<entry_idx>\d+)\]:\s*\n\s+time\s*: (?P<cf_time>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)\s*\n\s+host\s*: (?P<host_fqdn>\S+)"
     r"\s*\n\s+rank\s*: (?P<rank_stated>-?\d+) \(local_rank: (?P<local_rank_stated>-?\d+)\)\s*\n\s+exitcode\s*: "
     r"(?P<exit_code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s*\((?P<signal>SIG\w+)\))?"

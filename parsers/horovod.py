@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Prefix, Rule
+from parsers.rules import Prefix, Rule, ascii_classes
 
 #: Horovod's C++ log prefix (``LOG(WARNING)`` in horovod/common/logging.cc, 0.16+).
 PREFIX = Prefix(
@@ -37,7 +37,7 @@ PREFIX = Prefix(
 )
 
 SRC = "Horovod {} (horovod/common/operations.cc, stall_inspector.cc)"
-_LIST = r"(?P<hvd_ranks>\d+(?:,\s*\d+)*)"
+_LIST = ascii_classes(r"(?P<hvd_ranks>\d+(?:,\s*\d+)*)")
 
 RULES: list[Rule] = [
     Rule(
@@ -115,7 +115,7 @@ MISSING_ITEM = Rule(
     "DistributedSGD_Allreduce/cond/then/_79/DistributedSGD_Allreduce/cond/HorovodAllreduce_grads_0]",
 )
 _HEAD = r"(?:^|\s)(?:Missing|Stalled) ranks:\s*$"
-_ITEM = r"^\d+!?: \["
+_ITEM = ascii_classes(r"^\d+!?: \[")
 
 
 def stall_items(df: pl.DataFrame) -> pl.Series:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Prefix, Rule
+from parsers.rules import Prefix, Rule, ascii_classes
 
 SRC = "NCCL_DEBUG (NVIDIA NCCL {})"
 
@@ -24,7 +24,7 @@ PREFIX = Prefix(
     example="node-a:15325:16199 [2] NCCL INFO [Service thread] Connection closed by localRank 2",
 )
 
-_PEER = r"(?P<peer_addr>[^\s<]+)<\d+>"
+_PEER = ascii_classes(r"(?P<peer_addr>[^\s<]+)<\d+>")
 
 RULES: list[Rule] = [
     Rule(

@@ -33,7 +33,7 @@ from __future__ import annotations
 import polars as pl
 
 from parsers.horovod import explode_list
-from parsers.rules import Prefix, Rule
+from parsers.rules import Prefix, Rule, ascii_classes
 
 SRC = "PaddlePaddle {} (Paddle 3.3.1: python/paddle/distributed/{})"
 
@@ -209,11 +209,11 @@ def abort_rows(df: pl.DataFrame) -> pl.DataFrame:
 
 
 _DETAIL = r"^-+ ERROR LOG DETAIL -+$"
-_FAILED = r"^Container rank (\d+) status failed cmd "
+_FAILED = ascii_classes(r"^Container rank (\d+) status failed cmd ")
 
 
-_TRAINER_ID = r"^\s*\|\s+PADDLE_TRAINER_ID\s+(\d+)\s+\|\s*$"
-_NNODES = r"^nnodes: (\d+)\s*$"
+_TRAINER_ID = ascii_classes(r"^\s*\|\s+PADDLE_TRAINER_ID\s+(\d+)\s+\|\s*$")
+_NNODES = ascii_classes(r"^nnodes: (\d+)\s*$")
 
 
 def console_streams(df: pl.DataFrame) -> pl.DataFrame:

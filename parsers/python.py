@@ -277,7 +277,7 @@ def call_site(raw: str) -> tuple[str, str] | None:
 #: A traceback frame inside a communication function of torch.distributed (``File ".../distributed_c10d.py",
 #: line 3504, in broadcast_object_list``; torch 1.x - 2.15 keep the collectives and their object helpers
 #: there). Setup functions (``init_process_group``, ``new_group``) are not waits and do not match.
-COLLECTIVE_FRAME_RE = (
+COLLECTIVE_FRAME_RE = ascii_classes(
     r'distributed_c10d\.py", line \d+, in (?:_?(?:all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|'
     r"monitored_barrier|gather|scatter|send|recv|isend|irecv|all_to_all|reduce|batch_isend_irecv)\w*|"
     r"_tensor_to_object|_object_to_tensor|wait)\b"

@@ -21,13 +21,15 @@ from __future__ import annotations
 import polars as pl
 
 from parsers.horovod import explode_list
-from parsers.rules import Prefix, Rule, strip_prefix
+from parsers.rules import Prefix, Rule, ascii_classes, strip_prefix
 
 SRC = "Ray 2.60.0 ({})"
 
-_ANSI = r"(?:\x1b\[[\d;]*m)?"
+_ANSI = ascii_classes(r"(?:\x1b\[[\d;]*m)?")
 #: Ray's worker tag ``(<Actor> pid=<pid>[, ip=<ip>])``, which :data:`PREFIX` strips at the start of a line.
-TAG = r"\((?:(?P<ray_actor>[A-Za-z_][\w.]*) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[^)\s]+))?\)"
+TAG = ascii_classes(
+    r"\((?:(?P<ray_actor>[A-Za-z_][\w.]*) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[^)\s]+))?\)"
+)
 PREFIX = Prefix(
     "ray_worker",
     rf"^{_ANSI}{TAG}{_ANSI} (?P<rest>.*)$",
@@ -50,7 +52,7 @@ RULES: list[Rule] = [
     ),
 ]
 
-_SNIPPET = r"^\[Rank (?P<ray_ranks>\d+(?:,\d+)*) Error Snippet\]:\s*$"
+_SNIPPET = ascii_classes(r"^\[Rank (?P<ray_ranks>\d+(?:,\d+)*) Error Snippet\]:\s*$")
 #: ``[Rank R Error Snippet]:`` followed by the controller's health-check text: the worker PROCESS died (killed, a
 #: segfault, the OOM killer) — the only line that says so, as the dead worker writes nothing (cap-ray-02).
 SNIPPET_DEAD = Rule(
@@ -89,8 +91,8 @@ def dead_snippets(df: pl.DataFrame) -> pl.Series:
     return df.select((msg.str.contains(_SNIPPET) & nxt.str.contains(_DIED)).alias("d"))["d"]
 
 
-WORKER_MAP = r"pid=(\d+)\) world_rank=(\d+),"
-_PG = r"^Setting up process group for: \S+ \[rank=(\d+), world_size=\d+\]"
+WORKER_MAP = ascii_classes(r"pid=(\d+)\) world_rank=(\d+),")
+_PG = ascii_classes(r"^Setting up process group for: \S+ \[rank=(\d+), world_size=\d+\]")
 
 
 def strip_worker_prefix(df: pl.DataFrame) -> pl.DataFrame:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.rules import Rule
+from parsers.rules import Rule, ascii_classes
 
 SRC = "torch.multiprocessing.spawn ProcessContext.join, torch 1.0 – 2.13"
 
@@ -67,7 +67,7 @@ RULES: list[Rule] = [
     ),
 ]
 
-_SPAWN_HEAD = r"^-- Process (\d+) terminated with the following error:$"
+_SPAWN_HEAD = ascii_classes(r"^-- Process (\d+) terminated with the following error:$")
 
 
 def spawn_child_rank(df: pl.DataFrame) -> pl.DataFrame:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from parsers.rules import Rule
+from parsers.rules import Rule, ascii_classes
 
 KIND = "stack_dump"
 LAYER = "stack"
@@ -92,7 +92,7 @@ RULES = [PYSPY_PROCESS, PYSPY_THREAD, FH_THREAD]
 #: ``http://<host>:<port>/handler/dump_traceback?``, ``i`` the rank: ``fetch_all`` reads the store keys
 #: ``rank0``… in order) and that rank's answer: ``faulthandler.dump_traceback(all_threads=True)`` (the C++
 #: ``dump_traceback`` control-plane handler) or ``py-spy dump``. The dump after such a line is that rank's.
-DEBUG_SERVER_RANK = re.compile(r"^=== Rank (\d+): (\S+) ===$")
+DEBUG_SERVER_RANK = re.compile(ascii_classes(r"^=== Rank (\d+): (\S+) ===$"))
 
 _PYSPY_FRAME = re.compile(r"^    (?P<fn>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 _FH_FRAME = re.compile(r'^  File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<fn>.*)$')

@@ -102,7 +102,7 @@ LEAD = Prefix(
 
 
 #: A lead that carries nothing of its own: spaces, a markdown quote or code mark, a viewer's line number.
-_JUNK_LEAD = r"^(?:[\s>`*#|]|\[\d+\])*$"
+_JUNK_LEAD = ascii_classes(r"^(?:[\s>`*#|]|\[\d+\])*$")
 #: Columns of a tee prefix: a piece split off after a progress bar is another process's line, not the tee'd one's.
 _TEE_COLS = ("tee_local_rank", "tee_role")
 
@@ -149,9 +149,9 @@ FILE_SHARE: dict[str, float] = {"srun": 0.5, "pdsh": 0.5, "tee_rank": 0.3}
 
 #: A tee-like prefix, any role (torchrun's tee, ``[<role><local rank>]:``; group 1 the local rank): where it may
 #: be, wherever tested (``parsers.appfast`` reads it inside lines too).
-TEE_LIKE = r"\[[A-Za-z_][A-Za-z_-]*?(\d+)\]:"
+TEE_LIKE = ascii_classes(r"\[[A-Za-z_][A-Za-z_-]*?(\d+)\]:")
 _TEE_NOT_RANK = "^" + TEE_LIKE
-_RANK_IS_TEE = r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])"
+_RANK_IS_TEE = ascii_classes(r"^\[rank\d+\]:(?:\[rank\d+\]:|[^\[ ])")
 
 
 def file_shares(path: pl.Series, hit: pl.Series, counted: pl.Series) -> pl.DataFrame:
@@ -201,7 +201,7 @@ def _split_rows(df: pl.DataFrame, hit: pl.Series, pattern: str, replacement: str
 
 #: A tee'd line's role (torchrun's tee, ``[<role><local rank>]:`` then text; group 1): :func:`split_glued_tee`
 #: cuts a line at a glued prefix of a role seen at a line start, but ``rank`` (c10d's ``[rank3]:``).
-LINE_START_ROLE = r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S"
+LINE_START_ROLE = ascii_classes(r"^\[([A-Za-z_][A-Za-z_-]*?)\d+\]:\S")
 
 
 def split_glued_tee(df: pl.DataFrame) -> pl.DataFrame:

@@ -37,14 +37,40 @@ def test_every_rule_and_prefix_pattern_is_written_in_ascii_classes() -> None:
     pats = [r.pattern for r in rules if r.pattern] + [p.pattern for p in prefixes]
     assert len(pats) > 100
     assert [p for p in pats if ascii_classes(p) != p] == []
-    # the module-level patterns a slice compiles besides them: line starts, record starts, exception lines
-    import parsers
-    from parsers import python, transport
-
-    consts = [parsers._KNOWN_START, python.EXC_LINE, python._CANDIDATE, transport._RECORD_START]
-    assert [c for c in consts if ascii_classes(c) != c] == []
     assert Prefix("x", r"^\d+ (?P<rest>.*)$").pattern == r"^[0-9]+ (?P<rest>.*)$"
     assert Rule("x", "log", "app", "x", pattern=r"x(?P<n>\d+)").pattern == r"x(?P<n>[0-9]+)"
+
+
+def test_every_module_level_pattern_of_the_parsers_is_written_in_ascii_classes() -> None:
+    """The patterns a parser module holds as text (those it hands to polars besides its rules and prefixes: line
+    starts, record starts, exception lines, the application fast path's gates and fields, tee and srun heads, ...)
+    are written so too, each where it is defined; a new one written with ``\\d`` or ``\\w`` fails here. Compiled
+    ``re.Pattern`` objects run in Python's ``re`` only and may keep Unicode classes, but for one whose text the
+    application fast path's markers join (``stack.DEBUG_SERVER_RANK``: a marker must match what its helper matches)."""
+    import importlib
+    import pkgutil
+
+    import parsers
+    from parsers import appfast, stack
+
+    texts: dict[str, str] = {}
+    names = ["parsers", *(info.name for info in pkgutil.walk_packages(parsers.__path__, "parsers."))]
+    for name in names:
+        mod = importlib.import_module(name)
+        texts.update(
+            {f"{name}.{k}": v for k, v in vars(mod).items() if isinstance(v, str) and not k.startswith("__")}
+        )
+    # the ones a slice compiled before this test covered the whole package, and the fast path's fields
+    for known in (
+        "parsers._KNOWN_START",
+        "parsers.transport._RECORD_START",
+        "parsers.app.STEP_RE",
+        "parsers.appfast._MARKERS",
+    ):
+        assert known in texts
+    assert sorted(k for k, v in texts.items() if ascii_classes(v) != v) == []
+    assert ascii_classes(stack.DEBUG_SERVER_RANK.pattern) == stack.DEBUG_SERVER_RANK.pattern
+    assert stack.DEBUG_SERVER_RANK.pattern in appfast._MARKERS
 
 
 _ATOMS = [
