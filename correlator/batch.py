@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Literal
 import polars as pl
 
 from correlator.discover import DiscoveryError, Source, following_symlinks, learned_from
+from correlator.limits import env_int
 from correlator.pool import Pool, cores, in_order
 from correlator.reduce import reduce_for_diagnosis
 from correlator.schema import Kind, to_write_arrow
@@ -398,10 +399,10 @@ def ingest_whole(
 def batch_workers(workers: int | None, batch_bytes: int | None = None) -> int:
     """Batches ingested at once: ``workers``, else ``RANKSCOPE_BATCH_WORKERS``, else the cores this process
     may use, at most as many as the memory budget holds (``RANKSCOPE_MEMORY_MB``, else half the machine's
-    memory, over :data:`_BATCH_MEMORY_FACTOR` x ``batch_bytes`` + a worker's imports each)."""
+    memory, over :data:`_BATCH_MEMORY_FACTOR` x ``batch_bytes`` + a worker's imports each). Both settings
+    are read by :func:`correlator.limits.env_int`: 0 or not a whole number counts as unset."""
     if workers is None:
-        env = os.environ.get("RANKSCOPE_BATCH_WORKERS", "")
-        workers = int(env) if env.isdigit() else cores()
+        workers = env_int("RANKSCOPE_BATCH_WORKERS", 0) or cores()
         if batch_bytes:
             workers = within_memory(workers, batch_bytes)
     return max(1, workers)
@@ -416,9 +417,9 @@ def within_memory(workers: int, nbytes: int) -> int:
 
 
 def _memory_budget() -> int:
-    env = os.environ.get("RANKSCOPE_MEMORY_MB", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env) * 1024**2
+    mib = env_int("RANKSCOPE_MEMORY_MB", 0)
+    if mib:
+        return mib * 1024**2
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError, AttributeError):

@@ -29,7 +29,6 @@ process (:func:`evaluate`'s default).
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,6 +37,7 @@ from typing import cast
 
 from correlator.batch import within_memory
 from correlator.job import open_job
+from correlator.limits import env_int
 from correlator.pool import cores, in_order
 from correlator.schema import FAILURE_KINDS
 
@@ -309,15 +309,15 @@ def run_case(case: Path) -> CaseResult:
 
 
 def eval_workers(workers: int | None, cases: int, case_bytes: int = 0) -> int:
-    """Cases diagnosed at once: ``workers``, else ``RANKSCOPE_EVAL_WORKERS``, else the cores this process may
+    """Cases diagnosed at once: ``workers``, else ``RANKSCOPE_EVAL_WORKERS`` (read by
+    :func:`correlator.limits.env_int`: 0 or not a whole number counts as unset), else the cores this process may
     use within the memory budget for cases of up to ``case_bytes`` of logs each
     (:func:`correlator.batch.within_memory`); at most ``cases``, at least 1. Raises ``ValueError`` for
     ``workers`` below 1."""
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     if workers is None:
-        env = os.environ.get("RANKSCOPE_EVAL_WORKERS", "").strip()
-        workers = int(env) if env.isdigit() and int(env) > 0 else within_memory(cores(), case_bytes)
+        workers = env_int("RANKSCOPE_EVAL_WORKERS", 0) or within_memory(cores(), case_bytes)
     return max(1, min(workers, cases))
 
 

@@ -27,7 +27,11 @@ import os
 from dataclasses import dataclass
 
 
-def _env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int) -> int:
+    """The whole number the environment variable ``name`` holds (``_`` between digits allowed: ``5_000_000``),
+    or ``default`` where it is unset, empty, not a whole number, 0 or below. The one reader of the project's
+    numeric settings: these limits, and the worker counts and memory budget of :mod:`correlator.batch` and
+    :mod:`correlator.evaluate`."""
     v = os.environ.get(name, "").strip().replace("_", "")
     if not v:
         return default
@@ -55,15 +59,15 @@ class Limits:
     def from_env(cls) -> Limits:
         """The defaults, each raised (or lowered) by its environment variable."""
         return cls(
-            max_file_bytes=_env_int("RANKSCOPE_MAX_FILE_MB", 1024) * 1024 * 1024,
-            max_ratio=_env_int("RANKSCOPE_MAX_RATIO", 500),
-            ratio_floor_bytes=_env_int("RANKSCOPE_RATIO_FLOOR_KB", 256) * 1024,
-            max_line_bytes=_env_int("RANKSCOPE_MAX_LINE_KB", 1024) * 1024,
-            max_lines=_env_int("RANKSCOPE_MAX_LINES", 5_000_000),
-            max_world=_env_int("RANKSCOPE_MAX_WORLD", 1 << 18),
+            max_file_bytes=env_int("RANKSCOPE_MAX_FILE_MB", 1024) * 1024 * 1024,
+            max_ratio=env_int("RANKSCOPE_MAX_RATIO", 500),
+            ratio_floor_bytes=env_int("RANKSCOPE_RATIO_FLOOR_KB", 256) * 1024,
+            max_line_bytes=env_int("RANKSCOPE_MAX_LINE_KB", 1024) * 1024,
+            max_lines=env_int("RANKSCOPE_MAX_LINES", 5_000_000),
+            max_world=env_int("RANKSCOPE_MAX_WORLD", 1 << 18),
             follow_symlinks=os.environ.get("RANKSCOPE_FOLLOW_SYMLINKS", "").strip().lower()
             in ("1", "true", "yes", "on"),
-            max_small_bytes=_env_int("RANKSCOPE_MAX_SMALL_KB", 4096) * 1024,
+            max_small_bytes=env_int("RANKSCOPE_MAX_SMALL_KB", 4096) * 1024,
         )
 
 
@@ -72,7 +76,7 @@ def current() -> Limits:
     return Limits.from_env()
 
 
-__all__ = ["Limits", "cap_values", "current"]
+__all__ = ["Limits", "cap_values", "current", "env_int"]
 
 
 _RANK_COLS = ("rank", "local_rank", "rank_stated", "peer_rank", "src_rank", "tee_local_rank")

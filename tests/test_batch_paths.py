@@ -123,3 +123,16 @@ def test_workers_are_bounded_by_the_memory_budget(monkeypatch: pytest.MonkeyPatc
     assert batch_mod.batch_workers(None, 32 * mib) == 1  # (budget 100 MiB still set)
     monkeypatch.setenv("RANKSCOPE_MEMORY_MB", str(64 * 1024))
     assert batch_mod.batch_workers(None, 32 * mib) == 12
+    # read as every numeric setting is (correlator.limits.env_int, as RANKSCOPE_EVAL_WORKERS): 0 and what is
+    # not a whole number count as unset (the cores), ``_`` between digits is allowed
+    for unset in ("0", "-2", "four", ""):
+        monkeypatch.setenv("RANKSCOPE_BATCH_WORKERS", unset)
+        assert batch_mod.batch_workers(None, 32 * mib) == 16, unset
+    monkeypatch.setenv("RANKSCOPE_BATCH_WORKERS", "1_0")
+    assert batch_mod.batch_workers(None, 32 * mib) == 10
+    monkeypatch.setenv("RANKSCOPE_MEMORY_MB", "2_048")
+    assert batch_mod._memory_budget() == 2048 * mib
+    monkeypatch.delenv("RANKSCOPE_MEMORY_MB")
+    unset = batch_mod._memory_budget()  # half the machine's memory, whatever it is here
+    monkeypatch.setenv("RANKSCOPE_MEMORY_MB", "0")
+    assert batch_mod._memory_budget() == unset != 0
