@@ -162,9 +162,11 @@ def ascii_classes(pattern: str) -> str:
     What changes off ASCII: a digit of another script is no longer ``\d`` (the lines these patterns read
     print numbers in ASCII, and a field cast to an integer read none such before either), and ``\w`` takes
     any character beyond ASCII, word or not (a logger or host name in another script still matches). Every
-    :class:`Rule` and :class:`Prefix` pattern is written through this. A pattern that turns Unicode off
-    (``(?-u``) stays as written: there ``[^\x00-\x7F]`` could match a byte of a character, which a regex
-    over text may not."""
+    :class:`Rule` and :class:`Prefix` pattern is written through this when built, and every pattern a parser
+    module holds as text is where it is defined (``tests/test_ascii_classes.py`` walks the modules for one
+    that is not; compiled ``re.Pattern`` objects, for Python's ``re`` only, may keep Unicode classes). A
+    pattern that turns Unicode off (``(?-u``) stays as written: there ``[^\x00-\x7F]`` could match a byte of
+    a character, which a regex over text may not."""
     if "(?-u" in pattern:
         return pattern
     out: list[str] = []
