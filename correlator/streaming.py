@@ -2,7 +2,9 @@
 
 :func:`stream_ingest` processes the sources in batches, each through the normal ingest pipeline
 (``correlator.ingest.ingest``: read -> parse -> time -> identity -> tee de-duplication), writes every
-batch's rows to one parquet file as row groups (``correlator.schema.EVENT_SCHEMA``), and keeps in memory
+batch's rows to one parquet file as row groups (``correlator.schema.EVENT_SCHEMA``; each batch encodes its
+part where it runs, and the parts are joined in batch order without encoding them again:
+:mod:`correlator.parts`), and keeps in memory
 only what :func:`correlator.diagnose` reads:
 
 - every row except the high-volume routine families below (faults, launcher/agent output, NCCL
@@ -53,6 +55,7 @@ from correlator.batch import (
     Batch,
     BatchJob,
     BatchResult,
+    PartFile,
     Want,
     batch_workers,
     in_order,
@@ -89,9 +92,7 @@ from correlator.schema import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    from correlator.parts import PartsWriter
     from correlator.signatures import TextPatterns
 
 #: Input size above which ``rankscope diagnose DIR`` streams by default (``--streaming`` forces it); below
@@ -309,44 +310,49 @@ class _Totals:
 
 
 class _Sink:
-    """Where the batches' table parts go, in batch order: one parquet file (row groups), a hive-partitioned
+    """Where the batches' table parts go, in batch order: one parquet file (each batch writes its part where it
+    runs, joined here without encoding it again: :class:`correlator.parts.PartsWriter`), a hive-partitioned
     dataset (one part file per batch and partition), or nowhere."""
 
     def __init__(
         self, out: str | os.PathLike[str] | None, partition_by: str | None, row_group_rows: int
     ) -> None:
         self.out, self.partition_by, self.row_group_rows = out, partition_by, row_group_rows
-        self.writer: pq.ParquetWriter | None = None
+        self.writer: PartsWriter | None = None
         if partition_by is not None:
             from correlator.export import PARTITION_KEYS
 
             if partition_by not in PARTITION_KEYS:
                 raise ValueError(f"partition by {partition_by!r}: use one of {', '.join(PARTITION_KEYS)}")
         elif out is not None:
-            import pyarrow.parquet as pq
-
+            from correlator.parts import PartsWriter
             from correlator.schema import WRITE_SCHEMA
 
-            self.writer = pq.ParquetWriter(str(out), WRITE_SCHEMA, **parquet_options())
+            self.writer = PartsWriter(out, WRITE_SCHEMA, parquet_options())
 
     @property
     def want(self) -> Want:
         return (
             "frame"
             if self.partition_by is not None and self.out is not None
-            else "arrow"
+            else "parquet"
             if self.writer
             else "none"
         )
 
-    def write(self, i: int, part: pl.DataFrame | pa.Table) -> None:
-        if self.writer is not None:
-            self.writer.write_table(part, row_group_size=self.row_group_rows)  # type: ignore[arg-type]
+    def write(self, i: int, part: pl.DataFrame | PartFile, offset: int) -> None:
+        """Batch ``i``'s part, its ``event_id`` values moved by ``offset``; a part file is removed once joined."""
+        if isinstance(part, PartFile):
+            try:
+                if self.writer is not None:
+                    self.writer.add(part.path, offset)
+            finally:
+                Path(part.path).unlink(missing_ok=True)
         elif self.partition_by is not None and self.out is not None:
             from correlator.export import write_partitioned
 
             write_partitioned(
-                part,  # type: ignore[arg-type]
+                with_offset(part, offset),
                 self.out,
                 by=self.partition_by,
                 part_name=f"part-{i:05d}.parquet",
@@ -418,7 +424,10 @@ def stream_ingest(
     sink: _Sink | None = None
     try:
         sink = _Sink(out_parquet, partition_by, row_group_rows)
-        jobs = [BatchJob(b, single, tz, keep_last, tmp, base, sink.want, text=text) for b in batches]
+        jobs = [
+            BatchJob(b, single, tz, keep_last, tmp, base, sink.want, text=text, row_group_rows=row_group_rows)
+            for b in batches
+        ]
         n = batch_workers(workers, batch_bytes)
         kind = pool_kind(sum(b.nbytes for b in batches), len(batches), n)
         results = in_order(_in_context(kind), jobs, n, kind)
@@ -426,7 +435,7 @@ def stream_ingest(
             offset = totals.add(out)
             part, out.table = out.table, None
             if part is not None:
-                sink.write(i, with_offset(part, offset))
+                sink.write(i, part, offset)
             del part, out
             if progress:
                 progress(i + 1, len(batches))

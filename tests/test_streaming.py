@@ -538,41 +538,36 @@ def test_batches_in_processes_write_what_one_thread_writes(
     }
 
 
-def test_a_batch_result_pickles_its_arrow_table_as_one_compressed_stream(
-    gen: tuple[Path, dict[str, object]], tmp_path: Path
-) -> None:
-    """A worker process sends a batch's Arrow table back as one zstd-compressed Arrow IPC stream: the table read
-    back equals the one sent (schema and values), in a small fraction of the table's bytes; a polars frame (Ray's
-    parts) and the other fields pickle as they are."""
+def test_a_batch_writes_its_part_where_it_runs(gen: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    """``want="parquet"``: the batch writes its table part as a Parquet file under ``tmp`` (the rows its
+    ``frame`` would give, in the write schema, row groups of ``row_group_rows``); its result pickles small (no
+    table in it, only the part's path), for a worker process to send back."""
+    import dataclasses
     import pickle
 
-    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    from correlator.batch import BatchJob, BatchResult, ingest_batch
+    from correlator.batch import BatchJob, PartFile, ingest_batch
     from correlator.discover import discover
+    from correlator.schema import WRITE_SCHEMA
     from correlator.streaming import plan
 
     root, _info = gen
     batch = plan(discover(root)[0], _node_bytes(root))[0]
-    res = ingest_batch(BatchJob(batch, None, None, 4, str(tmp_path), str(root), "arrow"))
-    assert isinstance(res.table, pa.Table) and res.table.num_rows > 1000
-    data = pickle.dumps(res)
-    back = pickle.loads(data)
-    assert back.table.equals(res.table, check_metadata=True)
-    assert back.table.schema.equals(res.table.schema)
-    sent = res.__getstate__()["table"].data  # what the pickle holds for the table
-    assert len(sent) * 10 < len(pickle.dumps(res.table))  # against the table pickled buffer by buffer
-    assert back.reduced is not None and res.reduced is not None and back.reduced.equals(res.reduced)
-    assert (back.rows, back.lines_read, back.id_span, back.warnings) == (
-        res.rows,
-        res.lines_read,
-        res.id_span,
-        res.warnings,
+    frame = ingest_batch(BatchJob(batch, None, None, 4, str(tmp_path), str(root), "frame")).table
+    res = ingest_batch(
+        BatchJob(batch, None, None, 4, str(tmp_path), str(root), "parquet", row_group_rows=1000)
     )
-    frame = BatchResult(pl.DataFrame({"a": [1, 2]}), None, rows=2)
-    again = pickle.loads(pickle.dumps(frame))
-    assert isinstance(again.table, pl.DataFrame) and again.table.equals(frame.table) and again.rows == 2
-    assert pickle.loads(pickle.dumps(BatchResult(None, None))).table is None
+    assert isinstance(frame, pl.DataFrame) and frame.height > 2000
+    assert isinstance(res.table, PartFile) and Path(res.table.path).parent == tmp_path
+    part = pq.ParquetFile(res.table.path)
+    assert part.schema_arrow.names == WRITE_SCHEMA.names
+    assert part.metadata.num_row_groups == -(-frame.height // 1000) and res.table.rows == frame.height
+    assert pl.read_parquet(res.table.path).equals(frame.select(WRITE_SCHEMA.names))
+    back = pickle.loads(pickle.dumps(res))
+    assert back.table == res.table and back.reduced is not None and back.reduced.equals(res.reduced)
+    # the part adds its path to what a worker sends back, not its rows
+    assert len(pickle.dumps(res)) - len(pickle.dumps(dataclasses.replace(res, table=None))) < 500
 
 
 def test_pool_kind_by_size() -> None:
