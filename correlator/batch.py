@@ -52,12 +52,15 @@ if TYPE_CHECKING:
 #: costs ~1 CPU-s to start (Python, polars, pyarrow and the parsers imported again), which only pays off
 #: over several batches per worker.
 PROCESS_MIN_BYTES = 128 * 1024**2
-#: Fewest workers for which batches run in processes. Below it threads win: on 2 busy cores (2026-12-05,
-#: ``timeline`` of the 32-rank COLL job, 127 MB, RESULTS.md) threads took 6.4-6.7 CPU-s against 11.5-11.6
-#: in 2 worker processes (their start-up, the parts pickled back, polars one thread each); threads stop
-#: scaling past ~4 workers (the per-batch Python holds the GIL: issue #32, 16 cores, 8-16 threads no faster
-#: than 4), which is where processes are for.
-PROCESS_MIN_WORKERS = 4
+#: Fewest workers for which batches run in processes. Since each batch writes its own table part (a worker
+#: sends back a path, not its rows), 2 worker processes beat 2 threads on 2 cores (2026-12-07, ``rankscope
+#: timeline``, 3 alternations): the 256-rank COLL job (1,018 MB) 11.8 s / 21.9 CPU-s / 473 MiB against
+#: 14.5 s / 23.2 / 787 in threads, the 32-rank app job (255 MB) 6.6 s / 12.2 / 618 against 6.7 s / 11.7 /
+#: 1,047, and near the input floor, the 40-rank COLL job (152 MB, 5 batches), 2.95 s / 4.8 / 465 against
+#: 2.88 s / 4.2 / 734. One worker stays a thread. (With the parts sent back as tables, 2 processes had cost
+#: ~1.7x the CPU of 2 threads: 2026-12-05, RESULTS.md.) Threads also stop scaling past ~4 workers (the
+#: per-batch Python holds the GIL: issue #32, 16 cores, 8-16 threads no faster than 4).
+PROCESS_MIN_WORKERS = 2
 #: Memory one batch's ingest takes at most, as a multiple of its input bytes, plus the ~0.2 GiB of a
 #: worker's imports: the total budget below bounds the workers. Measured 2026-12-06 (one worker process,
 #: ``rankscope timeline``'s batches): application lines 673 MiB for 25 MiB batches (the 64-rank app job),

@@ -576,7 +576,8 @@ def test_pool_kind_by_size() -> None:
     assert pool_kind(PROCESS_MIN_BYTES - 1, 100, 4) == "threads"  # small input: no worker start-up
     assert pool_kind(PROCESS_MIN_BYTES, 7, 4) == "threads"  # fewer than two batches per worker
     assert pool_kind(PROCESS_MIN_BYTES, 8, 4) == "processes"
-    assert pool_kind(10 * PROCESS_MIN_BYTES, 40, 2) == "threads"  # 2 cores: threads cost less CPU
+    assert pool_kind(10 * PROCESS_MIN_BYTES, 40, 2) == "processes"  # 2 cores: less memory, no slower
+    assert pool_kind(10 * PROCESS_MIN_BYTES, 40, 1) == "threads"  # one worker: no start-up to pay
 
 
 def test_event_ids_stay_unique_when_a_node_is_split(
