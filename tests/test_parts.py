@@ -69,6 +69,12 @@ def test_joined_parts_are_the_file_one_writer_writes(table: pa.Table, tmp_path: 
     back = pl.read_parquet(got)
     assert back.equals(pl.from_arrow(table))  # type: ignore[arg-type]
     assert back["event_id"].to_list() == list(range(n))
+    # another reader, with its own footer parser, reads the same rows and row groups
+    duckdb = pytest.importorskip("duckdb")
+    q = f"select count(*), sum(event_id), count(distinct path) from read_parquet('{got}')"
+    assert duckdb.sql(q).fetchall() == [(n, n * (n - 1) // 2, back["path"].n_unique())]
+    groups = duckdb.sql(f"select count(distinct row_group_id) from parquet_metadata('{got}')").fetchall()
+    assert groups == [(meta.num_row_groups,)]
 
 
 def test_the_footer_codec_gives_back_the_bytes_it_read(table: pa.Table) -> None:
