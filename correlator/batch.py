@@ -42,7 +42,7 @@ from correlator.discover import DiscoveryError, Source, following_symlinks, lear
 from correlator.limits import env_int
 from correlator.pool import Pool, cores, in_order
 from correlator.reduce import reduce_for_diagnosis
-from correlator.schema import Kind, to_write_arrow
+from correlator.schema import Kind, parquet_options, to_write_arrow
 
 if TYPE_CHECKING:
     from correlator.ingest import IngestResult
@@ -192,8 +192,6 @@ def _part_file(t: pl.DataFrame, job: BatchJob) -> PartFile:
     of its pages happens here, in the batch's worker, not in the process that joins the parts (a 32 MiB batch
     of the 256-rank COLL job, 160k rows: ~0.1 CPU-s)."""
     import pyarrow.parquet as pq
-
-    from correlator.schema import parquet_options
 
     fd, path = tempfile.mkstemp(prefix="part-", suffix=".parquet", dir=job.tmp)
     os.close(fd)
