@@ -40,6 +40,7 @@ class CollCut:
     def __init__(self, keep: int) -> None:
         self.keep = keep
         self.batch: list[tuple[int, Source, pl.Series | list[str]]] = []
+        self.first: list[int] = []
         self.size = 0
         self.frames: list[pl.DataFrame] = []
         self.cut: list[pl.DataFrame] = []
@@ -48,23 +49,34 @@ class CollCut:
         self.pool: ThreadPoolExecutor | None = None
         self.pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame | None, set[str]]]] = deque()
 
-    def add(self, i: int, src: Source, lines: pl.Series | list[str], text_bytes: int | None = None) -> None:
-        """Queue the ``lines`` of one file (``text_bytes``: their size with newlines, when known)."""
+    def add(
+        self,
+        i: int,
+        src: Source,
+        lines: pl.Series | list[str],
+        text_bytes: int | None = None,
+        first: int = 1,
+        more: bool = False,
+    ) -> None:
+        """Queue the ``lines`` of one file (``text_bytes``: their size with newlines, when known). A file past a
+        cap comes in runs of consecutive lines (its head, then its tail): ``first`` the line number of the run's
+        first line, ``more`` True for every run but the last (a batch holds whole files)."""
         self.batch.append((i, src, lines))
+        self.first.append(first)
         if text_bytes is None:
             if isinstance(lines, list):
                 text_bytes = sum(len(x.encode()) + 1 for x in lines)
             else:
                 text_bytes = int(lines.str.len_bytes().sum() or 0) + lines.len()
         self.size += text_bytes
-        if self.size >= CUT_BATCH_BYTES:
+        if self.size >= CUT_BATCH_BYTES and not more:
             self._flush()
 
     def _flush(self) -> None:
         if not self.batch:
             return
-        frame = plain_lines(self.batch)
-        self.batch, self.size = [], 0
+        frame = plain_lines(self.batch, first=self.first)
+        self.batch, self.first, self.size = [], [], 0
         if self.pool is None:
             self.pool = ThreadPoolExecutor(_CUT_WORKERS, thread_name_prefix="rankscope-cut")
         self.pending.append(self.pool.submit(_cut_batch, frame, self.keep))
@@ -123,14 +135,17 @@ def reread(rels: set[str], by_rel: dict[str, Source], order: dict[int, int]) -> 
     """The lines frame of the files ``rels``, every line (a file the cut must give back whole; see
     :func:`parse_reduced`), read again from disk: the lines the cut left out were not kept."""
     parts = []
+    first = []
     for rel in sorted(rels):
         src = by_rel[rel]
         res = read_lines(src.path, src.rel)
         if res.n_lines:
-            parts.append((order[id(src)], src, res.lines_or_list()))
+            for line, lines in res.parts():
+                parts.append((order[id(src)], src, lines))
+                first.append(line)
     if not parts:
         return pl.DataFrame(schema={"__src": pl.Int64, "path": pl.String, "line": pl.Int64})
-    return plain_lines(parts).with_columns(pl.lit(False).alias(_CAND))
+    return plain_lines(parts, first=first).with_columns(pl.lit(False).alias(_CAND))
 
 
 def _reduce_coll_lines(

@@ -245,7 +245,8 @@ class _Read:
     line lists (source order, file), each file's mtime, counts, warnings."""
 
     frames: list[pl.DataFrame] = field(default_factory=list)
-    plain: list[tuple[int, Source, pl.Series | list[str]]] = field(default_factory=list)
+    #: ``(source index, source, lines, line number of the first)``: a file past a cap gives two (head, tail).
+    plain: list[tuple[int, Source, pl.Series | list[str], int]] = field(default_factory=list)
     mtimes: list[float | None] = field(default_factory=list)
     lines_read: int = 0
     skipped: int = 0
@@ -341,9 +342,12 @@ def _read_all(
             if frame is not None:
                 frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int64).alias("__src")))
             elif res.n_lines and cut is not None:
-                cut.add(i, src, res.lines_or_list(), res.text_bytes)
+                runs = res.parts()
+                for k, (first, lines) in enumerate(runs):
+                    known = res.text_bytes if len(runs) == 1 else None
+                    cut.add(i, src, lines, known, first, more=k < len(runs) - 1)
             elif res.n_lines:
-                plain.append((i, src, res.lines_or_list()))
+                plain.extend((i, src, lines, first) for first, lines in res.parts())
             rd.lines_read += res.physical_lines
             rd.skipped += res.skipped_lines
             rd.skipped_list.extend(res.skipped)
@@ -420,8 +424,8 @@ def ingest(
     for k, v in rd.by_reason.items():
         by_reason[k] = by_reason.get(k, 0) + v
     if plain:
-        plain.sort(key=lambda part: part[0])
-        frames.append(plain_lines(plain))
+        plain.sort(key=lambda part: part[0])  # stable: a file's head before its tail
+        frames.append(plain_lines([p[:3] for p in plain], first=[p[3] for p in plain]))
     if not any(f.height for f in frames) and fr_rows.table.height:  # Flight Recorder dumps, no text log
         return IngestResult(
             conform(flight_recorder.with_ids(fr_rows.table)),

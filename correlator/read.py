@@ -17,7 +17,12 @@ Step 2 of ingest. What a file holds is judged from its bytes, not its name:
 - **terminal safety**: colour codes (CSI) are removed; every other C0/C1 control character (OSC titles,
   clipboard writes, hyperlinks, bells) is escaped as ``\\xNN``, so nothing read can drive a terminal;
 - **limits**: bytes per file, line length (a longer line is kept truncated and marked ``…[truncated``),
-  lines per file. Every limit hit is a warning and an entry of :attr:`ReadResult.skipped`.
+  lines per file. Every limit hit is a warning and an entry of :attr:`ReadResult.skipped`. A plain file past
+  the size cap, and any file past the line cap, keeps its head and its tail (a quarter and three quarters of
+  the cap, :data:`HEAD_SHARE`): a failed job's log ends in its failure. The lines between are counted (a plain
+  file's middle is read through for its newlines, not kept), so every line kept has its own line number
+  (:attr:`ReadResult.starts`). A compressed file past the size cap keeps its head only: its tail is only
+  reached by decompressing all of it, which the cap is there to bound.
 
 Non-regular files (FIFOs, devices, sockets) are opened non-blocking and skipped with a reason; a file that
 vanishes, shrinks or grows while read is read up to a consistent point (its size when opened) and reported.
@@ -33,7 +38,8 @@ import re
 import stat
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from pathlib import Path
 
 import polars as pl
@@ -91,6 +97,10 @@ class ReadResult:
     #: The file's modification time when it was opened (:func:`read_lines`: from the ``fstat`` it does
     #: anyway, so that ingest needs no second ``stat`` per file for the year of stamps without one).
     mtime: float | None = None
+    #: Where the line numbers of ``lines`` jump past lines not kept (the middle of a file past the size or
+    #: line cap, whose head and tail are kept): ``(row, line number)``, ascending, the row ``row`` of ``lines``
+    #: and those after it numbered on from that line number. Empty: the rows are lines 1 to n.
+    starts: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def lines(self) -> pl.Series:
@@ -111,6 +121,18 @@ class ReadResult:
     def line_list(self) -> list[str]:
         """The lines as a list of str."""
         return list(self._lines) if isinstance(self._lines, list) else self._lines.to_list()
+
+    def parts(self) -> list[tuple[int, pl.Series | list[str]]]:
+        """The lines as runs of consecutive line numbers: ``(line number of the run's first line, its lines)``;
+        one run (from line 1) unless lines were left out between the head and the tail of the file
+        (:attr:`starts`)."""
+        if not self.starts:
+            return [(1, self._lines)]
+        s = self.lines
+        at = [*self.starts, (s.len(), 0)]
+        runs: list[tuple[int, pl.Series | list[str]]] = [(1, s.slice(0, at[0][0]))] if at[0][0] else []
+        runs += [(line, s.slice(row, nxt - row)) for (row, line), (nxt, _) in pairwise(at)]
+        return runs
 
 
 def _empty() -> pl.Series:
@@ -444,7 +466,8 @@ def read_lines(
     called per MiB of plain files and per compressed chunk, not for zstd; not at all for small files).
 
     Never raises on bad content or an unreadable, vanished or non-regular file: those give an empty result
-    with a warning and a ``skipped`` entry. Line numbers are positions in the returned series plus one.
+    with a warning and a ``skipped`` entry. Line numbers are positions in the returned series plus one, but
+    past the lines a cap left out between head and tail (:meth:`ReadResult.parts`).
     ``lim``: the limits in force (default :func:`correlator.limits.current`; a caller reading many files
     reads them once).
     """
@@ -503,6 +526,10 @@ def read_lines(
                 data = _decompress(raw, kind, rel, lim, warnings, skipped, size)
             elif small:
                 data = _small_plain(head, size, rel, warnings, info)
+            elif size > lim.max_file_bytes and (ends := _read_ends(fd, size, lim, on_bytes)) is not None:
+                res = _ends_result(ends, size, rel, path.name, lim, warnings, skipped)
+                res.mtime = st.st_mtime
+                return res
             else:
                 data = _read_plain(fd, size, rel, lim, warnings, skipped, info, on_bytes)
         except OSError as e:
@@ -514,6 +541,107 @@ def read_lines(
     res = _lines_from_bytes(data, rel, path.name, lim, warnings, skipped)
     res.mtime = st.st_mtime
     return res
+
+
+@dataclass
+class _Ends:
+    """A plain file past the size cap as :func:`_read_ends` read it: its head (whole lines), the lines and
+    bytes between head and tail (counted, not kept), its tail (whole lines), and whether it changed while
+    read (grew: read up to its size when opened)."""
+
+    head: bytes
+    middle_lines: int
+    middle_bytes: int
+    tail: bytes
+    grew: bool
+
+
+#: Bytes of the middle of a file past the size cap read at a time to count its lines.
+_COUNT_CHUNK = 8 << 20
+
+
+def _read_ends(
+    fd: int, size: int, lim: _limits.Limits, on_bytes: Callable[[int], None] | None
+) -> _Ends | None:
+    """The head and the tail of a plain file of ``size`` bytes (when opened) past the size cap: whole lines of
+    its first ``max_file_bytes // HEAD_SHARE`` bytes and of its last bytes up to the cap, and the lines between
+    them counted (read :data:`_COUNT_CHUNK` at a time, not kept), so the tail's line numbers are its own.
+    Reading the middle costs time, not memory. None when the file is UTF-16 (its newline is two bytes) or
+    shrank while read: then it is read as before, its head only."""
+    cap = lim.max_file_bytes
+    want_head = cap // HEAD_SHARE
+    head = os.pread(fd, want_head, 0)
+    if len(head) < want_head or _utf16_text(head[:4096])[0] is not None:
+        return None
+    head = head[: head.rfind(b"\n") + 1]  # whole lines (none where its first line is longer)
+    # The tail starts after the first newline of its window; the byte before the window is read with it,
+    # so a window that starts a line keeps that line.
+    at = size - (cap - want_head) - 1
+    window = os.pread(fd, size - at, at)
+    if len(window) < size - at:
+        return None
+    nl = window.find(b"\n")
+    tail_start = at + nl + 1 if nl >= 0 else size
+    tail = window[nl + 1 :] if nl >= 0 else b""
+    lines = 0
+    pos = len(head)
+    while pos < tail_start:
+        piece = os.pread(fd, min(_COUNT_CHUNK, tail_start - pos), pos)
+        if not piece:
+            return None
+        lines += piece.count(b"\n")
+        pos += len(piece)
+        if on_bytes is not None:
+            on_bytes(pos)
+    if tail_start == size and pos > len(head) and not window.endswith(b"\n"):
+        lines += 1  # the last line, without a newline, is in the middle: no tail
+    grew = bool(os.pread(fd, 1, size))
+    return _Ends(head, lines, tail_start - len(head), tail, grew)
+
+
+def _ends_result(
+    ends: _Ends,
+    size: int,
+    rel: str,
+    name: str,
+    lim: _limits.Limits,
+    warnings: list[str],
+    skipped: list[dict[str, object]],
+) -> ReadResult:
+    """The lines of :func:`_read_ends`' head and tail as one result: each read as a file's text is
+    (:func:`_lines_from_bytes`), the tail numbered from its first line's number in the file, the lines between
+    them skipped (a warning and a ``skipped`` entry ``file size cap``), then the line cap applied to both."""
+    cap = lim.max_file_bytes
+    whole = replace(lim, max_lines=1 << 62)  # the line cap counts the lines of head and tail together
+    a = _lines_from_bytes(ends.head, rel, name, whole, warnings, skipped)
+    b = _lines_from_bytes(ends.tail, rel, name, whole, warnings, skipped) if ends.tail else None
+    first_tail = a.physical_lines + ends.middle_lines + 1
+    warnings.append(
+        f"{rel}: {size} bytes, past the file size cap ({cap // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB): "
+        f"kept its first {len(ends.head)} and last {len(ends.tail)} bytes (to line {a.physical_lines}, "
+        f"from line {first_tail}); the {ends.middle_lines} lines between them left out"
+    )
+    if ends.grew:
+        _note_grew(size, rel, warnings)
+    skipped.append(skip_entry(rel, ends.middle_bytes, ends.middle_lines, "file size cap"))
+    parts = [a.lines] + ([b.lines] if b is not None else [])
+    s = pl.concat(parts, rechunk=False) if len(parts) > 1 else parts[0]
+    starts = [(a.n_lines, first_tail)] if b is not None and b.n_lines else []
+    physical = a.physical_lines + ends.middle_lines + (b.physical_lines if b else 0)
+    skipped_lines = a.skipped_lines + ends.middle_lines + (b.skipped_lines if b else 0)
+    reasons = [r.skip_reason for r in (a, b) if r is not None and r.skip_reason]
+    if s.len() > lim.max_lines:
+        s, starts, extra = _keep_ends(s, starts, lim.max_lines, rel, warnings, skipped)
+        skipped_lines += extra
+    return ReadResult(
+        s,
+        physical,
+        skipped_lines,
+        warnings,
+        skip_reason=reasons[0] if reasons else "file size cap",
+        skipped=skipped,
+        starts=starts,
+    )
 
 
 def _small_plain(head: bytes, size: int, rel: str, warnings: list[str], info: dict[str, int]) -> bytes:
@@ -603,17 +731,48 @@ def _escape_controls(s: pl.Series, text: str) -> pl.Series:
     return s
 
 
-def _cap_lines(
-    s: pl.Series, max_lines: int, rel: str, warnings: list[str], skipped: list[dict[str, object]]
-) -> tuple[pl.Series, int]:
-    """The first ``max_lines`` lines of ``s`` (the rest counted, with a warning); and how many were cut."""
-    extra = s.len() - max_lines
+#: Of what a file keeps past the size or line cap (:mod:`correlator.limits`), the share kept from its start
+#: (the rest from its end): a failed job's log ends in its failure, which a diagnosis needs most, and starts
+#: with what tells who wrote it (NCCL's init lines, the world size, a configuration), which it needs too.
+HEAD_SHARE = 4
+
+
+def _line_at(starts: list[tuple[int, int]], row: int) -> int:
+    """The line number of row ``row`` of lines numbered by ``starts`` (see :attr:`ReadResult.starts`)."""
+    first, line = 0, 1
+    for r, n in starts:
+        if r > row:
+            break
+        first, line = r, n
+    return line + row - first
+
+
+def _keep_ends(
+    s: pl.Series,
+    starts: list[tuple[int, int]],
+    max_lines: int,
+    rel: str,
+    warnings: list[str],
+    skipped: list[dict[str, object]],
+) -> tuple[pl.Series, list[tuple[int, int]], int]:
+    """``s`` (numbered by ``starts``) cut to ``max_lines`` lines: its first ``max_lines // HEAD_SHARE`` and its
+    last lines, the line numbers of those kept unchanged (the lines between counted, with a warning and a
+    ``skipped`` entry); returns the lines kept, their ``starts`` and how many were left out."""
+    n = s.len()
+    extra = n - max_lines
+    head = max_lines // HEAD_SHARE
+    tail_at = head + extra  # the first row of the tail
+    last_head, first_tail = _line_at(starts, head - 1) if head else 0, _line_at(starts, tail_at)
     warnings.append(
-        f"{rel}: {extra} lines past the line cap ({max_lines} lines per file; raise RANKSCOPE_MAX_LINES) not read"
+        f"{rel}: {extra} lines past the line cap ({max_lines} lines per file; raise RANKSCOPE_MAX_LINES) left out: "
+        f"kept its first {head} and last {n - tail_at} lines (to line {last_head}, from line {first_tail})"
     )
-    rest = s.slice(max_lines)
-    skipped.append(skip_entry(rel, int(rest.str.len_chars().sum() or 0) + extra, extra, "line cap"))
-    return s.head(max_lines), extra
+    rest = s.slice(head, extra)
+    skipped.append(skip_entry(rel, int(rest.str.len_bytes().sum() or 0) + extra, extra, "line cap"))
+    kept = pl.concat([s.slice(0, head), s.slice(tail_at)], rechunk=False)
+    new = [(r, line) for r, line in starts if r < head] + [(head, first_tail)]
+    new += [(r - extra, line) for r, line in starts if r > tail_at]
+    return kept, new, extra
 
 
 def _truncate_long(
@@ -794,8 +953,9 @@ def _lines_from_bytes(
             s = s.slice(0, s.len() - 1)
     n = s.len()
     bin_lines = skipped_lines
+    starts: list[tuple[int, int]] = []
     if n > lim.max_lines:
-        s, extra = _cap_lines(s, lim.max_lines, rel, warnings, skipped)
+        s, starts, extra = _keep_ends(s, starts, lim.max_lines, rel, warnings, skipped)
         skipped_lines += extra
         reason = reason or "line cap"
     if has_cr:
@@ -811,7 +971,14 @@ def _lines_from_bytes(
     exact = clean and not has_cr and n <= lim.max_lines and len(text) <= cap  # lines are the text, split
     text_bytes = len(text) + (0 if final_nl else 1) if exact else None
     return ReadResult(
-        s, n + bin_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped, text_bytes=text_bytes
+        s,
+        n + bin_lines,
+        skipped_lines,
+        warnings,
+        skip_reason=reason,
+        skipped=skipped,
+        text_bytes=text_bytes,
+        starts=starts,
     )
 
 

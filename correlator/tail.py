@@ -301,7 +301,7 @@ class TailReader(WatchState):
         if frame is None:
             if not res.lines.len():
                 return None
-            return _lines_frame([(t.idx, src, res.lines.to_list(), 1)])
+            return _lines_frame([(t.idx, src, list(lines), first) for first, lines in res.parts()])
         return frame.with_columns(pl.lit(t.idx, dtype=pl.Int64).alias("wsrc"))
 
     # ------------------------------------------------------------------ one pass

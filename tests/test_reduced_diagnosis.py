@@ -253,6 +253,23 @@ def test_keep_coll_cuts_only_lines_the_reduction_drops(tmp_path: Path, variant: 
         assert cut.filter(mine).height == full.filter(mine).height > 40
 
 
+@pytest.mark.parametrize("variant", ["plain", "traceback"])
+def test_keep_coll_cuts_the_same_lines_of_a_file_past_the_line_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    # The line cap keeps each file's head and tail, numbered as in the file (correlator.read): the cut reads
+    # the two as one file, so it keeps and numbers the rows the full table does.
+    root, _ = _job(tmp_path, variant)
+    longest = max(len(f.read_text().splitlines()) for f in root.rglob("stdout.log"))
+    monkeypatch.setenv("RANKSCOPE_MAX_LINES", str(longest // 2))
+    full, _cut, n_cut = _check_cut(root, 4)
+    assert n_cut > 0
+    after = pl.col("line") - (pl.col("line") + pl.col("line_count")).shift(1)  # 0: the next line of the file
+    jumps = full.sort("path", "line").group_by("path").agg((after > 0).sum().alias("j"))
+    assert jumps["j"].max() == 1  # a file's rows jump once: past the lines between its head and tail
+    assert (full["line"] <= longest).all()
+
+
 @pytest.mark.parametrize("batch", [1, 64 << 10])
 @pytest.mark.parametrize("variant", ["plain", "traceback", "interleaved", "restart", "tee"])
 def test_cut_batch_by_batch_equals_one_batch(

@@ -1,0 +1,139 @@
+"""A file past the size cap or the line cap keeps its head and its tail, each line with its own number.
+
+A failed job's log ends in its failure: a file cut at the cap that kept its head only lost exactly that (a
+tee'd console of 11 MB under a 1 MiB cap was diagnosed "No failure found" at confidence 0.90). The expected
+lines are computed here from the bytes written: line ``k`` of a file of numbered lines says ``k``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from correlator.ingest import ingest
+from correlator.read import HEAD_SHARE, read_lines
+from tests.conftest import run_cli
+from tests.hostile_inputs import RANK0, RANK1, write
+
+MIB = 1 << 20
+
+
+def numbered(n: int, width: int = 60) -> bytes:
+    """``n`` lines, line ``k`` (from 1) reading ``line k`` padded to ``width`` characters."""
+    return "".join(f"line {k}".ljust(width, ".") + "\n" for k in range(1, n + 1)).encode()
+
+
+def check_numbers(res) -> list[tuple[int, list[str]]]:  # type: ignore[no-untyped-def]
+    """Each run of ``res.parts()`` as (first line, its lines), every line saying its own number."""
+    runs = [(first, list(lines)) for first, lines in res.parts()]
+    for first, lines in runs:
+        for k, text in enumerate(lines):
+            assert text.split(".")[0] == f"line {first + k}", (first, k, text)
+    return runs
+
+
+def test_plain_file_past_the_size_cap_keeps_head_and_tail(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    data = numbered(60_000)  # 61 bytes a line: 3.66 MB
+    n = write(tmp_path / "big.log", data)
+    res = read_lines(tmp_path / "big.log", "big.log")
+    (h, head), (t, tail) = check_numbers(res)
+    line = len(data) // n
+    # whole lines of the first quarter of the cap, and of the last three quarters
+    assert h == 1 and len(head) == (MIB // HEAD_SHARE) // line
+    assert t + len(tail) - 1 == n and len(tail) == (MIB - MIB // HEAD_SHARE) // line
+    left = n - len(head) - len(tail)
+    assert res.physical_lines == n and res.skipped_lines == left
+    assert {"path": "big.log", "bytes": left * line, "lines": left, "reason": "file size cap"} in res.skipped
+    assert any(
+        w.startswith(f"big.log: {len(data)} bytes, past the file size cap (1 MiB")
+        and f"to line {len(head)}, from line {t})" in w
+        for w in res.warnings
+    ), res.warnings
+
+
+def test_line_cap_keeps_head_and_tail(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANKSCOPE_MAX_LINES", "1000")
+    write(tmp_path / "many.log", numbered(5000, 20))
+    res = read_lines(tmp_path / "many.log", "many.log")
+    (h, head), (t, tail) = check_numbers(res)
+    assert (h, len(head), t, len(tail)) == (1, 250, 4251, 750)
+    assert res.physical_lines == 5000 and res.skipped_lines == 4000
+    entry = next(e for e in res.skipped if e["reason"] == "line cap")
+    assert entry["lines"] == 4000 and entry["bytes"] == 4000 * 21  # 20 characters and a newline each
+
+
+def test_both_caps_number_every_line_kept(tmp_path, monkeypatch):
+    # The size cap keeps ~17k lines of 61 bytes, the line cap 1,000 of them: its cut spans the size cap's gap.
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    monkeypatch.setenv("RANKSCOPE_MAX_LINES", "1000")
+    write(tmp_path / "big.log", numbered(60_000))
+    res = read_lines(tmp_path / "big.log", "big.log")
+    (h, head), (t, tail) = check_numbers(res)
+    assert (h, len(head), t + len(tail) - 1, len(tail)) == (1, 250, 60_000, 750)
+    assert res.physical_lines == 60_000 and res.skipped_lines == 59_000
+    assert sum(int(e["lines"] or 0) for e in res.skipped) == 59_000
+
+
+def test_line_cap_within_head_and_tail_keeps_the_gap(tmp_path, monkeypatch):
+    # Long lines first, short ones after: the size cap's head holds few lines, so a line cap can keep that head,
+    # the size cap's gap where it is, the first 10 lines of its tail, then a gap of its own and the last lines.
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    long = numbered(10_000, 200)
+    short = "".join(f"line {k}".ljust(20, ".") + "\n" for k in range(10_001, 110_001)).encode()
+    write(tmp_path / "big.log", long + short)
+    whole = read_lines(tmp_path / "big.log", "big.log")
+    (_, head), (_, tail) = check_numbers(whole)
+    assert len(head) < len(tail) // 10
+    cap = HEAD_SHARE * (len(head) + 10)
+    monkeypatch.setenv("RANKSCOPE_MAX_LINES", str(cap))
+    res = read_lines(tmp_path / "big.log", "big.log")
+    runs = check_numbers(res)
+    assert [len(r) for _, r in runs] == [len(head), 10, cap - len(head) - 10]
+    assert runs[1][0] == 110_000 - len(tail) + 1 and runs[-1][0] + len(runs[-1][1]) - 1 == 110_000
+    assert res.physical_lines == 110_000 and res.skipped_lines == 110_000 - cap
+
+
+def test_ingest_numbers_the_tail_and_counts_every_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    root = tmp_path / "logs"
+    n = write(root / "rank0.log", numbered(60_000))
+    res = ingest(root)
+    t = res.table
+    assert res.lines_read == n == int(t["line_count"].sum()) + res.skipped_lines
+    said = t["raw"].str.extract(r"^line (\d+)", 1).cast(pl.Int64)
+    assert (said == t["line"]).all() and t["line"].max() == n and t["line"].min() == 1
+    assert t["line"].is_sorted() and t["event_id"].to_list() == list(range(t.height))
+
+
+def _job(root: Path, filler: int) -> None:
+    """The hostile suite's 2-rank job (rank 1 raises, rank 0's watchdog times out waiting for it), rank 1's
+    traceback after ``filler`` lines of training progress."""
+    write(root / "rank0.log", RANK0)
+    steps = "".join(f"[rank1]: step {k} loss=0.{k % 10000:04d}\n" for k in range(filler))
+    write(root / "rank1.log", steps + RANK1)
+
+
+def _verdict(root: Path, monkeypatch, capsys) -> dict:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli(["diagnose", root, "-f", "json"], monkeypatch, capsys)
+    assert code == 0 and "Traceback (most recent call last):\n  File" not in err, err
+    return json.loads(out)
+
+
+def test_the_failure_at_the_end_of_a_capped_file_is_diagnosed(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "logs"
+    _job(root, 100_000)  # rank1.log: ~3.4 MB, its traceback in the last 3 lines
+    want = _verdict(root, monkeypatch, capsys)
+    assert want["initiating_ranks"] == [1] and want["collateral_ranks"] == [0]
+    assert [(e["path"], e["line"]) for e in want["initiating_events"]] == [("rank1.log", 100_001)]
+    for env in ({"RANKSCOPE_MAX_FILE_MB": "1"}, {"RANKSCOPE_MAX_LINES": "5000"}):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        got = _verdict(root, monkeypatch, capsys)
+        assert got["initiating_ranks"] == [1] and got["collateral_ranks"] == [0], (env, got)
+        first = [(e["path"], e["line"], e["kind"]) for e in got["initiating_events"]]
+        assert first == [(e["path"], e["line"], e["kind"]) for e in want["initiating_events"]], (env, got)
+        for k in env:
+            monkeypatch.delenv(k)
