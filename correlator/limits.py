@@ -17,9 +17,9 @@ bytes of a small file          ``RANKSCOPE_MAX_SMALL_KB``  4096 KiB (``error.jso
                                                            files, ``expected.json``)
 =============================  ==========================  ==========================================
 
-A plain file past the size cap, and any file past the line cap, keeps its first quarter and its last three
+A file past the size cap (plain or decompressed) or the line cap keeps its first quarter and its last three
 quarters of the cap (the failure a log ends in, and the init lines it starts with), the lines between counted
-and left out, each line kept with its own line number; a compressed file past the size cap keeps its head.
+and left out, each line kept with its own line number.
 
 Small files are read by one reader, :func:`correlator.smallfile.read_small`: a larger ``error.json`` keeps the
 head of its message (with a warning), a larger signature file or ``expected.json`` is refused.

@@ -5,7 +5,7 @@ Step 2 of ingest. What a file holds is judged from its bytes, not its name:
 - **compression** is sniffed from magic bytes (gzip, bzip2, xz, zstd), with or without a suffix; every
   member of a concatenated archive is read; data is decompressed in chunks, so a damaged or truncated
   archive keeps what came out before the damage (with a warning), and a decompression bomb stops at the
-  size or ratio cap (:mod:`correlator.limits`) with a warning, the rest of the folder still diagnosed;
+  ratio cap (:mod:`correlator.limits`) with a warning, the rest of the folder still diagnosed;
 - **encoding**: UTF-8 (a BOM is dropped), UTF-16 with or without BOM, anything else as UTF-8 with
   replacement (invalid bytes become U+FFFD and are counted);
 - **line ends**: LF, CRLF, and CR-only files (old Mac style) are split into lines; a line that redraws
@@ -20,9 +20,8 @@ Step 2 of ingest. What a file holds is judged from its bytes, not its name:
   lines per file. Every limit hit is a warning and an entry of :attr:`ReadResult.skipped`. A plain file past
   the size cap, and any file past the line cap, keeps its head and its tail (a quarter and three quarters of
   the cap, :data:`HEAD_SHARE`): a failed job's log ends in its failure. The lines between are counted (a plain
-  file's middle is read through for its newlines, not kept), so every line kept has its own line number
-  (:attr:`ReadResult.starts`). A compressed file past the size cap keeps its head only: its tail is only
-  reached by decompressing all of it, which the cap is there to bound.
+  file's middle is read through for its newlines, a compressed file's decompressed to its end in bounded
+  memory, neither kept), so every line kept has its own line number (:attr:`ReadResult.starts`).
 
 Non-regular files (FIFOs, devices, sockets) are opened non-blocking and skipped with a reason; a file that
 vanishes, shrinks or grows while read is read up to a consistent point (its size when opened) and reported.
@@ -37,6 +36,7 @@ import os
 import re
 import stat
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
@@ -255,6 +255,66 @@ def _decompressor(kind: str):  # type: ignore[no-untyped-def]
     return lzma.LZMADecompressor()
 
 
+class _Kept:
+    """Decompressed output within the size cap ``cap``: all of it while it fits; past it, the whole lines of its
+    first ``cap // HEAD_SHARE`` bytes and a window of its last ``cap - cap // HEAD_SHARE`` bytes, the lines of
+    the output between them counted as they leave the window (:class:`_Ends`: as a plain file past the cap)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.keep = cap, cap - cap // HEAD_SHARE
+        self.window: deque[bytes] = deque()
+        self.held = self.total = self.lines = self.middle = 0
+        self.head: bytes | None = None
+        self.at_line = True  # whether the window starts a line (the byte before it is a newline)
+
+    def add(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self.total += len(piece)
+        self.window.append(piece)
+        self.held += len(piece)
+        if self.head is None:
+            if self.total <= self.cap:
+                return
+            data = b"".join(self.window)
+            cut = data.rfind(b"\n", 0, self.cap // HEAD_SHARE) + 1
+            self.head = data[:cut]
+            self.window = deque([data[cut:]])
+            self.held = len(data) - cut
+        while self.held - len(self.window[0]) >= self.keep:
+            gone = self.window.popleft()
+            self.held -= len(gone)
+            self.lines += gone.count(b"\n")
+            self.middle += len(gone)
+            self.at_line = gone.endswith(b"\n")
+
+    def words(self) -> str:
+        """What is kept, for a warning: ``the first N bytes`` or, past the cap, ``the head and tail of N bytes``."""
+        return (
+            f"the {self.total} bytes"
+            if self.head is None
+            else f"the head and the tail of the {self.total} bytes"
+        )
+
+    def result(self) -> bytes | _Ends:
+        """All the output, or past the cap its head and tail."""
+        window = b"".join(self.window)
+        if self.head is None:
+            return window
+        lines, middle, at_line = self.lines, self.middle, self.at_line
+        if len(window) > self.keep:  # the window's last ``keep`` bytes, as a plain file's tail is read
+            before = window[: len(window) - self.keep]
+            lines, middle, at_line = lines + before.count(b"\n"), middle + len(before), before.endswith(b"\n")
+            window = window[len(before) :]
+        tail = window
+        if not at_line:  # the window starts inside a line: the rest of it goes to the middle
+            nl = window.find(b"\n")
+            lines += 1
+            middle += nl + 1 if nl >= 0 else len(window)
+            tail = window[nl + 1 :] if nl >= 0 else b""
+        return _Ends(self.head, lines, middle, tail, False)
+
+
 def _decompress(
     chunks: Iterator[bytes],
     kind: str,
@@ -263,12 +323,13 @@ def _decompress(
     warnings: list[str],
     skipped: list[dict[str, object]],
     size: int,
-) -> bytes:
+) -> bytes | _Ends:
     """Decompress a stream of gzip/bzip2/xz members in bounded steps (at most 1 MiB of output per call).
-    Damage keeps what came out before it; the size and ratio caps stop with a warning and a ``skipped``
-    entry for the compressed bytes not read."""
-    out: list[bytes] = []
-    total = consumed = used = 0  # consumed: compressed bytes read; used: bytes the decompressor took
+    Damage keeps what came out before it; the ratio cap stops with a warning and a ``skipped`` entry for the
+    compressed bytes not read. Past the size cap, the head and the tail of the output are kept (:class:`_Kept`),
+    the lines between counted."""
+    kept = _Kept(lim.max_file_bytes)
+    consumed = used = 0  # consumed: compressed bytes read; used: bytes the decompressor took
     magic = next(m for m, k in _MAGIC if k == kind)
     d = _decompressor(kind)
     pending = b""
@@ -288,39 +349,32 @@ def _decompress(
             if backup is not None:  # salvage what decompresses before the damage, 1 KiB of input at a time
                 for i in range(0, len(pending), 1024):
                     try:
-                        piece = backup.decompress(pending[i : i + 1024], lim.max_file_bytes - total + 1)
+                        # (deflate's output is at most ~1,032 times its input: ~1 MiB a step)
+                        piece = backup.decompress(pending[i : i + 1024], lim.max_file_bytes + 1)
                     except zlib.error:
                         break
-                    out.append(piece)
-                    total += len(piece)
-                    if total > lim.max_file_bytes:
-                        break
+                    kept.add(piece)
             warnings.append(
-                f"{rel}: damaged {kind} data ({e}); kept the {total} bytes that decompressed before the damage"
+                f"{rel}: damaged {kind} data ({e}); kept {kept.words()} that decompressed before the damage"
             )
             skipped.append(skip_entry(rel, max(size - consumed, 0) or None, None, f"damaged {kind} data"))
-            return b"".join(out)
+            return kept.result()
         before = len(pending)
         pending = d.unconsumed_tail if kind == "gzip" else b""
         used += before - len(pending) - (len(d.unused_data) if d.eof else 0)
-        if piece:
-            out.append(piece)
-            total += len(piece)
-        stop = ""
-        if total > lim.max_file_bytes:
-            stop = f"decompressed size cap reached ({lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB)"
-        elif total > lim.ratio_floor_bytes and total > lim.max_ratio * max(used, 1):
+        kept.add(piece)
+        total = kept.total
+        if total > lim.ratio_floor_bytes and total > lim.max_ratio * max(used, 1):
             stop = f"compression ratio above {lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO)"
-        if stop:
-            warnings.append(f"{rel}: stopped reading, {stop}; kept the first {total} decompressed bytes")
+            warnings.append(f"{rel}: stopped reading, {stop}; kept {kept.words()} decompressed")
             skipped.append(skip_entry(rel, max(size - used, 0), None, stop.split(" (")[0]))
-            return b"".join(out)
+            return kept.result()
         if d.eof:
             tail = d.unused_data
             while not tail:
                 nxt = next(it, None)
                 if nxt is None:
-                    return b"".join(out)
+                    return kept.result()
                 consumed += len(nxt)
                 tail = nxt
             if not tail.startswith(magic):
@@ -334,12 +388,12 @@ def _decompress(
                             f"not {kind} data after the archive",
                         )
                     )
-                return b"".join(out)
+                return kept.result()
             d = _decompressor(kind)
             pending = tail
     if not d.eof:
-        warnings.append(f"{rel}: truncated {kind} archive; read the {total} bytes that decompress")
-    return b"".join(out)
+        warnings.append(f"{rel}: truncated {kind} archive; read the {kept.total} bytes that decompress")
+    return kept.result()
 
 
 def _decompress_zstd(
@@ -349,7 +403,7 @@ def _decompress_zstd(
     warnings: list[str],
     skipped: list[dict[str, object]],
     size: int,
-) -> bytes:
+) -> bytes | _Ends:
     """zstd through pyarrow's codec (a dependency already); bounded like the others."""
     try:
         import pyarrow as pa
@@ -361,36 +415,28 @@ def _decompress_zstd(
         )
         skipped.append(skip_entry(rel, size, None, "zstd not readable"))
         return b""
-    out: list[bytes] = []
-    total = 0
+    kept = _Kept(lim.max_file_bytes)
     try:
         with stream:
             while True:
                 piece = stream.read(_CHUNK)
                 if not piece:
                     break
-                out.append(bytes(piece))
-                total += len(piece)
-                if total > lim.max_file_bytes or (
-                    total > lim.ratio_floor_bytes and total > lim.max_ratio * max(size, 1)
-                ):
-                    why = (
-                        "decompressed size cap reached"
-                        if total > lim.max_file_bytes
-                        else f"compression ratio above {lim.max_ratio}:1"
-                    )
+                kept.add(bytes(piece))
+                total = kept.total
+                if total > lim.ratio_floor_bytes and total > lim.max_ratio * max(size, 1):
+                    why = f"compression ratio above {lim.max_ratio}:1"
                     warnings.append(
-                        f"{rel}: stopped reading, {why}; kept the first {total} decompressed bytes "
-                        "(raise RANKSCOPE_MAX_FILE_MB / RANKSCOPE_MAX_RATIO)"
+                        f"{rel}: stopped reading, {why}; kept {kept.words()} decompressed (raise RANKSCOPE_MAX_RATIO)"
                     )
                     skipped.append(skip_entry(rel, None, None, why))
                     break
     except Exception as e:  # noqa: BLE001 - pyarrow raises OSError/ArrowInvalid on damaged frames
         warnings.append(
-            f"{rel}: damaged zstd data ({type(e).__name__}); kept the {total} bytes that decompressed before the damage"
+            f"{rel}: damaged zstd data ({type(e).__name__}); kept {kept.words()} that decompressed before the damage"
         )
         skipped.append(skip_entry(rel, None, None, "damaged zstd data"))
-    return b"".join(out)
+    return kept.result()
 
 
 #: Control bytes that do not occur in text logs (tab, newline, CR, form feed, vertical tab and ESC do).
@@ -514,7 +560,7 @@ def read_lines(
                 )
         elif kind and not suffix_kind:
             warnings.append(f"{rel}: {kind}-compressed data without a {kind} suffix; decompressed")
-        data: bytes | bytearray
+        data: bytes | bytearray | _Ends
         try:
             if kind == "zstd":
                 data = _decompress_zstd(path, rel, lim, warnings, skipped, size)
@@ -527,9 +573,7 @@ def read_lines(
             elif small:
                 data = _small_plain(head, size, rel, warnings, info)
             elif size > lim.max_file_bytes and (ends := _read_ends(fd, size, lim, on_bytes)) is not None:
-                res = _ends_result(ends, size, rel, path.name, lim, warnings, skipped)
-                res.mtime = st.st_mtime
-                return res
+                data = ends
             else:
                 data = _read_plain(fd, size, rel, lim, warnings, skipped, info, on_bytes)
         except OSError as e:
@@ -538,7 +582,10 @@ def read_lines(
         os.close(fd)
     if info["holes"]:
         warnings.append(f"{rel}: {info['holes']} NUL bytes of sparse holes skipped")
-    res = _lines_from_bytes(data, rel, path.name, lim, warnings, skipped)
+    if isinstance(data, _Ends):  # past the size cap: its head and its tail
+        res = _ends_result(data, rel, path.name, lim, warnings, skipped)
+    else:
+        res = _lines_from_bytes(data, rel, path.name, lim, warnings, skipped)
     res.mtime = st.st_mtime
     return res
 
@@ -601,17 +648,17 @@ def _read_ends(
 
 def _ends_result(
     ends: _Ends,
-    size: int,
     rel: str,
     name: str,
     lim: _limits.Limits,
     warnings: list[str],
     skipped: list[dict[str, object]],
 ) -> ReadResult:
-    """The lines of :func:`_read_ends`' head and tail as one result: each read as a file's text is
+    """The lines of :func:`_read_ends`' (or :class:`_Kept`'s) head and tail as one result: each read as a file's text is
     (:func:`_lines_from_bytes`), the tail numbered from its first line's number in the file, the lines between
     them skipped (a warning and a ``skipped`` entry ``file size cap``), then the line cap applied to both."""
     cap = lim.max_file_bytes
+    size = len(ends.head) + ends.middle_bytes + len(ends.tail)  # (decompressed) bytes of the file
     whole = replace(lim, max_lines=1 << 62)  # the line cap counts the lines of head and tail together
     a = _lines_from_bytes(ends.head, rel, name, whole, warnings, skipped)
     b = _lines_from_bytes(ends.tail, rel, name, whole, warnings, skipped) if ends.tail else None

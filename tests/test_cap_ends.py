@@ -7,10 +7,14 @@ lines are computed here from the bytes written: line ``k`` of a file of numbered
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from correlator.ingest import ingest
 from correlator.read import HEAD_SHARE, read_lines
@@ -137,3 +141,31 @@ def test_the_failure_at_the_end_of_a_capped_file_is_diagnosed(tmp_path, monkeypa
         assert first == [(e["path"], e["line"], e["kind"]) for e in want["initiating_events"]], (env, got)
         for k in env:
             monkeypatch.delenv(k)
+
+
+@pytest.mark.parametrize("kind", ["gzip", "bz2", "xz", "zstd"])
+def test_compressed_file_past_the_size_cap_keeps_head_and_tail(tmp_path, monkeypatch, kind):
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    data = numbered(60_000)
+    if kind == "zstd":
+        import pyarrow as pa
+
+        buf = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(buf, "zstd") as f:
+            f.write(data)
+        packed = buf.getvalue().to_pybytes()
+    else:
+        packed = {"gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[kind](data)
+    name = f"big.log.{ {'gzip': 'gz', 'bz2': 'bz2', 'xz': 'xz', 'zstd': 'zst'}[kind] }"
+    write(tmp_path / name, packed)
+    res = read_lines(tmp_path / name, name)
+    plain = read_lines(write_plain(tmp_path, data), "big.log")
+    runs, want = check_numbers(res), check_numbers(plain)
+    assert [(f, len(r)) for f, r in runs] == [(f, len(r)) for f, r in want]  # the plain file's ends
+    assert (res.physical_lines, res.skipped_lines) == (60_000, plain.skipped_lines)
+    assert any(f"{name}: {len(data)} bytes, past the file size cap" in w for w in res.warnings), res.warnings
+
+
+def write_plain(tmp_path: Path, data: bytes) -> Path:
+    write(tmp_path / "big.log", data)
+    return tmp_path / "big.log"
