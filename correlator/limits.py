@@ -7,7 +7,7 @@ past any real world size); these bounds keep memory and time finite and are alwa
 =============================  ==========================  ==========================================
 limit                          environment variable        default
 =============================  ==========================  ==========================================
-bytes read per file            ``RANKSCOPE_MAX_FILE_MB``   1024 MiB (after decompression)
+bytes kept per file            ``RANKSCOPE_MAX_FILE_MB``   1024 MiB (after decompression)
 compression ratio              ``RANKSCOPE_MAX_RATIO``     500 : 1  (checked past 256 KiB of output)
 line length                    ``RANKSCOPE_MAX_LINE_KB``   1024 KiB (longer lines kept truncated)
 lines per file                 ``RANKSCOPE_MAX_LINES``     5,000,000

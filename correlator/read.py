@@ -304,7 +304,7 @@ class _Kept:
             self.at_line = gone.endswith(b"\n")
 
     def words(self) -> str:
-        """What is kept, for a warning: ``the first N bytes`` or, past the cap, ``the head and tail of N bytes``."""
+        """What is kept, for a warning: ``the N bytes`` or, past the cap, ``the head and the tail of the N bytes``."""
         return (
             f"the {self.total} bytes"
             if self.head is None
@@ -1016,15 +1016,20 @@ def _lines_from_bytes(
         s = pl.Series("text", [text], dtype=pl.String).str.split("\n").explode().alias("text")
         if final_nl:
             s = s.slice(0, s.len() - 1)
-    if has_cr:
-        # CRLF -> LF; a bare CR redraws the line: keep the text after the last non-final CR.
-        s = s.str.strip_suffix("\r").str.replace(r"(?s)^.*\r", "")
-    if not clean and "\x1b[" in text:
-        s = s.str.replace_all(ANSI_RE.pattern, "")
-    if not clean and _CTRL_RE.search(text):
-        s = _escape_controls(s, text)
+
+    def rewrite(s: pl.Series) -> pl.Series:
+        """Each line kept rewritten: line ends, colour codes, control characters."""
+        if has_cr:
+            # CRLF -> LF; a bare CR redraws the line: keep the text after the last non-final CR.
+            s = s.str.strip_suffix("\r").str.replace(r"(?s)^.*\r", "")
+        if not clean and "\x1b[" in text:
+            s = s.str.replace_all(ANSI_RE.pattern, "")
+        if not clean and _CTRL_RE.search(text):
+            s = _escape_controls(s, text)
+        return s
+
     exact = clean and not has_cr  # the lines are the text, split
-    return _capped(s, len(text), final_nl, exact, rel, lim, warnings, skipped, skipped_lines, reason)
+    return _capped(s, len(text), final_nl, exact, rel, lim, warnings, skipped, skipped_lines, reason, rewrite)
 
 
 def _clean_lines(
@@ -1059,9 +1064,11 @@ def _capped(
     skipped: list[dict[str, object]],
     skipped_lines: int,
     reason: str | None,
+    rewrite: Callable[[pl.Series], pl.Series] | None = None,
 ) -> ReadResult:
     """The read of a file's lines ``s`` (of a text of ``chars`` characters; ``exact``: ``s`` is that text
-    split at its newlines) within the line cap and the line length cap."""
+    split at its newlines) within the line cap, the lines kept passed through ``rewrite``, within the line length
+    cap."""
     n = s.len()
     bin_lines = skipped_lines
     starts: list[tuple[int, int]] = []
@@ -1069,6 +1076,8 @@ def _capped(
         s, starts, extra = _keep_ends(s, starts, lim.max_lines, rel, warnings, skipped)
         skipped_lines += extra
         reason = reason or "line cap"
+    if rewrite is not None:
+        s = rewrite(s)
     cap = lim.max_line_bytes
     if chars > cap:
         s = _truncate_long(s, cap, rel, warnings, skipped)
