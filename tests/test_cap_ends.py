@@ -169,3 +169,18 @@ def test_compressed_file_past_the_size_cap_keeps_head_and_tail(tmp_path, monkeyp
 def write_plain(tmp_path: Path, data: bytes) -> Path:
     write(tmp_path / "big.log", data)
     return tmp_path / "big.log"
+
+
+def test_line_cap_of_a_file_with_crlf_and_colour_codes(tmp_path, monkeypatch):
+    # The lines kept are rewritten as any file's are (CRLF ends, colour codes removed); the skipped entry counts
+    # the bytes of the lines left out as the file holds them (text and CRLF).
+    monkeypatch.setenv("RANKSCOPE_MAX_LINES", "100")
+    data = "".join(f"\x1b[32mline {k}\x1b[0m\r\n" for k in range(1, 1001)).encode()
+    write(tmp_path / "crlf.log", data)
+    res = read_lines(tmp_path / "crlf.log", "crlf.log")
+    (h, head), (t, tail) = check_numbers(res)
+    assert (h, len(head), t, len(tail)) == (1, 25, 926, 75)
+    assert all("\r" not in x and "\x1b" not in x for x in head + tail)
+    entry = next(e for e in res.skipped if e["reason"] == "line cap")
+    left = data.splitlines(keepends=True)[25:925]
+    assert entry["lines"] == 900 and entry["bytes"] == sum(len(x) - 1 for x in left) + 900
