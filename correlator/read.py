@@ -949,6 +949,7 @@ def _lines_from_bytes(
     only_nul = False
     nul_tail = False
     clean = False
+    bom_only = False
     if enc:
         warnings.append(f"{rel}: UTF-16 text ({enc}); decoded")
         data = b""
@@ -956,6 +957,7 @@ def _lines_from_bytes(
     else:
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]
+            bom_only = not data  # a file of a BOM alone: one (empty) line, as one of NULs alone
         # Binary judged per region: text around a binary blob is kept. One C-speed pass first: a file
         # without any control byte (the usual log) has no binary region and nothing to escape.
         clean = _is_clean(data)
@@ -977,7 +979,9 @@ def _lines_from_bytes(
             if not clean and "\ufffd" in text
             else 0
         )
-    if not text and not (not enc and only_nul):  # a file of only NULs is one (empty) line, still counted
+    if not text and not (
+        not enc and (only_nul or bom_only)
+    ):  # a file of only NULs is one (empty) line, still counted
         return ReadResult(
             _empty(), skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped
         )

@@ -151,6 +151,7 @@ def test_ingest_arbitrary_text_accounts_for_every_line(text, name, newline, fina
 
 @DRAWN
 @given(data=st.binary(max_size=3000))
+@example(data=b"\xef\xbb\xbf")  # a UTF-8 BOM alone: one (empty) line (drawn once, 2026-12-07: was none)
 def test_ingest_arbitrary_bytes_accounts_for_every_line(data):
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "rank0.log").write_bytes(data)
