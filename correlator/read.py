@@ -270,10 +270,19 @@ def _decompressor(kind: str):  # type: ignore[no-untyped-def]
     return lzma.LZMADecompressor()
 
 
+def _kept(chunks: Iterator[bytes], lim: _limits.Limits) -> bytes | _Ends:
+    """The bytes of ``chunks`` (a plain file's, read by :func:`_raw_chunks`) as :class:`_Kept` keeps them."""
+    kept = _Kept(lim.max_file_bytes)
+    for chunk in chunks:
+        kept.add(chunk)
+    return kept.result()
+
+
 class _Kept:
-    """Decompressed output within the size cap ``cap``: all of it while it fits; past it, the whole lines of its
-    first ``cap // HEAD_SHARE`` bytes and a window of its last ``cap - cap // HEAD_SHARE`` bytes, the lines of
-    the output between them counted as they leave the window (:class:`_Ends`: as a plain file past the cap)."""
+    """A file's bytes (a plain file's, or a compressed one's output) within the size cap ``cap``, given piece by
+    piece: all of them while they fit; past it, the whole lines of the first ``cap // HEAD_SHARE`` bytes and a
+    window of the last ``cap - cap // HEAD_SHARE`` bytes, the lines between them counted as they leave the
+    window, not kept (:class:`_Ends`): reading past the cap costs time, not memory."""
 
     def __init__(self, cap: int) -> None:
         self.cap, self.keep = cap, cap - cap // HEAD_SHARE
@@ -327,7 +336,7 @@ class _Kept:
             lines += 1
             middle += nl + 1 if nl >= 0 else len(window)
             tail = window[nl + 1 :] if nl >= 0 else b""
-        return _Ends(self.head, lines, middle, tail, False)
+        return _Ends(self.head, lines, middle, tail)
 
 
 def _decompress(
@@ -587,8 +596,9 @@ def read_lines(
                 data = _decompress(raw, kind, rel, lim, warnings, skipped, size)
             elif small:
                 data = _small_plain(head, size, rel, warnings, info)
-            elif size > lim.max_file_bytes and (ends := _read_ends(fd, size, lim, on_bytes)) is not None:
-                data = ends
+            elif size > lim.max_file_bytes and _utf16(os.pread(fd, 4096, 0)) is None:
+                # past the size cap: its head and its tail (a UTF-16 file, whose newline is two bytes, its head)
+                data = _kept(_raw_chunks(fd, size, True, rel, warnings, info, None, on_bytes), lim)
             else:
                 data = _read_plain(fd, size, rel, lim, warnings, skipped, info, on_bytes)
         except OSError as e:
@@ -607,58 +617,13 @@ def read_lines(
 
 @dataclass
 class _Ends:
-    """A plain file past the size cap as :func:`_read_ends` read it: its head (whole lines), the lines and
-    bytes between head and tail (counted, not kept), its tail (whole lines), and whether it changed while
-    read (grew: read up to its size when opened)."""
+    """A file past the size cap as :class:`_Kept` kept it: its head (whole lines), the lines and bytes between
+    head and tail (counted, not kept), its tail (whole lines)."""
 
     head: bytes
     middle_lines: int
     middle_bytes: int
     tail: bytes
-    grew: bool
-
-
-#: Bytes of the middle of a file past the size cap read at a time to count its lines.
-_COUNT_CHUNK = 8 << 20
-
-
-def _read_ends(
-    fd: int, size: int, lim: _limits.Limits, on_bytes: Callable[[int], None] | None
-) -> _Ends | None:
-    """The head and the tail of a plain file of ``size`` bytes (when opened) past the size cap: whole lines of
-    its first ``max_file_bytes // HEAD_SHARE`` bytes and of its last bytes up to the cap, and the lines between
-    them counted (read :data:`_COUNT_CHUNK` at a time, not kept), so the tail's line numbers are its own.
-    Reading the middle costs time, not memory. None when the file is UTF-16 (its newline is two bytes) or
-    shrank while read: then it is read as before, its head only."""
-    cap = lim.max_file_bytes
-    want_head = cap // HEAD_SHARE
-    head = os.pread(fd, want_head, 0)
-    if len(head) < want_head or _utf16_text(head[:4096])[0] is not None:
-        return None
-    head = head[: head.rfind(b"\n") + 1]  # whole lines (none where its first line is longer)
-    # The tail starts after the first newline of its window; the byte before the window is read with it,
-    # so a window that starts a line keeps that line.
-    at = size - (cap - want_head) - 1
-    window = os.pread(fd, size - at, at)
-    if len(window) < size - at:
-        return None
-    nl = window.find(b"\n")
-    tail_start = at + nl + 1 if nl >= 0 else size
-    tail = window[nl + 1 :] if nl >= 0 else b""
-    lines = 0
-    pos = len(head)
-    while pos < tail_start:
-        piece = os.pread(fd, min(_COUNT_CHUNK, tail_start - pos), pos)
-        if not piece:
-            return None
-        lines += piece.count(b"\n")
-        pos += len(piece)
-        if on_bytes is not None:
-            on_bytes(pos)
-    if tail_start == size and pos > len(head) and not window.endswith(b"\n"):
-        lines += 1  # the last line, without a newline, is in the middle: no tail
-    grew = bool(os.pread(fd, 1, size))
-    return _Ends(head, lines, tail_start - len(head), tail, grew)
 
 
 def _ends_result(
@@ -669,7 +634,7 @@ def _ends_result(
     warnings: list[str],
     skipped: list[dict[str, object]],
 ) -> ReadResult:
-    """The lines of :func:`_read_ends`' (or :class:`_Kept`'s) head and tail as one result: each read as a file's text is
+    """The lines of :class:`_Kept`'s head and tail as one result: each read as a file's text is
     (:func:`_lines_from_bytes`), the tail numbered from its first line's number in the file, the lines between
     them skipped (a warning and a ``skipped`` entry ``file size cap``), then the line cap applied to both."""
     cap = lim.max_file_bytes
@@ -683,8 +648,6 @@ def _ends_result(
         f"kept its first {len(ends.head)} and last {len(ends.tail)} bytes (to line {a.physical_lines}, "
         f"from line {first_tail}); the {ends.middle_lines} lines between them left out"
     )
-    if ends.grew:
-        _note_grew(size, rel, warnings)
     skipped.append(skip_entry(rel, ends.middle_bytes, ends.middle_lines, "file size cap"))
     parts = [a.lines] + ([b.lines] if b is not None else [])
     s = pl.concat(parts, rechunk=False) if len(parts) > 1 else parts[0]
