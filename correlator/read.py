@@ -17,8 +17,8 @@ Step 2 of ingest. What a file holds is judged from its bytes, not its name:
 - **terminal safety**: colour codes (CSI) are removed; every other C0/C1 control character (OSC titles,
   clipboard writes, hyperlinks, bells) is escaped as ``\\xNN``, so nothing read can drive a terminal;
 - **limits**: bytes per file, line length (a longer line is kept truncated and marked ``…[truncated``),
-  lines per file. Every limit hit is a warning and an entry of :attr:`ReadResult.skipped`. A plain file past
-  the size cap, and any file past the line cap, keeps its head and its tail (a quarter and three quarters of
+  lines per file. Every limit hit is a warning and an entry of :attr:`ReadResult.skipped`. A file past the
+  size cap (plain or compressed, UTF-8 or UTF-16) or the line cap keeps its head and its tail (a quarter and three quarters of
   the cap, :data:`HEAD_SHARE`): a failed job's log ends in its failure. The lines between are counted (a plain
   file's middle is read through for its newlines, a compressed file's decompressed to its end in bounded
   memory, neither kept), so every line kept has its own line number (:attr:`ReadResult.starts`).
@@ -282,7 +282,11 @@ class _Kept:
     """A file's bytes (a plain file's, or a compressed one's output) within the size cap ``cap``, given piece by
     piece: all of them while they fit; past it, the whole lines of the first ``cap // HEAD_SHARE`` bytes and a
     window of the last ``cap - cap // HEAD_SHARE`` bytes, the lines between them counted as they leave the
-    window, not kept (:class:`_Ends`): reading past the cap costs time, not memory."""
+    window, not kept (:class:`_Ends`): reading past the cap costs time, not memory.
+
+    A UTF-16 file (judged from its head, as :func:`_utf16_text` judges a file) is cut at its two-byte newlines,
+    at even offsets: the window holds whole code units (an odd byte waits for its pair) and the lines between
+    are counted in the decoded text."""
 
     def __init__(self, cap: int) -> None:
         self.cap, self.keep = cap, cap - cap // HEAD_SHARE
@@ -290,27 +294,49 @@ class _Kept:
         self.held = self.total = self.lines = self.middle = 0
         self.head: bytes | None = None
         self.at_line = True  # whether the window starts a line (the byte before it is a newline)
+        self.nl = b"\n"  # the file's newline as bytes (two for UTF-16, known when the head is cut)
+        self.encoding: str | None = None  # utf-16-le / utf-16-be, or None for bytes read as UTF-8
+        self.odd = b""  # UTF-16: a byte whose pair has not come yet
 
     def add(self, piece: bytes) -> None:
         if not piece:
             return
         self.total += len(piece)
-        self.window.append(piece)
-        self.held += len(piece)
         if self.head is None:
+            self.window.append(piece)
+            self.held += len(piece)
             if self.total <= self.cap:
                 return
             data = b"".join(self.window)
-            cut = data.rfind(b"\n", 0, self.cap // HEAD_SHARE) + 1
-            self.head = data[:cut]
-            self.window = deque([data[cut:]])
-            self.held = len(data) - cut
+            enc = _utf16_text(data[:8192])[0]
+            if enc == "utf-16":  # with a BOM
+                enc = "utf-16-be" if data[:2] == b"\xfe\xff" else "utf-16-le"
+            self.encoding = enc
+            if enc:
+                self.nl = b"\x00\n" if self.encoding == "utf-16-be" else b"\n\x00"
+            cut = _nl_end(data, self.nl, 0, self.cap // HEAD_SHARE, last=True)
+            self.head, piece = data[:cut], data[cut:]
+            self.window, self.held = deque(), 0
+        if self.encoding:  # whole code units only
+            piece = self.odd + piece
+            self.odd = piece[len(piece) & ~1 :]
+            piece = piece[: len(piece) & ~1]
+            if not piece:
+                return
+        self.window.append(piece)
+        self.held += len(piece)
         while self.held - len(self.window[0]) >= self.keep:
             gone = self.window.popleft()
             self.held -= len(gone)
-            self.lines += gone.count(b"\n")
+            self.lines += self._count(gone)
             self.middle += len(gone)
-            self.at_line = gone.endswith(b"\n")
+            self.at_line = gone.endswith(self.nl)
+
+    def _count(self, data: bytes) -> int:
+        """The newlines of ``data`` (whole code units of a UTF-16 file)."""
+        if self.encoding:
+            return data.decode(self.encoding, errors="replace").count("\n")
+        return data.count(b"\n")
 
     def words(self) -> str:
         """What is kept, for a warning: ``the N bytes`` or, past the cap, ``the head and the tail of the N bytes``."""
@@ -326,17 +352,28 @@ class _Kept:
         if self.head is None:
             return window
         lines, middle, at_line = self.lines, self.middle, self.at_line
-        if len(window) > self.keep:  # the window's last ``keep`` bytes, as a plain file's tail is read
-            before = window[: len(window) - self.keep]
-            lines, middle, at_line = lines + before.count(b"\n"), middle + len(before), before.endswith(b"\n")
+        keep = self.keep - self.keep % len(self.nl)
+        if len(window) > keep:  # the window's last ``keep`` bytes, as a plain file's tail is read
+            before = window[: len(window) - keep]
+            lines, middle = lines + self._count(before), middle + len(before)
+            at_line = before.endswith(self.nl)
             window = window[len(before) :]
-        tail = window
+        tail = window + self.odd
         if not at_line:  # the window starts inside a line: the rest of it goes to the middle
-            nl = window.find(b"\n")
+            end = _nl_end(tail, self.nl, 0, len(tail), last=False)
             lines += 1
-            middle += nl + 1 if nl >= 0 else len(window)
-            tail = window[nl + 1 :] if nl >= 0 else b""
-        return _Ends(self.head, lines, middle, tail)
+            middle += end or len(tail)
+            tail = tail[end:] if end else b""
+        return _Ends(self.head, lines, middle, tail, self.encoding)
+
+
+def _nl_end(data: bytes, nl: bytes, start: int, end: int, *, last: bool) -> int:
+    """The offset just past the last (``last``) or the first newline ``nl`` of ``data[start:end]`` that starts at
+    an offset that is a multiple of ``len(nl)`` (a UTF-16 code unit), or 0 if there is none."""
+    i = data.rfind(nl, start, end) if last else data.find(nl, start, end)
+    while i >= 0 and i % len(nl):
+        i = data.rfind(nl, start, i + len(nl) - 1) if last else data.find(nl, i + 1, end)
+    return i + len(nl) if i >= 0 else 0
 
 
 def _decompress(
@@ -596,11 +633,10 @@ def read_lines(
                 data = _decompress(raw, kind, rel, lim, warnings, skipped, size)
             elif small:
                 data = _small_plain(head, size, rel, warnings, info)
-            elif size > lim.max_file_bytes and _utf16(os.pread(fd, 4096, 0)) is None:
-                # past the size cap: its head and its tail (a UTF-16 file, whose newline is two bytes, its head)
+            elif size > lim.max_file_bytes:  # past the size cap: its head and its tail
                 data = _kept(_raw_chunks(fd, size, True, rel, warnings, info, None, on_bytes), lim)
             else:
-                data = _read_plain(fd, size, rel, lim, warnings, skipped, info, on_bytes)
+                data = _read_plain(fd, size, rel, warnings, info, on_bytes)
         except OSError as e:
             return _skipped(rel, f"cannot read ({e.strerror or e})", size, warnings)
     finally:
@@ -624,6 +660,7 @@ class _Ends:
     middle_lines: int
     middle_bytes: int
     tail: bytes
+    encoding: str | None = None  # utf-16-le / utf-16-be: the tail's (it has no BOM to tell)
 
 
 def _ends_result(
@@ -641,7 +678,9 @@ def _ends_result(
     size = len(ends.head) + ends.middle_bytes + len(ends.tail)  # (decompressed) bytes of the file
     whole = replace(lim, max_lines=1 << 62)  # the line cap counts the lines of head and tail together
     a = _lines_from_bytes(ends.head, rel, name, whole, warnings, skipped)
-    b = _lines_from_bytes(ends.tail, rel, name, whole, warnings, skipped) if ends.tail else None
+    b = None
+    if ends.tail:
+        b = _lines_from_bytes(ends.tail, rel, name, whole, warnings, skipped, ends.encoding)
     first_tail = a.physical_lines + ends.middle_lines + 1
     warnings.append(
         f"{rel}: {size} bytes, past the file size cap ({cap // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB): "
@@ -687,23 +726,20 @@ def _read_plain(
     fd: int,
     size: int,
     rel: str,
-    lim: _limits.Limits,
     warnings: list[str],
-    skipped: list[dict[str, object]],
     info: dict[str, int],
     on_bytes: Callable[[int], None] | None = None,
 ) -> bytes | bytearray:
     """The bytes of a plain file, read per :data:`_CHUNK` straight into one buffer of its size (no copy to
     join the chunks: 0.24 s of 1.9 s for the 243 MB of the 64-rank bench). As :func:`_raw_chunks` does:
     whole chunks of NUL bytes are sparse holes (skipped with SEEK_DATA, counted in ``info['holes']``), a
-    file that shrank or grew while read is read as it was; then the text is cut at the file size cap."""
-    cap = lim.max_file_bytes
-    buf = bytearray(min(size, cap + _CHUNK))
+    file that shrank or grew while read is read as it was. A file past the size cap is read by :class:`_Kept`."""
+    buf = bytearray(size)
     mv = memoryview(buf)
     pos = filled = 0
     ended = True  # read up to the size it had when opened (only then is a file that grew noticed)
     try:
-        while pos < size and filled <= cap:
+        while pos < size:
             if on_bytes is not None and pos:
                 on_bytes(pos)
             want = min(_CHUNK, size - pos, len(buf) - filled)
@@ -734,17 +770,6 @@ def _read_plain(
     finally:
         mv.release()
     del buf[filled:]
-    if filled > cap:
-        cut = buf.rfind(b"\n", 0, cap) + 1 or cap
-        rest = size - info["holes"] - cut
-        warnings.append(
-            f"{rel}: stopped reading at {cut} bytes, file size cap "
-            f"({cap // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB); "
-            f"{rest} bytes not read"
-        )
-        skipped.append(skip_entry(rel, rest, None, "file size cap"))
-        del buf[cut:]
-        return buf
     if ended:
         _warn_if_grew(fd, size, rel, warnings)
     return buf
@@ -905,16 +930,20 @@ def _lines_from_bytes(
     lim: _limits.Limits,
     warnings: list[str],
     skipped: list[dict[str, object]],
+    utf16: str | None = None,
 ) -> ReadResult:
+    """The lines of ``data``, a file's bytes (see the module docstring). ``utf16``: the encoding of a UTF-16
+    file's tail (:class:`_Ends`), which has no BOM to tell it, already reported."""
     skipped_lines = 0
     reason: str | None = None
-    enc, text = _utf16_text(data)
+    enc, text = _utf16_text(data) if utf16 is None else (utf16, data.decode(utf16, errors="replace"))
     only_nul = False
     nul_tail = False
     clean = False
     bom_only = False
     if enc:
-        warnings.append(f"{rel}: UTF-16 text ({enc}); decoded")
+        if utf16 is None:
+            warnings.append(f"{rel}: UTF-16 text ({enc}); decoded")
         data = b""
         bad = 0
     else:

@@ -184,3 +184,29 @@ def test_line_cap_of_a_file_with_crlf_and_colour_codes(tmp_path, monkeypatch):
     entry = next(e for e in res.skipped if e["reason"] == "line cap")
     left = data.splitlines(keepends=True)[25:925]
     assert entry["lines"] == 900 and entry["bytes"] == sum(len(x) - 1 for x in left) + 900
+
+
+@pytest.mark.parametrize("enc", ["utf-16", "utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_utf16_file_past_the_size_cap_keeps_head_and_tail(tmp_path, monkeypatch, enc, packed):
+    # A UTF-16 file's newline is two bytes, at an even offset: the cuts keep whole code units, and the bytes
+    # 0A 00 / 00 0A at odd offsets (the chars ਐĀਐ: U+0A10 U+0100 U+0A10) and a surrogate pair (U+1F600) are
+    # not newlines. The tail, which has no BOM, is decoded as the head is.
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    n, width = 20_000, 60
+    text = "".join(f"line {k}".ljust(width, ".") + "ਐĀਐ\U0001f600\n" for k in range(1, n + 1))
+    data = text.encode(enc)
+    per_line = len(data[2:] if enc == "utf-16" else data) // n  # 2 bytes per char, 4 for U+1F600
+    name = "win.log.gz" if packed else "win.log"
+    write(tmp_path / name, gzip.compress(data) if packed else data)
+    res = read_lines(tmp_path / name, name)
+    (h, head), (t, tail) = check_numbers(res)
+    assert all(x.endswith("ਐĀਐ\U0001f600") for x in head + tail)
+    bom = 2 if enc == "utf-16" else 0
+    assert h == 1 and len(head) == (MIB // HEAD_SHARE - bom) // per_line
+    assert t + len(tail) - 1 == n and len(tail) == (MIB - MIB // HEAD_SHARE) // per_line
+    left = n - len(head) - len(tail)
+    assert res.physical_lines == n and res.skipped_lines == left
+    assert {"path": name, "bytes": left * per_line, "lines": left, "reason": "file size cap"} in res.skipped
+    assert [w for w in res.warnings if "UTF-16" in w] == [f"{name}: UTF-16 text ({enc}); decoded"]
+    assert not any("no newline" in w for w in res.warnings), res.warnings
