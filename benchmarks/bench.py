@@ -14,7 +14,10 @@ alike; the table gives medians. Every command is a child process, timed by wall 
   instead" yardstick for ``timeline`` (issue #32 item 5);
 - the product: ``rankscope timeline DIR -o t.parquet``, ``rankscope diagnose DIR``, ``rankscope diagnose
   t.parquet`` (diagnosis from the written table) and streaming ingest (``correlator.streaming.stream_ingest``
-  to parquet).
+  to parquet);
+- ``ingest``: one in-process ``correlator.ingest.ingest`` after a warm-up one, its CPU per line read by the
+  child itself (no start-up, no write): the parse's cost per line, the issue's "generic path <= 3 us of CPU
+  per non-COLL line" on the application workloads.
 
 Printed per command: median wall s, median CPU s (user + system of the child), lines/s, MB/s, median peak RSS,
 RSS / input bytes, wall / grep wall, and wall and CPU / the peer's (each ratio of medians).
@@ -61,7 +64,7 @@ _COLL_RE = re.compile(
     r"count (?P<count>\d+) datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<n>\d+)\]"
 )
 _STEP_RE = re.compile(r"\brank=(?P<rank>\d+) step=(?P<step>\d+)")
-ALL = ["cat", "grep", "pyloop", "peer", "timeline", "diagnose_dir", "diagnose_parquet", "streaming"]
+ALL = ["cat", "grep", "pyloop", "peer", "timeline", "diagnose_dir", "diagnose_parquet", "streaming", "ingest"]
 #: The peer script (``../shared/peers/`` beside the repository).
 PEER = REPO.parent / "shared" / "peers" / "expert_polars.py"
 #: ``--cores N``: the prefix every command runs under (empty: all cores).
@@ -90,6 +93,20 @@ def _stream_cmd(root: str, out: str) -> int:
 
     _table, summary = stream_ingest(root, out)
     return int(summary["rows"])  # type: ignore[arg-type]
+
+
+def _ingest_cmd(root: str) -> dict[str, float]:
+    """CPU of one in-process ``correlator.ingest.ingest`` of ``root`` (``time.process_time``, every thread of
+    the process), after one warm-up ingest (page cache, first-call probes): the parse's cost per line without
+    the start-up and the table's write (issue #32: the generic path <= 3 us of CPU per non-COLL line)."""
+    from correlator.ingest import ingest
+
+    ingest(root)
+    c = time.process_time()
+    res = ingest(root)
+    cpu = time.process_time() - c
+    lines = int(res.summary()["lines_read"])  # type: ignore[call-overload]
+    return {"cpu_s": cpu, "lines": lines, "us_per_line": 1e6 * cpu / max(lines, 1)}
 
 
 def synthetic_reduced(ranks: int, seed: int = 0) -> pl.DataFrame:
@@ -256,6 +273,7 @@ def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str
             ],
             "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
             "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
+            "ingest": [py, str(HERE / "bench.py"), "--_ingest", root],
         }
     )
 
@@ -275,6 +293,11 @@ def measure(
                 continue
             cwd = REF if name.endswith("_ref") and REF is not None else REPO
             r = _time_child(cmds[name], os.path.join(work, f"{name}.out"), cwd)
+            if name == "ingest":  # the child prints its own CPU per line
+                try:
+                    r["us_per_line"] = json.loads(Path(work, "ingest.out").read_text())["us_per_line"]
+                except (OSError, ValueError, KeyError):
+                    pass
             runs[name].append(r)
             print(
                 f"  round {rnd + 1} {name:<17} {r['wall_s']:8.2f} s  cpu {r['cpu_s']:7.2f} s  "
@@ -304,6 +327,10 @@ def measure(
         r["x_grep"] = r["wall_s"] / g if g else None
         r["x_peer"] = r["wall_s"] / peer["wall_s"] if peer.get("wall_s") else None
         r["x_peer_cpu"] = r["cpu_s"] / peer["cpu_s"] if peer.get("cpu_s") else None
+    if "ingest" in res:  # its own CPU per line, measured in the child (median of the rounds)
+        got = [r["us_per_line"] for r in runs["ingest"] if "us_per_line" in r]
+        if got:
+            res["ingest"]["us_per_line"] = statistics.median(got)
     for name in ("diagnose_dir", "diagnose_dir_ref", "diagnose_parquet"):
         if name in res:
             try:
@@ -331,6 +358,8 @@ def print_table(ranks: int, info: dict[str, object], res: dict[str, dict]) -> No
 
     for name, r in res.items():
         extra = f"  {r['verdict']}" if "verdict" in r else ""
+        if "us_per_line" in r:
+            extra += f"  in-process: {r['us_per_line']:.2f} us CPU per line"
         print(
             f"  {name:<17} {r['wall_s']:8.2f} {r['cpu_s']:7.2f} {r['lines_per_s'] / 1e3:10.1f} {r['mb_per_s']:7.1f} "
             f"{r['rss_mib']:13.0f} {r['rss_per_input']:9.2f} {ratio(r.get('x_grep')):>7} "
@@ -387,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[:1] == ["--_stream"]:
         print(_stream_cmd(argv[1], argv[2]))
+        return 0
+    if argv[:1] == ["--_ingest"]:
+        print(json.dumps(_ingest_cmd(argv[1])))
         return 0
     if argv[:1] == ["--_diagscale"]:
         print(json.dumps(_diag_scale_cmd(int(argv[1]))))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 import bench
@@ -41,6 +43,14 @@ def test_pyloop_baseline_extracts_rows(tmp_path: Path) -> None:
     assert 0 < n <= info["lines"]
 
 
+def test_ingest_measure_counts_every_line(tmp_path: Path) -> None:
+    # the in-process measure divides its CPU by the lines the generator wrote (every line read, none dropped)
+    info = generate(tmp_path / "g", ranks=4, lines=200, seed=2)
+    got = bench._ingest_cmd(str(tmp_path / "g"))
+    assert got["lines"] == info["lines"] and got["cpu_s"] > 0
+    assert got["us_per_line"] == pytest.approx(1e6 * got["cpu_s"] / info["lines"])
+
+
 def test_bench_quick_runs(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     p = _bench(
@@ -63,6 +73,7 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     (scale,) = rep["diag_scale"]
     assert scale["ranks"] == 128 and scale["rows"] > 0 and scale["diagnose_s"] > 0
     assert "timeline" in p.stdout and "grep" in p.stdout
+    assert run["results"]["ingest"]["us_per_line"] > 0 and "us CPU per line" in p.stdout
 
 
 def test_bench_app_workload_in_another_logging_format(tmp_path: Path) -> None:
