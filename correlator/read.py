@@ -971,9 +971,9 @@ def _lines_from_bytes(
             if not clean and "\ufffd" in text
             else 0
         )
-    if not text and not (
-        not enc and (only_nul or bom_only)
-    ):  # a file of only NULs is one (empty) line, still counted
+    # a file of only NULs (or of a BOM alone) is one empty line, counted
+    one_empty = not enc and (only_nul or bom_only)
+    if not text and not one_empty:
         return ReadResult(
             _empty(), skipped_lines, skipped_lines, warnings, skip_reason=reason, skipped=skipped
         )
