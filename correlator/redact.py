@@ -57,6 +57,7 @@ import polars as pl
 if TYPE_CHECKING:  # pragma: no cover
     from correlator.discover import Source
     from correlator.ingest import IngestResult
+    from correlator.read import ReadResult
 
 # ---------------------------------------------------------------------------------------------- patterns
 
@@ -745,7 +746,8 @@ def redact_dir(
     and folder names redacted too). Files are read as ingest reads them (:func:`correlator.read.read_lines`:
     decompressed, decoded, control characters escaped, within the same limits), redacted line by line and
     written as UTF-8 text, compressed files gzip-compressed. What was not read (binary, FIFOs, symlinks
-    out of ``src``, parts past a cap) is not copied and is listed in ``stats.skipped``. The copy is built
+    out of ``src``, parts past a cap) is not copied and is listed in ``stats.skipped``; where a cap left the
+    middle of a file out, its copy holds one line that says which lines (:data:`GAP_LINE`). The copy is built
     under a temporary name next to ``dst`` and renamed at the end: an error leaves no partial copy.
 
     Raises :class:`correlator.discover.DiscoveryError` when ``src`` is missing or empty, ``ValueError`` when
@@ -763,7 +765,7 @@ def redact_dir(
     r = redactor or Redactor()
     sources, warnings = discover(srcp)
     stats = RedactStats()
-    texts: list[tuple[Source, list[str], bool]] = []
+    texts: list[tuple[Source, list[str], bool, int]] = []
     skipped: list[tuple[str, str]] = [(str(e["path"]), str(e["reason"])) for e in _skip_notes(warnings)]
     for s in sources:
         # An error.json is read as ingest reads it: within the small-file limit (its head when larger).
@@ -773,11 +775,11 @@ def redact_dir(
                 skipped.append((s.rel, f"{e['reason']}, not copied"))
         if not res.lines.len():
             continue
-        texts.append((s, res.lines.to_list(), s.path.name.endswith(_COMPRESSED_SUFFIXES)))
+        texts.append((s, _with_gaps(res), s.path.name.endswith(_COMPRESSED_SUFFIXES), res.lines.len()))
     # Learn every host first, so that numbering does not depend on file order and a host named late in
     # one file is replaced in the files read before it.
-    r.learn_hosts(s.host for s, _, _ in texts)
-    for s, lines, _ in texts:
+    r.learn_hosts(s.host for s, _, _, _ in texts)
+    for s, lines, _, _ in texts:
         r.learn_text(s.rel)
         for chunk in _chunks(lines):
             r.learn_text("\n".join(chunk))
@@ -785,7 +787,7 @@ def redact_dir(
     tmp = Path(tempfile.mkdtemp(prefix=f".{dstp.name}.", suffix=".partial", dir=dstp.parent))
     try:
         used: dict[str, str] = {}
-        for s, lines, gz in texts:
+        for s, lines, gz, kept in texts:
             rel = _out_rel(s.rel, r)
             if rel.lower() in used:  # two names that map to one pseudonym: keep both files
                 stem, dot, ext = rel.partition(".")
@@ -805,7 +807,7 @@ def redact_dir(
             except OSError:
                 pass
             stats.files += 1
-            stats.lines += len(lines)
+            stats.lines += kept
         if dstp.is_dir():
             dstp.rmdir()  # empty (checked above)
         os.replace(tmp, dstp)
@@ -816,6 +818,24 @@ def redact_dir(
     stats.replacements = dict(r.counts)
     stats.distinct = {k: len(v) for k, v in r.mapping.items()}
     return stats
+
+
+#: The line a redacted copy holds where a cap left lines of the file out (:meth:`ReadResult.parts`): the copy says
+#: what is missing, and which lines of the original its neighbours are.
+GAP_LINE = "[rankscope redact: lines {a}-{b} of the original ({n} lines) left out by a cap, not copied]"
+
+
+def _with_gaps(res: ReadResult) -> list[str]:
+    """The lines of ``res``, a :class:`GAP_LINE` where its line numbers jump (a file past a cap kept its head
+    and its tail)."""
+    out: list[str] = []
+    nxt = 1
+    for first, run in res.parts():
+        if first > nxt:
+            out.append(GAP_LINE.format(a=nxt, b=first - 1, n=first - nxt))
+        out += run if isinstance(run, list) else run.to_list()
+        nxt = first + len(run)
+    return out
 
 
 def _skip_notes(warnings: list[str]) -> list[dict[str, object]]:

@@ -210,3 +210,21 @@ def test_utf16_file_past_the_size_cap_keeps_head_and_tail(tmp_path, monkeypatch,
     assert {"path": name, "bytes": left * per_line, "lines": left, "reason": "file size cap"} in res.skipped
     assert [w for w in res.warnings if "UTF-16" in w] == [f"{name}: UTF-16 text ({enc}); decoded"]
     assert not any("no newline" in w for w in res.warnings), res.warnings
+
+
+def test_redacted_copy_of_a_capped_file_says_which_lines_it_left_out(tmp_path, monkeypatch):
+    from correlator.redact import redact_dir
+
+    monkeypatch.setenv("RANKSCOPE_MAX_LINES", "1000")
+    write(tmp_path / "in" / "many.log", numbered(5000, 20))
+    stats = redact_dir(tmp_path / "in", tmp_path / "out")
+    copy = (tmp_path / "out" / "many.log").read_text().splitlines()
+    # lines 1-250 and 4251-5000 kept (test_line_cap_keeps_head_and_tail), one line between them
+    assert copy[:250] == [f"line {k}".ljust(20, ".") for k in range(1, 251)]
+    assert (
+        copy[250]
+        == "[rankscope redact: lines 251-4250 of the original (4000 lines) left out by a cap, not copied]"
+    )
+    assert copy[251:] == [f"line {k}".ljust(20, ".") for k in range(4251, 5001)]
+    assert stats.lines == 1000 and stats.files == 1
+    assert stats.skipped == ["many.log: line cap, not copied"]
