@@ -15,10 +15,11 @@ from parsers.rules import Prefix, Rule, ascii_classes
 
 ASCTIME = Prefix(
     "asctime",
-    r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|"
-    r"CRITICAL)\]?(?: -)? )?(?P<rest>.*)$",
+    r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?(?:Z|[+-]\d\d:?\d\d)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|"
+    r"INFO|WARNING|WARN|ERROR|CRITICAL)\]?(?: -)? )?(?P<rest>.*)$",
     layer="app",
-    source="Python logging default asctime (CPython 3.x)",
+    source="Python logging default asctime (CPython 3.x); with a zone (Z, +hh:mm, +hhmm) as datetime.isoformat(), "
+    "structlog's TimeStamper(fmt='iso') and a datefmt ending in %z write it",
     example="2026-11-29 23:08:34,362 INFO [trainer] rank=1 step=0 loss=1.7994 avg_loss=1.1560 lr=0.05",
 )
 HYDRA = Prefix(
@@ -44,8 +45,8 @@ HF = Prefix(
 )
 BRACKET_ASCTIME = Prefix(
     "bracket_asctime",
-    r"^\[(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?)\] ?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|"
-    r"CRITICAL)\]?:? ?)?(?P<rest>.*)$",
+    r"^\[(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ?(?:\[?(?P<sev_word>DEBUG|INFO|"
+    r"WARNING|WARN|ERROR|CRITICAL)\]?:? ?)?(?P<rest>.*)$",
     layer="app",
     source="Python logging with format '[%(asctime)s] %(levelname)s …' / '[%(asctime)s][%(levelname)s] …'",
     example="[2024-11-29 22:48:40,101] INFO step 120 loss 2.31",

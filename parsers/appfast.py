@@ -147,8 +147,8 @@ def _raw_gate(prefix: Prefix | None) -> str:
 #: ASCTIME's prefix part (``rules.strip_prefix`` strips the text it matches, leftmost-first), as the two
 #: patterns below read it: a change to ASCTIME must be made to them too.
 _HEAD = ascii_classes(
-    r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|"
-    r"ERROR|CRITICAL)\]?(?: -)? )?"
+    r"^(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?(?:Z|[+-]\d\d:?\d\d)?) (?:- )?(?:\[?(?P<sev_word>DEBUG|"
+    r"INFO|WARNING|WARN|ERROR|CRITICAL)\]?(?: -)? )?"
 )
 if _head_pattern(app.ASCTIME.pattern) != _HEAD:  # a Prefix's pattern is written so
     raise AssertionError(
@@ -156,7 +156,8 @@ if _head_pattern(app.ASCTIME.pattern) != _HEAD:  # a Prefix's pattern is written
     )
 #: A line this path takes starts with the stamp of ASCTIME in ASCII and a space: then ASCTIME's head matches it,
 #: its stamp (``pyts``) is the text up to the first space after the seconds (the fraction's digits run up to
-#: it, greedy), and what follows is the level part, at most 15 characters (:data:`_LEVEL`).
+#: it, greedy), and what follows is the level part, at most 15 characters (:data:`_LEVEL`). A stamp with a zone
+#: (``+00:00``, ``Z``) does not: such a line takes the generic path.
 _STAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[,.][0-9]+)? "
 #: ASCTIME's head after the stamp and its space, as a pattern of its own (the same alternatives, in order).
 _LEVEL = r"^(?P<__lv>(?:- )?(?:\[?(?P<sev_word>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?(?: -)? )?)"

@@ -1,7 +1,8 @@
 """Turn the timestamp parts the prefixes extracted into ``ts`` (UTC, µs) and ``ts_quality``.
 
 Fast paths (polars ``str.to_datetime`` with a fixed format) cover every stamp in docs/log-formats.md §8:
-kubectl RFC 3339 ``Z`` (exact), Python asctime ``YYYY-MM-DD HH:MM:SS,mmm`` (no zone), glog with year,
+kubectl RFC 3339 ``Z`` (exact), Python asctime ``YYYY-MM-DD HH:MM:SS,mmm`` (no zone; exact with one: ``+02:00``,
+``+0200``, ``Z``, as ``datetime.isoformat()`` writes it), glog with year,
 torchelastic ``YYYY-MM-DD_HH:MM:SS``, HF ``MM/DD/YYYY``, Open MPI ctime, epoch seconds (exact), and the
 year-less c10/glog/torch._logging ``MMDD HH:MM:SS`` whose year is inferred from the directory.
 ``dateparser`` handles stamp shapes no fast path knows (user-defined NCCL_DEBUG_TIMESTAMP_FORMAT);
@@ -103,16 +104,38 @@ _PY_FIXED = "%Y-%m-%d %H:%M:%S.%3f"
 _PY_GENERAL = "%Y-%m-%d %H:%M:%S%.f"
 
 
-def _py_stamps(df: pl.DataFrame) -> pl.Expr:
-    """``pyts`` (``2026-11-29 22:00:01,234``, ``2026-11-29T22:00:01.123456``, …) as naive datetimes (µs; null
-    where it does not read), as a literal column of ``df``'s length: each value is the general format's
-    (``%Y-%m-%d %H:%M:%S%.f``) read of the stamp with ``.`` for ``,`` and a space for ``T``."""
+#: A zone at the end of a ``pyts`` stamp (``Z``, ``+hh:mm``, ``+hhmm``): then it is an exact time.
+_PY_ZONE = r"(?:Z|[+-][0-9]{2}:?[0-9]{2})$"
+
+
+def _py_stamps(df: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """``pyts`` (``2026-11-29 22:00:01,234``, ``2026-11-29T22:00:01.123456``, …) as ``(naive, exact)``
+    datetimes (µs; null where it does not read), literal columns of ``df``'s length: a stamp without a zone is
+    naive, the general format's (``%Y-%m-%d %H:%M:%S%.f``) read of it with ``.`` for ``,`` and a space for ``T``;
+    one with a zone (:data:`_PY_ZONE`: ``2026-11-29T22:00:01.123+02:00``, as ``datetime.isoformat()`` writes
+    it) is exact, in UTC."""
+    none = pl.lit(None, dtype=pl.Datetime("us"))
     if "pyts" not in df.columns:
-        return pl.lit(None, dtype=pl.Datetime("us"))
-    out = df["pyts"].str.to_datetime(_PY_COMMA, strict=False, time_unit="us")
-    miss = out.is_null() & df["pyts"].is_not_null()
+        return none, pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    pyts = df["pyts"]
+    out = pyts.str.to_datetime(_PY_COMMA, strict=False, time_unit="us")
+    miss = out.is_null() & pyts.is_not_null()
+    exact = None
     if miss.any():
-        py = df["pyts"].filter(miss).str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+        py = pyts.filter(miss).str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+        zoned = py.str.contains(_PY_ZONE)
+        if zoned.any():  # exact: read with its offset (Z as +00:00); not a naive stamp
+            z = (
+                py.filter(zoned)
+                .str.replace(r"Z$", "+00:00")
+                .str.replace(r"([+-][0-9]{2})([0-9]{2})$", "$1:$2")
+            )
+            got_z = z.str.to_datetime(
+                "%Y-%m-%d %H:%M:%S%.f%:z", strict=False, time_unit="us", time_zone="UTC"
+            )
+            at = miss.arg_true().filter(zoned)
+            exact = pl.repeat(None, pyts.len(), dtype=pl.Datetime("us", "UTC"), eager=True).scatter(at, got_z)
+            py = py.set(zoned, None)  # type: ignore[arg-type]
         got = py.str.to_datetime(_PY_FIXED, strict=False, time_unit="us")
         left = got.is_null() & py.is_not_null()
         if left.any():
@@ -120,7 +143,7 @@ def _py_stamps(df: pl.DataFrame) -> pl.Expr:
                 left.arg_true(), py.filter(left).str.to_datetime(_PY_GENERAL, strict=False, time_unit="us")
             )
         out = out.scatter(miss.arg_true(), got)
-    return pl.lit(out)
+    return pl.lit(out), (pl.lit(exact) if exact is not None else pl.lit(None, dtype=pl.Datetime("us", "UTC")))
 
 
 def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.DataFrame:
@@ -131,7 +154,7 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
     the previous stamp of their stream later (:func:`inherit`).
     """
     fmt_naive = pl.Datetime("us")
-    py_ts = _py_stamps(df)
+    py_ts, py_exact = _py_stamps(df)
     cf_ts = _col(df, "cf_time").str.to_datetime("%Y-%m-%d_%H:%M:%S", strict=False, time_unit="us")
     us_ts = _col(df, "usts").str.to_datetime("%m/%d/%Y %H:%M:%S", strict=False, time_unit="us")
     mpi_ts = (
@@ -161,7 +184,7 @@ def build_ts(df: pl.DataFrame, mtime_year: int, tz: str | None = None) -> pl.Dat
 
     naive_full = pl.coalesce(py_ts, cf_ts, glog_full, us_ts, mpi_ts, nccl_ts)
     df = df.with_columns(
-        pl.coalesce(kub, epoch).alias("__exact"),
+        pl.coalesce(kub, epoch, py_exact.dt.replace_time_zone(None)).alias("__exact"),
         naive_full.alias("__full"),
     )
     # Reference year: the most common year among full stamps; else the file modification year.

@@ -3,6 +3,7 @@ and key lines give back the field values written in them."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import polars as pl
@@ -19,9 +20,9 @@ from tests.conftest import CASES, DRAWN
 RULES, PREFIXES = (list(x) for x in defined())
 
 
-def _events(tmp_path: Path, text: str, name: str = "combined.log") -> pl.DataFrame:
+def _events(tmp_path: Path, text: str, name: str = "combined.log", tz: str | None = None) -> pl.DataFrame:
     (tmp_path / name).write_text(text + "\n")
-    return correlator.load(tmp_path)
+    return correlator.load(tmp_path, tz=tz)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
@@ -182,6 +183,25 @@ def test_srun_label_and_mpi_tag(tmp_path: Path) -> None:
 def test_kubectl_stamp_is_exact(tmp_path: Path) -> None:
     r = _events(tmp_path, "2024-11-29T22:58:55.104211337Z [default0]:hello").row(0, named=True)
     assert r["ts_quality"] == "exact" and r["ts"].microsecond == 104211 and r["local_rank"] == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "utc"),
+    [
+        # datetime.isoformat() with an offset; logging with datefmt '%Y-%m-%dT%H:%M:%S%z'; structlog's
+        # TimeStamper(fmt="iso", utc=True); the bracketed asctime layout with a zone
+        ("2026-11-29T23:08:40.100000+02:00 ERROR [trainer] boom", "2026-11-29 21:08:40.100000"),
+        ("2026-11-29T23:08:40-0530 ERROR boom", "2026-11-30 04:38:40"),
+        ("2026-11-29T23:08:40.5Z INFO step=3", "2026-11-29 23:08:40.500000"),
+        ("[2026-11-29 23:08:40,100+0000] ERROR boom", "2026-11-29 23:08:40.100000"),
+    ],
+)
+def test_python_stamp_with_a_zone_is_exact(tmp_path: Path, line: str, utc: str) -> None:
+    # The stamp names its zone: the time in UTC whatever --tz says (a stamp without one is read in --tz)
+    for tz in (None, "Asia/Tokyo"):
+        r = _events(tmp_path, line, tz=tz).row(0, named=True)
+        assert r["ts_quality"] == "exact", r
+        assert r["ts"] == dt.datetime.fromisoformat(utc).replace(tzinfo=dt.UTC)
 
 
 @pytest.mark.parametrize(
