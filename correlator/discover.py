@@ -598,6 +598,11 @@ def ranks_from_siblings(sources: list[Source]) -> tuple[list[Source], list[str]]
     groups: dict[str, list[int]] = {}
     known = _LEARNED.get()
     for k, s in enumerate(sources):
+        if known is not None and s.layout == "rank_file":  # a pod's name read as a PyTorchJob's (below)
+            was = known.get(s.rel)
+            if was is not None and was.rank is not None:
+                out[k] = _as_task_file(s, was.rank, was.notes[-1] if was.notes else "rank from the file name")
+            continue
         if s.layout != "stream" or s.stream != "combined":
             continue
         if known is not None:  # a batch of a larger discovery: its siblings were learned there
@@ -637,6 +642,46 @@ def ranks_from_siblings(sources: list[Source]) -> tuple[list[Source], list[str]]
                 f"{where}{shape}: {len(members)} sibling files; the field {{N}} (0..{top}{runs}) is read as the "
                 "rank (rank_source file_name) where their lines state no other rank"
             )
+    if known is None:
+        out, jobs = _pytorchjob_ranks(out)
+        lines += jobs
+    return out, lines
+
+
+#: Kubeflow's PyTorchJob names a replica's pod ``<job>-<master|worker>-<index>`` and, where the job has a Master
+#: replica, gives the Master rank 0 and Worker ``i`` rank ``i + 1`` (training-operator
+#: ``pkg/controller.v1/pytorch/envvar.go``: ``setPodEnv``, ``genGeneralName``). Logs saved per pod keep its name.
+_PYTORCHJOB_RE = re.compile(r"^(?P<job>.+?)-(?P<role>master|worker)-(?P<i>[0-9]+)(?=$|[^0-9])", re.IGNORECASE)
+
+
+def _pytorchjob_ranks(sources: list[Source]) -> tuple[list[Source], list[str]]:
+    """Files of one folder named after the pods of one PyTorchJob with a Master (``<job>-master-0…`` beside
+    ``<job>-worker-<i>…``): the Master's rank 0, Worker ``i``'s rank ``i + 1``, as ``task_file`` candidates that
+    :mod:`correlator.identity` confirms against the ranks their lines state (``worker-1`` alone reads as rank
+    1). Returns the sources and one line per job, for the warnings."""
+    jobs: dict[tuple[str, str], list[tuple[int, str, int]]] = {}
+    for k, s in enumerate(sources):
+        m = _PYTORCHJOB_RE.match(printable(s.path.name)) if s.layout in ("rank_file", "stream") else None
+        if m:
+            key = (str(Path(s.rel).parent), m["job"].lower())
+            jobs.setdefault(key, []).append((k, m["role"].lower(), int(m["i"])))
+    out, lines = list(sources), []
+    wcap = limits.current().max_world
+    for (folder, job), members in jobs.items():
+        masters = {i for _, role, i in members if role == "master"}
+        if masters != {0} or all(role == "master" for _, role, _ in members):
+            continue
+        if max(i for _, _, i in members) + 1 > wcap:
+            continue
+        for k, role, i in members:
+            rank = 0 if role == "master" else i + 1
+            note = f"rank {rank} from the pod name (Kubeflow PyTorchJob: Master rank 0, Worker i rank i + 1)"
+            out[k] = _as_task_file(sources[k], rank, note)
+        where = "" if folder == "." else f"{folder}/"
+        lines.append(
+            f"{where}{job}-master-0, {job}-worker-{{i}}: a Kubeflow PyTorchJob's pods; the Master read as rank 0 "
+            "and Worker i as rank i + 1 (rank_source file_name) where their lines state no other rank"
+        )
     return out, lines
 
 

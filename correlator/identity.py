@@ -17,6 +17,8 @@ Rank identity is evidence, not a path (docs/design.md). Sources, strongest first
 - ``pg_prefix``: ProcessGroupNCCL's ``[Rank r]`` in the default PG, for torch ≤ 2.1 lines without ``[rankN]:``;
 - ``message``: ``rank=N`` in the application's own progress lines, or a rank a fault message states about
   itself (``what():  [PG 0 Rank 3] …``, ``aborted on rank 3``) on a line with no prefix (weak);
+- ``host``: the one rank a transport host's (a kubectl pod's) rows state, for its rows that state none, where
+  each host runs one rank (:func:`_host_ranks`);
 - ``gpu_index``: the CUDA device of a CUDA error (``GPU 3``) or of an NCCL line (``[cudaDev]``) whose pid no
   init line maps, on a single node only (weakest).
 """
@@ -244,6 +246,7 @@ def resolve(df: pl.DataFrame, stamps: Callable[[pl.DataFrame], pl.DataFrame] | N
     global_pgs = _global_pgs(df)
     df = _pg_and_message_ranks(df, global_pgs)
     df = _message_ranks(df, global_pgs)
+    df = _host_ranks(df)
     df = _hosts(df)
     return df.drop([c for c in df.columns if c.startswith("__")])
 
@@ -477,6 +480,48 @@ def _message_ranks(df: pl.DataFrame, global_pgs: list[str]) -> pl.DataFrame:
                 pl.when(by_gpu).then(pl.col("gpu_index")).otherwise(pl.col("rank")).alias("rank"),
             )
     return df
+
+
+def _host_ranks(df: pl.DataFrame) -> pl.DataFrame:
+    """Rows without a rank in the stream of a transport host (``xport_host``: kubectl's ``[pod/NAME/…]``, pdsh's
+    ``host: ``) take that host's rank where each host runs one rank: the hosts are at least as many as the
+    ranks of the job (world size, or the highest rank seen plus one), and every host whose rows state a rank
+    states one, a rank no other host states (``rank_source`` ``host``; a PyTorchJob's pods, one worker each,
+    streamed by ``kubectl logs --prefix``: a worker's traceback carries no rank of its own)."""
+    cols = set(df.columns)
+    if "xport_host" not in cols or not df.select(pl.col("xport_host").is_not_null().any()).item():
+        return df
+    if not df.select((pl.col("rank").is_null() & pl.col("xport_host").is_not_null()).any()).item():
+        return df
+    hosts = df["xport_host"].drop_nulls().n_unique()
+    top = df.select(
+        pl.max_horizontal(
+            pl.col("rank").max() + 1, pl.col("world_size").max() if "world_size" in cols else None
+        )
+    ).item()
+    if top is None or hosts < top:
+        return df
+    stated = (
+        df.lazy()
+        .filter(pl.col("xport_host").is_not_null() & pl.col("rank").is_not_null())
+        .group_by("xport_host")
+        .agg(pl.col("rank").unique().alias("r"))
+        .collect()
+    )
+    if stated.height == 0 or (stated["r"].list.len() != 1).any():
+        return df
+    stated = stated.with_columns(pl.col("r").list.first())
+    if stated["r"].n_unique() != stated.height:
+        return df
+    by_host = dict(stated.iter_rows())
+    fill = pl.col("rank").is_null() & pl.col("xport_host").is_in(list(by_host))
+    return df.with_columns(
+        pl.when(fill).then(pl.lit("host")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(fill)
+        .then(pl.col("xport_host").replace_strict(by_host, default=None, return_dtype=pl.Int32))
+        .otherwise(pl.col("rank"))
+        .alias("rank"),
+    )
 
 
 def _stated_offsets(df: pl.DataFrame) -> dict[str, int]:

@@ -28,7 +28,7 @@ KUBECTL_TS = Prefix(
 KUBECTL_POD = Prefix(
     "kubectl_pod",
     r"^\[pod/(?P<xport_host>[^/\]]+)/[^\]]+\] (?P<rest>.*)$",
-    source="kubectl logs --prefix",
+    source="kubectl logs --prefix (kubernetes/kubernetes#76471, 1.17+; with --timestamps the stamp follows it)",
     example="[pod/trainer-worker-1/main] hello",
 )
 MPI_TAG = Prefix(
@@ -236,6 +236,10 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     (and ``pfx_*`` markers). Input: the lines frame with ``path``, ``line``, ``body``.
     """
     df = strip_prefixes(df, (KUBECTL_TS, KUBECTL_POD, MPI_TAG))
+    if "xport_ts" in df.columns:
+        # ``kubectl logs --prefix --timestamps``: kubectl puts its prefix before each line the API server sent,
+        # and the server's stamp starts the line (PodLogOptions.Timestamps): ``[pod/…/…] <RFC 3339> text``.
+        df = strip_prefix(df, KUBECTL_TS, mask=df["pfx_kubectl_pod"] & df["xport_ts"].is_null())
     srun_file = _file_share(df, SRUN_LABEL.pattern) >= FILE_SHARE[SRUN_LABEL.name]
     df = strip_prefix(df, SRUN_LABEL, mask=srun_file)
     pdsh_file = _file_share(df, PDSH_HOST.pattern) >= FILE_SHARE[PDSH_HOST.name]
