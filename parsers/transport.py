@@ -74,8 +74,10 @@ TEE = Prefix(
 #: rank. Never the ChildFailedError ``[i]:`` entry lines, which end right after the colon.
 TEE_RANK = Prefix(
     "tee_rank",
-    r"^\[(?P<xport_rank>\d+)\]:(?P<rest>.+)$",
-    source="torchrun --tee with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:' (torch 2.3+)",
+    r"^\[(?:(?P<xport_rank>\d+)\]:|rank (?P<xport_rank2>\d+)\]: ?)(?P<rest>.+)$",
+    source="torchrun --tee with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:' (torch 2.3+, its docstring's "
+    "example) or '[rank ${rank}]: ' (captured with torch 2.8: '[rank 1]: [rank1]: Traceback …', the space the "
+    "template's)",
     example="[5]:[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB.",
 )
 
@@ -245,7 +247,7 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     pdsh_file = _file_share(df, PDSH_HOST.pattern) >= FILE_SHARE[PDSH_HOST.name]
     df = strip_prefix(df, PDSH_HOST, mask=pdsh_file)
     tee_rank_file = _file_share(df, TEE_RANK.pattern) >= FILE_SHARE[TEE_RANK.name]
-    df = strip_prefix(df, TEE_RANK, mask=tee_rank_file)
+    df = _one_rank_column(strip_prefix(df, TEE_RANK, mask=tee_rank_file))
     df = strip_lead(df).with_columns(pl.col("body").alias("_lead_body"))
     df = split_glued_tee(df)
     body = df["body"]
@@ -257,11 +259,16 @@ def strip_transport(df: pl.DataFrame) -> pl.DataFrame:
     # cost 80 ms per 400k lines): the others were settled by the first.
     changed = df["body"].ne_missing(df["_lead_body"])
     df = strip_lead(df.drop("_lead_body"), rows=changed)
-    df = strip_prefix(df, USER_RANK)
-    if "xport_rank2" in df.columns:
-        df = df.with_columns(
-            pl.coalesce(pl.col("xport_rank"), pl.col("xport_rank2").cast(pl.Int32, strict=False)).alias(
-                "xport_rank"
-            )
-        ).drop("xport_rank2")
-    return df
+    return _one_rank_column(strip_prefix(df, USER_RANK))
+
+
+def _one_rank_column(df: pl.DataFrame) -> pl.DataFrame:
+    """``xport_rank2`` (a prefix's second spelling of the rank: :data:`TEE_RANK`, :data:`USER_RANK`) merged into
+    ``xport_rank``."""
+    if "xport_rank2" not in df.columns:
+        return df
+    return df.with_columns(
+        pl.coalesce(pl.col("xport_rank"), pl.col("xport_rank2").cast(pl.Int32, strict=False)).alias(
+            "xport_rank"
+        )
+    ).drop("xport_rank2")

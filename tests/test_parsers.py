@@ -389,3 +389,22 @@ def test_literals_in_on_the_corpus_and_nested_literals() -> None:
         want = {x for x in lits if text.str.contains(x, literal=True).any()}
         assert literals_in(text, lits) == want
     assert len(lines) > 10_000
+
+
+def test_tee_template_rank_with_a_space(tmp_path: Path) -> None:
+    # torchrun --tee behind TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank ${rank}]: ' (cap-35, torch 2.8): the
+    # template's rank is the line's, and the excepthook's traceback behind it stays one record
+    text = "\n".join(
+        [
+            "[rank 0]: step 0 on rank 0",
+            "[rank 1]: [rank1]: Traceback (most recent call last):",
+            '[rank 1]: [rank1]:   File "/opt/app/train.py", line 8, in <module>',
+            '[rank 1]: [rank1]:     raise ValueError("corrupt record in shard 9")',
+            "[rank 1]: [rank1]: ValueError: corrupt record in shard 9",
+            "[rank 0]: step 1 on rank 0",
+        ]
+    )
+    t = _events(tmp_path, text, "console.log")
+    rows = t.select("line", "line_count", "rank", "kind").rows()
+    assert rows == [(1, 1, 0, "unparsed"), (2, 4, 1, "python_exception"), (6, 1, 0, "unparsed")]
+    assert t["rank_source"].to_list() == ["transport_prefix", "c10d_prefix", "transport_prefix"]

@@ -975,6 +975,8 @@ CORPUS: dict[str, list[str]] = {
     "cap-33": ["silent-straggler-hang"],
     # rank 2's broadcast against three all_reduces, no DETAIL: the desync shows as gloo timeouts
     "cap-34": ["collective-mismatch-desync"],
+    # rank 1's ValueError, rank 0's gloo connection closed; lines behind a '[rank ${rank}]: ' tee template
+    "cap-35": ["data-pipeline-exception", "gloo-connection-closed"],
     "gloo-01": ["data-pipeline-exception", "monitored-barrier-failed"],
     "gloo-03": ["collective-mismatch-desync"],
     "gloo-05": ["host-oom-kill", "monitored-barrier-failed"],
