@@ -2,8 +2,10 @@
 
 A case is a folder with ``logs/`` and ``expected.json``:
 
-- ``initiating_ranks``, ``collateral_ranks``, ``failure_kind`` (the verdict's vocabulary), ``source``
-  (``public``: a log a user posted; ``captured``: a real job run here; ``reconstructed``: built by hand);
+- ``initiating_ranks``, ``collateral_ranks``, ``failure_kind`` (the verdict's vocabulary; a label outside it
+  is not scored, and ``rankscope eval`` warns about it), ``source`` (``public``: a log a user posted;
+  ``captured``: a real job run here; ``reconstructed``: built by hand; its first word counts, so
+  ``captured: torch 2.13, gloo`` is ``captured``);
 - optional ``accept_initiating``: other rank sets that are also right (readings the log cannot tell apart);
 - optional ``collateral_scored: false``: the excerpt does not show every victim, so collateral is not scored;
 - optional ``explained_by``: ``{"<collateral rank>": {"rank": R, "edge": "waits_for"}}``, the edge expected
@@ -28,7 +30,9 @@ process (:func:`evaluate`'s default).
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -46,8 +50,30 @@ class LabelError(ValueError):
     """A case's ``expected.json`` is malformed; the message names the file and the field."""
 
 
-#: Subsets reported separately: which ``source`` values each one holds.
+#: Subsets reported separately: which ``source`` values each one holds (:func:`subset_of`).
 SUBSETS: dict[str, tuple[str, ...]] = {"real": ("public", "captured"), "reconstructed": ("reconstructed",)}
+
+
+def subset_of(source: str | None) -> str | None:
+    """The subset of :data:`SUBSETS` a case's ``source`` puts it in, by the source's first word (any case):
+    ``captured``, and ``captured: torch 2.13, gloo …`` alike, is ``real``. None for a case with no source or
+    one whose first word names no subset: such a case counts in the totals of all cases only."""
+    m = re.match(r"\s*([A-Za-z]+)", source or "")
+    word = m.group(1).lower() if m else ""
+    return next((sub for sub, names in SUBSETS.items() if word in names), None)
+
+
+def kind_label_warning(name: str, label: object) -> str | None:
+    """Why a case's ``failure_kind`` label is not scored (it names no kind of :data:`FAILURE_KINDS`, with the
+    closest kind when one is close), else None (a known kind, or no label)."""
+    if not isinstance(label, str) or label in FAILURE_KINDS:
+        return None
+    close = difflib.get_close_matches(label.lower().replace("-", "_"), FAILURE_KINDS, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"{name}: failure_kind {label!r} is not a known kind, so this case's kind is not scored{hint} "
+        f"(known kinds: {', '.join(FAILURE_KINDS)})"
+    )
 
 
 @dataclass
@@ -56,7 +82,7 @@ class CaseResult:
     passed: bool
     initiating_ok: bool
     collateral_ok: bool
-    kind_ok: bool | None  # None: the label is not in the vocabulary
+    kind_ok: bool | None  # None: no label, or one not in the vocabulary (see kind_warning)
     want: dict[str, object]
     got: dict[str, object]
     seconds: float
@@ -68,6 +94,16 @@ class CaseResult:
     edges_ok: int = 0
     edges_total: int = 0
     known_edge_miss: str | None = None
+
+    @property
+    def kind_warning(self) -> str | None:
+        """Why this case's ``failure_kind`` label is not scored (:func:`kind_label_warning`), else None."""
+        return kind_label_warning(self.name, self.want.get("failure_kind"))
+
+    @property
+    def subset(self) -> str | None:
+        """The subset of :data:`SUBSETS` the case's ``source`` puts it in (:func:`subset_of`), else None."""
+        return subset_of(self.source)
 
     @property
     def verdict_ok(self) -> bool:
@@ -99,8 +135,10 @@ class EvalReport:
     cases: list[CaseResult] = field(default_factory=list)
 
     def totals(self, subset: str | None = None) -> dict[str, float | int]:
-        """Scores over all cases, or over one of :data:`SUBSETS` (``real``, ``reconstructed``)."""
-        cases = [c for c in self.cases if subset is None or c.source in SUBSETS[subset]]
+        """Scores over all cases, or over one of :data:`SUBSETS` (``real``, ``reconstructed``).
+        ``kind_accuracy`` is over the ``kind_scored`` cases whose ``failure_kind`` names a known kind (0.0
+        when none does); ``kind_unknown_labels`` counts the cases whose label names none."""
+        cases = [c for c in self.cases if subset is None or c.subset == subset]
         n = len(cases)
         tp = fp = fn = 0
         for c in cases:
@@ -126,6 +164,8 @@ class EvalReport:
             "collateral_recall": round(rec, 3),
             "collateral_f1": round(2 * prec * rec / (prec + rec), 3) if prec + rec else 0.0,
             "kind_accuracy": round(sum(kinds) / len(kinds), 3) if kinds else 0.0,
+            "kind_scored": len(kinds),
+            "kind_unknown_labels": sum(1 for c in cases if c.kind_warning),
             "edges_expected": edges,
             "edge_accuracy": round(sum(c.edges_ok for c in cases) / edges, 3) if edges else 1.0,
             "seconds_per_case": round(sum(c.seconds for c in cases) / n, 3) if n else 0.0,
@@ -137,7 +177,7 @@ class EvalReport:
         ``high``), ``cases``, ``initiating_right`` (the initiating set is accepted), ``verdict_right`` (set,
         collateral and kind), and ``accuracy`` = initiating_right / cases (None for an empty band). A
         confidence means what it says when each band's accuracy is at least its ``low``."""
-        cases = [c for c in self.cases if subset is None or c.source in SUBSETS[subset]]
+        cases = [c for c in self.cases if subset is None or c.subset == subset]
         out: list[dict[str, object]] = []
         for label, low, high in BANDS:
             inside = [c for c in cases if low <= _confidence_of(c) < high]
@@ -160,7 +200,16 @@ class EvalReport:
             "totals": self.totals(),
             "subsets": {s: self.totals(s) for s in SUBSETS},
             "confidence_bands": {s: self.bands(s) for s in SUBSETS},
-            "cases": [{**asdict(c), "verdict_ok": c.verdict_ok, "excused": c.excused} for c in self.cases],
+            "cases": [
+                {
+                    **asdict(c),
+                    "subset": c.subset,
+                    "verdict_ok": c.verdict_ok,
+                    "excused": c.excused,
+                    "kind_warning": c.kind_warning,
+                }
+                for c in self.cases
+            ],
         }
 
 

@@ -214,3 +214,73 @@ def test_eval_workers_by_default_fit_the_memory_budget(monkeypatch: pytest.Monke
     mib = 1024**2
     assert [ev.eval_workers(None, 40, b) for b in (0, mib, 64 * mib)] == [5, 4, 1]
     assert ev.eval_workers(8, 40, 64 * mib) == 8
+
+
+def test_a_kind_label_outside_the_vocabulary_is_not_scored_and_is_named(tmp_path: Path) -> None:
+    """A ``failure_kind`` label no verdict can give (a typo, a free-form name) is not scored: the case is
+    judged on its ranks, it carries a warning naming it, the label and the known kinds, and the totals
+    say over how many cases the kind accuracy is."""
+    from correlator.schema import FAILURE_KINDS
+
+    typo = run_case(_case(tmp_path / "t", "typo", failure_kind="rank_crash_typo"))
+    assert typo.kind_ok is None and typo.passed
+    w = typo.kind_warning or ""
+    assert "typo" in w and "'rank_crash_typo'" in w and "did you mean 'rank_crash'" in w
+    assert all(k in w for k in FAILURE_KINDS)
+    assert run_case(_case(tmp_path / "k", "known")).kind_warning is None
+    _case(tmp_path / "all", "a-known")
+    _case(tmp_path / "all", "b-free", failure_kind="python-exception")
+    _case(tmp_path / "all", "c-none", failure_kind=None)  # no label at all: not scored, nothing to warn about
+    rep = evaluate(tmp_path / "all")
+    t = rep.totals()
+    assert (t["cases"], t["kind_scored"], t["kind_unknown_labels"], t["kind_accuracy"]) == (3, 1, 1, 1.0)
+    assert [c["kind_warning"] is not None for c in rep.to_json()["cases"]] == [False, True, False]  # type: ignore[index,union-attr]
+
+
+@pytest.mark.parametrize(
+    ("source", "subset"),
+    [
+        ("captured", "real"),
+        ("captured: torch 2.13.0+cpu, gloo, torchrun --nproc-per-node 4", "real"),
+        ("Public (a GitHub issue)", "real"),
+        ("reconstructed by hand", "reconstructed"),
+        ("publicly posted", None),
+        ("synthetic", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_a_source_with_detail_after_its_first_word_keeps_its_subset(
+    source: str | None, subset: str | None
+) -> None:
+    from correlator.evaluate import subset_of
+
+    assert subset_of(source) == subset
+
+
+def test_eval_warns_on_unscored_kinds_and_says_why_the_bands_are_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``rankscope eval``: a warning per case whose kind label is unknown (the run still passes), the kind
+    accuracy with the number of cases it covers, the cases in no subset, and an empty band block explained."""
+    from tests.conftest import run_cli
+
+    _case(tmp_path, "a-detail", source="captured: torch 2.13.0+cpu, gloo")
+    _case(tmp_path, "b-typo", failure_kind="cuda_oom_typo", source=None)
+    code, out, err = run_cli(["eval", tmp_path, "-j1", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "warning: b-typo: failure_kind 'cuda_oom_typo' is not a known kind" in " ".join(err.split())
+    text = " ".join(out.split())
+    assert "PASS b-typo:" in text and "(label 'cuda_oom_typo' not scored)" in text
+    assert "real (public + captured): 1/1 cases pass" in text
+    assert "kind accuracy 1.000 (1 of 2 cases labelled with a known kind)" in text
+    assert "1 of 2 cases count in 'all' only" in text and "(b-typo)" in text
+    assert ">= 0.8: 1 verdicts, 1 right" in text  # the case with a detailed source is a real one
+    (tmp_path / "a-detail" / "expected.json").unlink()
+    code, out, _ = run_cli(["eval", tmp_path, "-j1", "-q"], monkeypatch, capsys)
+    text = " ".join(out.split())
+    assert code == 0 and "kind accuracy - (no case labelled with a known kind)" in text
+    assert (
+        "confidence bands, real cases: none to score (no case's source starts with public or captured)"
+        in text
+    )

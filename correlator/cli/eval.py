@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from correlator.cli.common import DiagFormat, UsageError, out, progress
+from correlator.cli.common import DiagFormat, UsageError, err, out, progress
+from correlator.errors import safe
 
 if TYPE_CHECKING:
     from correlator.evaluate import CaseResult, EvalReport
@@ -63,6 +64,9 @@ def eval_cmd(
             rep = evaluate(cases_dir, on_case=scored, workers=jobs)
         except ValueError as e:  # a malformed expected.json
             raise UsageError(str(e)) from None
+    for c in rep.cases:  # after the progress bar: a label the scorer cannot score is said, not skipped
+        if c.kind_warning:
+            err.print(f"[yellow]warning:[/] {safe(c.kind_warning)}", highlight=False)
     tot = rep.totals()
     if format == DiagFormat.json:
         from correlator.report import json_default
@@ -84,6 +88,7 @@ def case_line(c: CaseResult) -> str:
         f"collateral {'ok' if c.collateral_ok else str(c.got['collateral_ranks']) + ' (want ' + str(c.want['collateral_ranks']) + ')'}, "
         f"kind {c.got['failure_kind']}"
         + ("" if c.kind_ok is not False else f" (want {c.want['failure_kind']})")
+        + (f" (label {escape(repr(c.want['failure_kind']))} not scored)" if c.kind_warning else "")
         + f", {c.seconds:.2f}s"
     )
     if c.error:
@@ -94,13 +99,37 @@ def case_line(c: CaseResult) -> str:
     return line
 
 
+def kind_score(t: dict[str, Any]) -> str:
+    """The kind accuracy, with how many cases it covers when that is not all of them."""
+    if not t["kind_scored"]:
+        return "- (no case labelled with a known kind)"
+    if t["kind_scored"] == t["cases"]:
+        return f"{t['kind_accuracy']:.3f}"
+    return f"{t['kind_accuracy']:.3f} ({t['kind_scored']} of {t['cases']} cases labelled with a known kind)"
+
+
 def score_line(name: str, t: dict[str, Any]) -> str:
     """The scores of a subset of cases (or of all) on one line."""
     edges = f", edges {t['edge_accuracy']:.3f} of {t['edges_expected']}" if t["edges_expected"] else ""
     return (
         f"{name}: {t['passed']}/{t['cases']} cases pass ({t['verdict_passed']} with the right verdict); initiating accuracy {t['initiating_accuracy']:.3f}, "
         f"collateral P/R/F1 {t['collateral_precision']:.3f}/{t['collateral_recall']:.3f}/{t['collateral_f1']:.3f}, "
-        f"kind accuracy {t['kind_accuracy']:.3f}{edges}, {t['seconds_per_case']:.2f} s per case"
+        f"kind accuracy {kind_score(t)}{edges}, {t['seconds_per_case']:.2f} s per case"
+    )
+
+
+def unsorted_note(rep: EvalReport) -> str | None:
+    """Which cases are in no subset (no ``source``, or one whose first word names no subset), else None."""
+    from correlator.evaluate import SUBSETS
+
+    loose = [c for c in rep.cases if c.subset is None]
+    if not loose:
+        return None
+    names = ", ".join(c.name for c in loose[:5]) + (f", … ({len(loose) - 5} more)" if len(loose) > 5 else "")
+    known = ", ".join(n for names_ in SUBSETS.values() for n in names_)
+    return (
+        f"{len(loose)} of {len(rep.cases)} cases count in 'all' only: their expected.json has no source, or "
+        f"one that does not start with {known} ({names})"
     )
 
 
@@ -114,7 +143,16 @@ def print_scores(rep: EvalReport, tot: dict[str, Any]) -> None:
         if t["cases"]:
             out.print(score_line(f"{sub} ({' + '.join(sources)})", t), highlight=False)
     out.print(score_line("all", tot), highlight=False)
+    note = unsorted_note(rep)
+    if note:
+        out.print(f"note: {escape(note)}", highlight=False)
     out.print("", highlight=False)
+    if not rep.totals("real")["cases"]:
+        out.print(
+            "confidence bands, real cases: none to score (no case's source starts with public or captured)",
+            highlight=False,
+        )
+        return
     out.print("confidence bands, real cases (how often the initiating rank was right):", highlight=False)
     for b in rep.bands("real"):
         acc = "-" if b["accuracy"] is None else f"{b['accuracy']:.2f}"
@@ -153,8 +191,11 @@ def render_markdown(rep: EvalReport) -> str:
         lines.append(
             f"| {_cell(name)} | {t['cases']} | {t['passed']} | {t['verdict_passed']} | "
             f"{t['initiating_accuracy']:.3f} | {t['collateral_precision']:.3f} / {t['collateral_recall']:.3f} / "
-            f"{t['collateral_f1']:.3f} | {t['kind_accuracy']:.3f} | {edges} | {t['seconds_per_case']:.2f} |"
+            f"{t['collateral_f1']:.3f} | {_cell(kind_score(t))} | {edges} | {t['seconds_per_case']:.2f} |"
         )
+    note = unsorted_note(rep)
+    if note:
+        lines += ["", f"Note: {_cell(note)}"]
     bad = sorted((c for c in rep.cases if not c.passed), key=lambda c: (c.excused, c.name))
     if bad:
         lines += [
