@@ -176,7 +176,7 @@ class Job:
         engine: str = "local",
     ) -> TableWritten:
         """The event table of every line to ``out``, written whole or not at all (a temporary name renamed):
-        ``format`` parquet, jsonl, csv (default: by the extension, else parquet) or perfetto (the trace of
+        ``format`` parquet, jsonl, csv (default: by the extension, .parquet, .jsonl or .csv; none: parquet; another is refused) or perfetto (the trace of
         this verdict); ``partition_by`` ``host`` or ``rank``: a hive-partitioned parquet dataset under ``out``;
         ``streaming`` batch by batch in bounded memory (default: a parquet table of more than 64 MiB of logs,
         not with ``redact``); ``engine`` ``ray``: the batches as Ray tasks, a dataset under the folder ``out``

@@ -111,13 +111,40 @@ class TableWritten:
     peak_rss_mib: object = None
 
 
-def table_format(output: Path, format: str | None) -> str:
-    """``format``, else the one the extension of ``output`` names (.jsonl, .ndjson, .csv), else parquet."""
+#: The formats an ``-o`` extension names; no extension is parquet.
+TABLE_EXTENSIONS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+}
+
+
+def table_format(output: Path, format: str | None, folder: bool = False) -> str:
+    """``format``, else the one the extension of ``output`` names (:data:`TABLE_EXTENSIONS`), else parquet for
+    a name with no extension, or for a dataset ``folder`` (partitioned, or Ray's) whatever its name. Raises
+    :class:`InputError` for another extension, ``.json`` included (a Perfetto trace or JSON lines?), rather
+    than writing parquet under a name that says otherwise."""
     if format is not None:
         if format not in TABLE_FORMATS:
             raise InputError(f"--format {format}: use one of {', '.join(TABLE_FORMATS)}")
         return format
-    return {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}.get(output.suffix.lower(), "parquet")
+    ext = output.suffix.lower()
+    if ext in TABLE_EXTENSIONS:
+        return TABLE_EXTENSIONS[ext]
+    if not ext or folder:
+        return "parquet"
+    if ext == ".json":
+        raise InputError(
+            f"{output}: .json does not say which JSON: use --format perfetto for a Perfetto trace (Chrome "
+            "trace-event JSON), or --format jsonl (or a .jsonl name) for the event table as JSON lines "
+            "(.parquet and .csv name the other table formats)"
+        )
+    raise InputError(
+        f"{output}: unknown table format {ext!r}: name the file .parquet, .jsonl (.ndjson) or .csv, or give "
+        f"--format ({', '.join(TABLE_FORMATS)})"
+    )
 
 
 def write_job_table(
@@ -136,7 +163,7 @@ def write_job_table(
     out = Path(output)
     check_engine(engine)
     with sharing_walks():  # the streaming decision and the ingest walk the folder once
-        fmt = table_format(out, format)
+        fmt = table_format(out, format, folder=bool(partition_by) or engine == "ray")
         if engine == "ray":
             from correlator.rayengine import require_ray
 

@@ -109,3 +109,54 @@ def test_an_unknown_engine_is_refused_by_one_check(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("out.json", "use --format perfetto for a Perfetto trace"),
+        ("out.txt", "unknown table format '.txt'"),
+        ("out.HTML", "unknown table format '.html'"),
+        ("out.csv.gz", "unknown table format '.gz'"),
+    ],
+)
+def test_an_extension_that_names_no_table_format_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, why: str
+) -> None:
+    """``timeline -o out.json`` (or .txt, .html) wrote parquet under that name; it is refused with exit 2 and
+    the formats to choose from, before anything is read or written."""
+    from tests.conftest import run_cli
+
+    code, _, err = run_cli(["timeline", LOGS, "-o", tmp_path / name, "-q"], monkeypatch, capsys)
+    flat = " ".join(err.split())
+    assert code == 2 and why in flat, err
+    assert ".parquet" in flat and ".jsonl" in flat and "--format" in flat
+    assert list(tmp_path.iterdir()) == []
+    job = open_job(LOGS)
+    with pytest.raises(InputError, match="--format"):
+        job.write_table(tmp_path / name)
+    assert job._read is None  # refused before the logs were read
+
+
+def test_a_named_format_or_a_known_extension_chooses_the_table_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No extension is parquet (as before); .pq is parquet; --format writes any name, .json included; a
+    dataset folder (--partition-by) is parquet whatever its name."""
+    from correlator.tables import table_format
+    from tests.conftest import run_cli
+
+    assert table_format(Path("events"), None) == "parquet"
+    assert table_format(Path("t.PQ"), None) == "parquet"
+    assert table_format(Path("t.NDJSON"), None) == "jsonl"
+    assert table_format(Path("run.2024"), None, folder=True) == "parquet"
+    bare = tmp_path / "events"
+    assert run_cli(["timeline", LOGS, "-o", bare, "-q"], monkeypatch, capsys)[0] == 0
+    assert pl.read_parquet(bare).height > 0
+    lines = tmp_path / "events.json"
+    code, _, err = run_cli(["timeline", LOGS, "-o", lines, "-f", "jsonl", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(lines.read_text().splitlines()[0])["event_id"] is not None
+    ds = tmp_path / "run.2024"
+    code, _, err = run_cli(["timeline", LOGS, "-o", ds, "--partition-by", "rank", "-q"], monkeypatch, capsys)
+    assert code == 0 and ds.is_dir(), err

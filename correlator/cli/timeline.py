@@ -30,17 +30,23 @@ class PartitionBy(str, Enum):
 
 def timeline(
     directory: DirArg,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output file (.parquet by default).")] = Path(
-        "timeline.parquet"
-    ),
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Output file: .parquet (the default), .jsonl (.ndjson) or .csv; a name with no extension is "
+            "parquet; another extension (.json included) needs --format.",
+        ),
+    ] = Path("timeline.parquet"),
     format: Annotated[
         TableFormat | None,
         typer.Option(
             "--format",
             "-f",
             help="parquet (DuckDB, polars, Spark), jsonl, csv, or "
-            "perfetto (Chrome trace-event JSON for ui.perfetto.dev). Default: "
-            "from the -o extension, else parquet.",
+            "perfetto (Chrome trace-event JSON for ui.perfetto.dev, e.g. -o trace.json). Default: "
+            "from the -o extension; none: parquet.",
         ),
     ] = None,
     partition_by: Annotated[
