@@ -3,7 +3,9 @@ progress, faults and alerts by kind, the verdict so far."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 from correlator.tail import WatchState
@@ -93,8 +95,25 @@ class PrometheusWriter(WatchState):
         return "\n".join(lines) + "\n"
 
     def write_prometheus(self, path: str | os.PathLike[str], job: str | None = None) -> None:
-        """Write :meth:`prometheus_text` to ``path`` atomically (temporary file in the same folder + rename)."""
+        """Write :meth:`prometheus_text` to ``path`` atomically: a new temporary file in the same folder,
+        created by :func:`tempfile.mkstemp` (a fresh name opened exclusively, so a link planted in a shared
+        textfile-collector folder is never followed), named ``.<name>.<random>.tmp`` (not ``*.prom``: the
+        collector never reads it half-written), given the usual mode (``0666`` less the umask: the
+        collector runs as another user), then renamed over ``path``. Raises ``OSError``; no temporary file
+        is left behind."""
         p = Path(path)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        tmp.write_text(self.prometheus_text(job))
-        os.replace(tmp, p)
+        text = self.prometheus_text(job)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else "."
+        )
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+            os.replace(tmp, p)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise

@@ -737,3 +737,68 @@ def test_store_keeps_the_first_line_of_each_template_where_a_mismatch_is(tmp_pat
     assert calm.store is not None
     assert "collective_mismatch" not in calm.store["kind"].to_list()
     assert calm.store.filter(pl.col("message").str.contains("plain model hidden=")).height == 0
+
+
+# ---------------------------------------------------------------- arguments refused, metrics file written safely
+def test_cli_refuses_a_prometheus_file_inside_the_watched_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--prometheus DIR/x.prom`` would be read back as a log on every pass: exit 2 with a line that says
+    so, before any pass; outside the folder it is written."""
+    from tests.conftest import run_cli
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.log").write_text("[rank0]: step 1\n")
+    code, out, err = run_cli(
+        ["watch", logs, "--prometheus", logs / "x.prom", "--max-passes", "1"], monkeypatch, capsys
+    )
+    flat = " ".join(err.split())
+    assert code == 2 and f"--prometheus {logs / 'x.prom'}: inside the input folder" in flat, err
+    assert sorted(p.name for p in logs.iterdir()) == ["rank0.log"] and out == ""
+    code, _, err = run_cli(
+        ["watch", logs / "rank0.log", "--prometheus", logs / "rank0.log"], monkeypatch, capsys
+    )
+    assert code == 2 and "the output is the input itself" in err
+    code, _, err = run_cli(
+        ["watch", logs, "--prometheus", tmp_path / "x.prom", "--max-passes", "1", "-q"], monkeypatch, capsys
+    )
+    assert code == 0 and "rankscope_ranks_seen" in (tmp_path / "x.prom").read_text(), err
+
+
+def test_write_prometheus_never_follows_a_planted_link(tmp_path: Path) -> None:
+    """The temporary file is a fresh name created exclusively (the old one, ``.<name>.<pid>.tmp``, could be a
+    link planted beforehand, and the write followed it); it does not end in .prom (a collector reading
+    ``*.prom`` never sees it half-written); the metrics file gets the usual mode, and nothing is left behind."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    prom_dir = tmp_path / "textfile"
+    prom_dir.mkdir()
+    (prom_dir / f".job.prom.{os.getpid()}.tmp").symlink_to(victim)
+    w = Watcher(tmp_path / "victim", stall=10)
+    w.write_prometheus(prom_dir / "job.prom", job="j")
+    w.write_prometheus(prom_dir / "job.prom", job="j")  # again, over the first one
+    assert victim.read_text() == "keep me\n"
+    text = (prom_dir / "job.prom").read_text()
+    assert 'rankscope_ranks_seen{training_job="j"}' in text
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (prom_dir / "job.prom").stat().st_mode & 0o777 == 0o666 & ~mask
+    assert sorted(p.name for p in prom_dir.iterdir()) == [f".job.prom.{os.getpid()}.tmp", "job.prom"]
+    (prom_dir / "link.prom").symlink_to(victim)  # a link at the name itself is replaced, not written through
+    w.write_prometheus(prom_dir / "link.prom")
+    assert victim.read_text() == "keep me\n" and not (prom_dir / "link.prom").is_symlink()
+
+
+def test_write_prometheus_leaves_no_temporary_file_when_the_write_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = Watcher(tmp_path, stall=10)
+
+    def fail(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="No space left"):
+        w.write_prometheus(tmp_path / "m.prom")
+    assert list(tmp_path.iterdir()) == []

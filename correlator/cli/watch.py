@@ -170,7 +170,11 @@ def watch(
 
 
 def _check_args(directory: Path, tz: str | None, prometheus: Path | None) -> None:
-    """Refuse an unknown ``--tz``, a missing ``directory`` or a ``--prometheus`` file in a missing folder."""
+    """Refuse an unknown ``--tz``, a missing ``directory``, and a ``--prometheus`` file in a missing folder
+    or inside ``directory`` (each pass would read the metrics back as a log:
+    :func:`correlator.output.check_output`)."""
+    from correlator.output import check_output
+
     if tz:
         import zoneinfo
 
@@ -182,6 +186,10 @@ def _check_args(directory: Path, tz: str | None, prometheus: Path | None) -> Non
         raise UsageError(f"{directory}: no such file or directory")
     if prometheus is not None and not prometheus.parent.is_dir():
         raise UsageError(f"--prometheus {prometheus}: folder {prometheus.parent} does not exist")
+    try:
+        check_output(directory, prometheus)
+    except UsageError as e:
+        raise UsageError(f"--prometheus {e}") from None
 
 
 @dataclass
