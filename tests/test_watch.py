@@ -766,6 +766,18 @@ def test_cli_refuses_a_prometheus_file_inside_the_watched_folder(
     assert code == 0 and "rankscope_ranks_seen" in (tmp_path / "x.prom").read_text(), err
 
 
+def test_cli_says_that_watch_does_not_read_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``watch -`` said "-: no such file or directory"; it says that watch follows files, not a stream."""
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli(["watch", "-", "--max-passes", "1"], monkeypatch, capsys)
+    flat = " ".join(err.split())
+    assert code == 2 and out == "", err
+    assert "not standard input" in flat and "rankscope diagnose -" in flat and "no such file" not in flat
+
+
 def test_write_prometheus_never_follows_a_planted_link(tmp_path: Path) -> None:
     """The temporary file is a fresh name created exclusively (the old one, ``.<name>.<pid>.tmp``, could be a
     link planted beforehand, and the write followed it); it does not end in .prom (a collector reading

@@ -170,11 +170,17 @@ def watch(
 
 
 def _check_args(directory: Path, tz: str | None, prometheus: Path | None) -> None:
-    """Refuse an unknown ``--tz``, a missing ``directory``, and a ``--prometheus`` file in a missing folder
-    or inside ``directory`` (each pass would read the metrics back as a log:
-    :func:`correlator.output.check_output`)."""
+    """Refuse an unknown ``--tz``, ``-`` (standard input: a stream has no files to follow), a missing
+    ``directory``, and a ``--prometheus`` file in a missing folder or inside ``directory`` (each pass would
+    read the metrics back as a log: :func:`correlator.output.check_output`)."""
     from correlator.output import check_output
 
+    if str(directory) == "-":
+        raise UsageError(
+            "watch follows a folder (or a file) of logs that a running job writes, not standard input; give "
+            "the job's log folder, ./- for one named - (to read one log from standard input: rankscope "
+            "diagnose -)"
+        )
     if tz:
         import zoneinfo
 
