@@ -814,3 +814,14 @@ def test_write_prometheus_leaves_no_temporary_file_when_the_write_fails(
     with pytest.raises(OSError, match="No space left"):
         w.write_prometheus(tmp_path / "m.prom")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_watch_help_keeps_the_exit_status_paragraph_whole() -> None:
+    """The exit-status paragraph is wrapped to the terminal as one paragraph, not broken where the source
+    line ended ("… ran out); 130 after Ctrl-C" alone on a line)."""
+    r = CliRunner().invoke(app, ["watch", "--help"], terminal_width=80)
+    lines = [ln.strip() for ln in r.output.splitlines()]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Exit status:"))
+    para = lines[start : lines.index("", start)]
+    assert " ".join(para).endswith("forwards the signal a second time). 2 on bad arguments.")
+    assert all(len(ln) > 60 for ln in para[:-1]), para

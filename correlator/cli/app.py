@@ -28,7 +28,7 @@ from correlator.cli.plot import plot
 from correlator.cli.redact import redact
 from correlator.cli.signatures import explain_cmd, signatures_cmd
 from correlator.cli.timeline import timeline
-from correlator.cli.watch import watch
+from correlator.cli.watch import WATCH_HELP, watch
 from correlator.errors import DiscoveryError
 
 app = typer.Typer(
@@ -49,7 +49,7 @@ app.command()(plot)
 app.command(name="redact")(redact)
 app.command(name="signatures")(signatures_cmd)
 app.command(name="explain")(explain_cmd)
-app.command()(watch)
+app.command(help=WATCH_HELP)(watch)
 
 
 def _version(value: bool) -> None:

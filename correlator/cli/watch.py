@@ -103,6 +103,16 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No status lines o
 MaxPassesOpt = Annotated[int, typer.Option("--max-passes", hidden=True, help="Stop after N passes (tests).")]
 
 
+#: ``rankscope watch --help``: one paragraph per string, no line breaks inside one (the help keeps them as
+#: they are, so a paragraph broken in the source broke mid-sentence on screen).
+WATCH_HELP = (
+    "Follow a running job: alert on the first initiating fault and on stragglers while it still runs.\n\n"
+    "Exit status: 0 when --until-exit saw the launcher exit (or --max-passes ran out); 130 after Ctrl-C "
+    "(SIGINT), 143 after SIGTERM, 129 after SIGHUP, each after printing the verdict so far (also when "
+    "`uv run` or `timeout` forwards the signal a second time). 2 on bad arguments."
+)
+
+
 def watch(
     directory: DirectoryArg,
     interval: IntervalOpt = "2s",
@@ -120,11 +130,7 @@ def watch(
     max_passes: MaxPassesOpt = 0,
 ) -> None:
     """Follow a running job: alert on the first initiating fault and on stragglers while it still runs.
-
-    Exit status: 0 when --until-exit saw the launcher exit (or --max-passes ran out); 130 after Ctrl-C
-    (SIGINT), 143 after SIGTERM, 129 after SIGHUP, each after printing the verdict so far (also when
-    `uv run` or `timeout` forwards the signal a second time). 2 on bad arguments.
-    """
+    The exit statuses: :data:`WATCH_HELP` (the command's help, registered in :mod:`correlator.cli.app`)."""
     from correlator.watch import Watcher, _Exec, parse_duration
 
     try:
