@@ -21,6 +21,7 @@ nothing re-reads files.
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -674,6 +675,19 @@ def attach(diagnosis: Any, table: pl.DataFrame, extra: Iterable[Path | str] = ()
 
 def find(sigs: list[Signature], sig_id: str) -> Signature | None:
     return next((s for s in sigs if s.id == sig_id), None)
+
+
+def close_ids(sigs: list[Signature], sig_id: str, n: int = 5) -> list[str]:
+    """Up to ``n`` ids of ``sigs`` that ``sig_id`` may have meant: those holding each of its words (any
+    case; ``-``, ``_`` and spaces alike), in library order, then the ones :func:`difflib.get_close_matches`
+    finds (a typo)."""
+    import difflib
+
+    words = [w for w in re.split(r"[-_\s]+", sig_id.lower()) if w]
+    ids = [s.id for s in sigs]
+    hits = [i for i in ids if words and all(w in i.lower() for w in words)]
+    hits += difflib.get_close_matches("-".join(words), ids, n=n, cutoff=0.6)
+    return list(dict.fromkeys(hits))[:n]
 
 
 # --------------------------------------------------------------------------------------------- CLI

@@ -1367,3 +1367,25 @@ def test_text_led_rules_read_the_narrowed_rows_with_the_same_result(tmp_path: Pa
     # most rows of all of them at once
     assert narrowed > len(tables) // 2
     assert ctx.text_table.height < ctx.table.height / 2
+
+
+def test_explain_suggests_the_ids_an_unknown_one_may_mean() -> None:
+    """``explain oom`` named no signature and suggested none; it names the ids holding each of its words, or
+    the ones a typo is close to, on the same error line (exit 2)."""
+    from typer.testing import CliRunner
+
+    from correlator.cli import app
+    from correlator.signatures import close_ids, load_signatures
+
+    sigs = load_signatures([])
+    assert close_ids(sigs, "oom") == ["cuda-oom-one-rank", "host-oom-kill"]
+    assert close_ids(sigs, "Monitored Barrier") == [
+        "monitored-barrier-failed",
+        "monitored-barrier-skipped-by-live-rank",
+    ]
+    assert close_ids(sigs, "segfalt") == ["segfault"]
+    assert close_ids(sigs, "zzz") == [] and close_ids(sigs, "") == []
+    assert len(close_ids(sigs, "a", n=3)) == 3
+    r = CliRunner().invoke(app, ["explain", "oom"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "unknown signature id 'oom' (did you mean cuda-oom-one-rank, host-oom-kill?" in r.output

@@ -65,13 +65,16 @@ def explain_cmd(
     signatures: ExtraOpt = None,
 ) -> None:
     """Print one known-failure signature in full: meaning, root cause, fix, checklist, references."""
-    from correlator.signatures import explain_text, find
+    from correlator.signatures import close_ids, explain_text, find
 
     sigs = _load(signatures)
     s = find(sigs, sig_id)
     if s is None:
+        close = close_ids(sigs, sig_id)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
         typer.echo(
-            f"error: unknown signature id {sig_id!r} (run `rankscope signatures` for the list)", err=True
+            f"error: unknown signature id {sig_id!r} ({hint}run `rankscope signatures` for the list)",
+            err=True,
         )
         raise typer.Exit(2)
     print(explain_text(s))
