@@ -49,8 +49,10 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
     """Read the FR dumps ``found`` by discovery ((path, path relative to the input) pairs) and every file
     under ``extra`` (the ``--fr`` directory; its rows get the path ``fr/<relative to extra>``).
 
-    A file under ``extra`` that is not a dump is a warning; a dump that fails to load (a crafted pickle,
-    truncated, bad JSON) is a warning naming the file, never an exception, and is not read as text either.
+    A file under ``extra`` that is not a dump is a warning; a dump that fails to load, to parse or to become
+    rows (a crafted pickle, truncated, bad JSON, a field of the wrong type or size, nesting too deep) is a
+    warning naming the file and why, never an exception, and is not read as text either; the other dumps
+    and the logs are read as if it were not there.
     """
     found = list(found)
     known = {p.resolve() for p, _ in found}
@@ -70,15 +72,27 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
                 continue
             found.append((p, rel))
     dumps: list[frp.Dump] = []
+    made: list[list[dict[str, Any]]] = []  # each dump's rows, made inside the guard
     for p, rel in found:
         res.paths.add(p)
         try:
             d = frp.read(p, rel)
+            d_rows = frp.rows(d)
         except frp.FlightRecorderError as e:
             res.warnings.append(str(e).replace(str(p), rel))
             continue
+        except (RecursionError, MemoryError) as e:
+            res.warnings.append(f"{rel}: not read as a Flight Recorder dump ({_nesting(e)})")
+            continue
+        except (ValueError, TypeError, OverflowError, KeyError, IndexError, AttributeError, OSError) as e:
+            # a bad dump is a warning, never the end of the run (see above)
+            res.warnings.append(
+                f"{rel}: not read as a Flight Recorder dump ({type(e).__name__}: {str(e)[:120]})"
+            )
+            continue
         res.warnings.extend(d.warnings)
         dumps.append(d)
+        made.append(d_rows)
     seen: dict[int, str] = {}
     for d in dumps:
         if d.rank in seen:
@@ -87,8 +101,14 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
                 "both are read"
             )
         seen.setdefault(d.rank, d.rel)
-    res.table = _frame(dumps)
+    res.table = _frame(dumps, made)
     return res
+
+
+def _nesting(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return "nested too deeply to read"
+    return "out of memory reading it"
 
 
 def with_ids(df: pl.DataFrame) -> pl.DataFrame:
@@ -170,14 +190,15 @@ def _p2p_waiting(dumps: list[frp.Dump]) -> dict[tuple[int, str], tuple[frp.Entry
     }
 
 
-def _frame(dumps: list[frp.Dump]) -> pl.DataFrame:
+def _frame(dumps: list[frp.Dump], made: list[list[dict[str, Any]]]) -> pl.DataFrame:
+    """The event-table rows of ``dumps`` (``made``: each one's :func:`parsers.flight_recorder.rows`)."""
     from correlator.schema import POLARS_SCHEMA
 
     inside = _left_inside(dumps)
     p2p_wait = _p2p_waiting(dumps)
     rows: list[dict[str, Any]] = []
-    for d in dumps:
-        for r in frp.rows(d):
+    for d, d_rows in zip(dumps, made, strict=True):
+        for r in d_rows:
             w = p2p_wait.get((d.rank, r["pg"])) if r["kind"] == Kind.FR_STATUS else None
             if w is not None and (d.rank, r["pg"]) not in inside:
                 e, peer = w
