@@ -292,7 +292,8 @@ def _walk_rel(rootp: Path, follow: bool) -> tuple[list[tuple[str, int, str]], li
     root_real = os.path.realpath(rootp)
     files: list[tuple[str, int, str]] = []
     seen_dirs: set[tuple[int, int]] = set()
-    seen_files: dict[tuple[int, int], str] = {}  # real file -> the path it was first seen at
+    # real file -> the path it is read at (the first seen, or a later link whose name gives a rank) and its index
+    seen_files: dict[tuple[int, int], tuple[str, int]] = {}
     root_s = str(rootp)
     prefix = root_s if root_s.endswith(os.sep) else root_s + os.sep
 
@@ -353,20 +354,27 @@ def _walk_rel(rootp: Path, follow: bool) -> tuple[list[tuple[str, int, str]], li
                 seen_dirs.add(key)
                 subdirs.append(path)
             elif stat.S_ISREG(st.st_mode):
+                r = path[len(prefix) :] if path.startswith(prefix) else rel_of(path)
+                entry = (path, st.st_size, r if os.sep == "/" else r.replace(os.sep, "/"))
                 if key in seen_files:
+                    first, at = seen_files[key]
+                    if _names_rank(path) and not _names_rank(first):
+                        # the link whose name gives a rank is read (``all.log`` and ``rank3.log``: rank 3's)
+                        files[at] = entry
+                        seen_files[key] = (path, at)
+                        path, first = first, path
                     rel = rel_of(path)
                     warnings.append(
                         _note(
-                            f"{rel}: skipped, same file as {rel_of(seen_files[key])} (a second link; read once)",
+                            f"{rel}: skipped, same file as {rel_of(first)} (a second link; read once)",
                             rel,
                             st.st_size,
                             "second link to a file",
                         )
                     )
                     continue
-                seen_files[key] = path
-                r = path[len(prefix) :] if path.startswith(prefix) else rel_of(path)
-                files.append((path, st.st_size, r if os.sep == "/" else r.replace(os.sep, "/")))
+                seen_files[key] = (path, len(files))
+                files.append(entry)
             else:
                 rel = rel_of(path)
                 warnings.append(
@@ -443,6 +451,11 @@ def input_size(root: str | os.PathLike[str], follow_symlinks: bool | None = None
         return sum(size for _, size, _rel in _walk_shared(p, follow)[0])
     except (OSError, DiscoveryError):
         return 0
+
+
+def _names_rank(path: str) -> bool:
+    """Whether the file name of ``path`` gives a rank (``rank3.log``, ``worker-3.log``: :data:`_RANK_NAME_RE`)."""
+    return _RANK_NAME_RE.search(os.path.basename(path)) is not None
 
 
 def discover(

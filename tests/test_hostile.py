@@ -495,3 +495,17 @@ def test_skipped_list_in_timeline_summary_and_json(tmp_path, monkeypatch, capsys
     assert "skipped: core.bin: binary content" in " ".join(err.split())
     d = same_verdict(root, monkeypatch, capsys)
     assert d["skipped"] == [{"path": "core.bin", "bytes": 16384, "lines": n, "reason": "binary content"}]
+
+
+@pytest.mark.parametrize("first", ["all.log", "rank3.log"])
+def test_a_hard_link_is_read_once_under_the_name_that_gives_its_rank(tmp_path, first):
+    # Two links to one file, ``all.log`` and ``rank3.log``: whichever the walk meets first, the file is read once,
+    # as rank 3's (the link without a rank in its name is the one skipped)
+    other = "rank3.log" if first == "all.log" else "all.log"
+    write(tmp_path / first, b"step 1\nValueError: corrupt record\n")
+    os.link(tmp_path / first, tmp_path / other)
+    sources, warnings = discover(tmp_path)
+    assert [(s.path.name, s.rank) for s in sources] == [("rank3.log", 3)]
+    assert [w for w in warnings if "second link" in w] == [
+        "all.log: skipped, same file as rank3.log (a second link; read once)"
+    ]
