@@ -162,6 +162,8 @@ def write_job_table(
 
     out = Path(output)
     check_engine(engine)
+    if Path(job.path).exists():  # the input itself, or inside it: refused first, whatever the name says
+        check_output(Path(job.path), out)
     with sharing_walks():  # the streaming decision and the ingest walk the folder once
         fmt = table_format(out, format, folder=bool(partition_by) or engine == "ray")
         if engine == "ray":
@@ -177,8 +179,6 @@ def write_job_table(
             raise InputError("--partition-by and --streaming write parquet only")
         if streaming:
             return _write_streamed(job, out, partition_by)
-        if Path(job.path).exists():
-            check_output(Path(job.path), out)
         if fmt == "perfetto":  # the trace of the verdict `rankscope diagnose` prints, over every line
             return _write_trace(job, out)
         res = job.read()
