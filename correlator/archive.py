@@ -38,6 +38,7 @@ from typing import IO
 from correlator import limits
 from correlator.discover import DiscoveryError
 from correlator.errors import InputError
+from correlator.output import copied_from
 
 __all__ = ["archive_kind", "opened"]
 
@@ -299,7 +300,8 @@ def opened(path: str | os.PathLike[str], warnings: list[str] | None = None) -> I
             if src.parent == tmp:
                 src.unlink()  # stdin's copy: the members are out, the stream itself is not a log
         try:
-            yield given
+            with copied_from(given, Path(str(path))):  # `-o` is checked against the archive as named
+                yield given
         except (InputError, DiscoveryError) as e:  # name the input as the user gave it, not the copy
             text = str(e).replace(str(tmp / "stdin"), "-").replace(str(tmp), str(path))
             raise type(e)(text) from None

@@ -10,16 +10,34 @@ This module sits below :mod:`correlator.cli` and never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from correlator.errors import InputError
 
-__all__ = ["atomic_write", "check_output"]
+__all__ = ["atomic_write", "check_output", "copied_from", "given_input"]
+
+#: Temporary copies of an input (an archive unpacked, standard input saved) and what the user named:
+#: :func:`check_output` checks ``-o`` against the name given, not only against the copy.
+_COPIES: dict[Path, Path] = {}
+
+
+@contextlib.contextmanager
+def copied_from(copy: Path, given: Path) -> Iterator[None]:
+    """While this block runs, ``copy`` (a temporary folder or file) stands for the input ``given`` (the
+    archive the user named; ``-`` for standard input): an output equal to, inside or holding ``given`` is
+    refused as it is for ``given`` itself (:func:`check_output`)."""
+    key = copy.resolve()
+    _COPIES[key] = given
+    try:
+        yield
+    finally:
+        _COPIES.pop(key, None)
 
 
 def _write_error(output: Path, e: BaseException) -> InputError:
@@ -96,15 +114,38 @@ def atomic_write(output: Path, write: Callable[[str], object]) -> None:
         raise
 
 
+def given_input(directory: Path) -> Path | None:
+    """The archive the user named when ``directory`` is its temporary copy (:func:`copied_from`), else None
+    (also for standard input, which no output can overwrite)."""
+    try:
+        given = _COPIES.get(directory.resolve())
+    except (OSError, RuntimeError):
+        return None
+    return None if given is None or str(given) == "-" else given
+
+
 def check_output(directory: Path, output: Path | None) -> None:
     """Refuse an output path inside the input (it would be read back as logs next time), equal to it,
-    or a folder that holds the input."""
+    or a folder that holds the input. For a temporary copy of the input (an archive unpacked, see
+    :func:`copied_from`) the input is also the archive as the user named it: ``-o job.zip`` over
+    ``job.zip`` is refused, never written over the logs."""
     if output is None:
         return
+    given = given_input(directory)
+    if given is not None:
+        _check_one(given, output)
+    _check_one(directory, output)
+
+
+def _resolved(path: Path, output: Path) -> Path:
     try:
-        src, dst = directory.resolve(), output.resolve()
+        return path.resolve()
     except (OSError, RuntimeError) as e:
         raise InputError(f"{output}: cannot resolve the output path ({e})") from None
+
+
+def _check_one(directory: Path, output: Path) -> None:
+    src, dst = _resolved(directory, output), _resolved(output, output)
     if dst == src:
         raise InputError(f"{output}: the output is the input itself; choose a path outside {directory}")
     if src.is_dir() and dst.is_relative_to(src):

@@ -198,3 +198,35 @@ def test_plain_logs_are_not_archives(tmp_path):
     assert archive.archive_kind(LOGS) is None
     with archive.opened(LOGS) as p:
         assert p == LOGS
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar.gz"])
+def test_output_over_the_input_archive_is_refused(tmp_path, private_tmp, monkeypatch, capsys, kind):
+    """``-o`` naming the archive itself (or a folder holding it) is refused with exit 2, as for a folder or a
+    plain file: the check is against the archive the user named, not its temporary unpacked copy. The
+    archive keeps its bytes. Named with a graph's or a plot's extension, it is refused by those too."""
+    arc = _zip(tmp_path / "job.zip") if kind == "zip" else _tar(tmp_path / "job.tar.gz", "w:gz")
+    original = arc.read_bytes()
+    calls = [
+        ["timeline", arc, "-o", arc],
+        ["timeline", arc, "-o", arc, "--streaming"],
+        ["timeline", arc, "-o", arc, "--format", "csv"],
+        ["timeline", arc, "-o", tmp_path, "--partition-by", "rank"],
+        ["redact", arc, "-o", arc],
+        ["redact", arc, "-o", tmp_path],
+    ]
+    for ext, command in ((".dot", "graph"), (".html", "plot")):
+        named = tmp_path / f"job-{kind}{ext}"
+        named.write_bytes(original)
+        calls.append([command, named, "-o", named])
+    for args in calls:
+        before = Path(args[1]).read_bytes()
+        code, _, err = run_cli([*args, "-q"], monkeypatch, capsys)
+        assert code == 2, (args, err)
+        assert "error:" in err and ("the input itself" in err or "holds the input" in err), (args, err)
+        assert Path(args[1]).read_bytes() == before == original, args
+    assert list(private_tmp.iterdir()) == []
+    # an output elsewhere is still written
+    code, _, err = run_cli(["timeline", arc, "-o", tmp_path / "t.parquet", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    assert (tmp_path / "t.parquet").read_bytes()[:4] == b"PAR1"

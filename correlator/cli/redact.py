@@ -29,6 +29,10 @@ def redact(
 
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
+    from correlator.output import check_output, given_input
+
+    if given_input(directory) is not None:  # an archive unpacked: -o must not be the archive either
+        check_output(directory, output)
     try:
         stats = redact_dir(directory, output)
     except ValueError as e:
