@@ -11,7 +11,8 @@ removes it afterwards. It sits in front of discovery and changes nothing for a f
   ``job.tar.gz!/node-a/rank2.log:47``. Nothing is written outside that folder: absolute member names and
   ``..`` parts are refused, links, devices and FIFOs are skipped, and the limits of
   :mod:`correlator.limits` hold (bytes per member after decompression, the compression ratio of the whole
-  archive); each skip is a warning.
+  archive); each skip is a warning. A member (or standard input) past the size cap is copied as the reader
+  keeps a file past it, its head and tail, so the failure it ends in is read at its own line number.
 
 Compressed tars are read as a stream (Python's ``tarfile``; zstd through pyarrow's codec, as in
 :mod:`correlator.read`).
@@ -31,7 +32,7 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO
 
@@ -39,6 +40,7 @@ from correlator import limits
 from correlator.discover import DiscoveryError
 from correlator.errors import InputError
 from correlator.output import copied_from
+from correlator.read import _Ends, _Kept
 
 __all__ = ["archive_kind", "opened"]
 
@@ -115,6 +117,69 @@ def _member_path(root: Path, name: str) -> Path | None:
     return root.joinpath(*parts)
 
 
+def _copy_capped(
+    read: Callable[[int], bytes], dest: Path, cap: int, more: Callable[[int], bool] | None = None
+) -> tuple[int, _Ends | None, int]:
+    """Copy the stream ``read`` to ``dest`` so that :func:`correlator.read.read_lines` sees in it what it would
+    see in the stream itself. Up to ``cap`` bytes, the stream whole. Past it, what :class:`correlator.read._Kept`
+    keeps of a file past the size cap (the whole lines of its first quarter and a window of its last three
+    quarters, held in memory as the reader holds them) with, between them, one empty line for each line left
+    out (at most ``cap`` of them, the disk a copy takes stays under twice the cap): each line kept has its line
+    number in the stream, and the reader, which finds the copy past the cap too, counts the empty lines
+    without keeping them. ``more(n)``, called after each piece of ``n`` bytes, returns False to stop the copy
+    there (the archive's ratio cap). Returns the bytes read, the head and tail kept (None when the stream
+    fitted) and the empty lines written for the lines left out."""
+    total = 0
+    kept: _Kept | None = None
+    with open(dest, "wb") as out:
+        while True:
+            piece = read(_CHUNK)
+            if not piece:
+                break
+            total += len(piece)
+            if kept is None and total <= cap:
+                out.write(piece)
+            else:
+                if kept is None:  # past the cap: the bytes so far are the start of what the reader keeps
+                    out.flush()
+                    kept = _Kept(cap)
+                    with open(dest, "rb") as back:
+                        while chunk := back.read(_CHUNK):
+                            kept.add(chunk)
+                kept.add(piece)
+            if more is not None and not more(len(piece)):
+                break
+    if kept is None:
+        return total, None, 0
+    ends = kept.result()
+    if not isinstance(ends, _Ends):  # (past the cap, _Kept always cuts)
+        dest.write_bytes(ends)
+        return total, None, 0
+    pad = min(ends.middle_lines, cap)
+    with open(dest, "wb") as out:
+        out.write(ends.head)
+        out.writelines(kept.nl * min(_CHUNK, pad - at) for at in range(0, pad, _CHUNK))
+        out.write(ends.tail)
+    return total, ends, pad
+
+
+def _cut_note(what: str, total: int, ends: _Ends, pad: int, cap: int) -> str:
+    """The warning for a stream copied past the size cap (:func:`_copy_capped`)."""
+    head_lines = (
+        ends.head.decode(ends.encoding, errors="replace").count("\n")
+        if ends.encoding
+        else ends.head.count(b"\n")
+    )
+    note = (
+        f"{what}: {total} bytes, past the file size cap ({cap // (1024 * 1024)} MiB; raise "
+        f"RANKSCOPE_MAX_FILE_MB): kept its first {len(ends.head)} and last {len(ends.tail)} bytes; the "
+        f"{ends.middle_lines} lines between them (from line {head_lines + 1}) left out"
+    )
+    if pad < ends.middle_lines:
+        note += f"; line numbers past them are {ends.middle_lines - pad} lower than in the input"
+    return note
+
+
 class _Budget:
     """The limits over one archive: bytes per member, the ratio of all members to the archive's size."""
 
@@ -128,38 +193,29 @@ class _Budget:
         self.stopped = False
 
     def copy(self, src: IO[bytes], dest: Path, member: str) -> None:
-        """Copy one member, at most ``max_file_bytes`` of it; stop the archive at the ratio cap."""
-        kept = 0
-        with open(dest, "wb") as out:
-            while True:
-                piece = src.read(_CHUNK)
-                if not piece:
-                    break
-                room = self.lim.max_file_bytes - kept
-                if len(piece) > room:
-                    out.write(piece[:room])
-                    kept += room
-                    self.total += room
-                    self.warnings.append(
-                        f"{self.name}!/{member}: kept the first {kept} bytes (member larger than "
-                        f"{self.lim.max_file_bytes // (1024 * 1024)} MiB; raise RANKSCOPE_MAX_FILE_MB)"
-                    )
-                    break
-                out.write(piece)
-                kept += len(piece)
-                self.total += len(piece)
-                if self.total > self.lim.ratio_floor_bytes and self.total > self.lim.max_ratio * self.size:
-                    self.warnings.append(
-                        f"{self.name}: stopped unpacking after {self.total} bytes: compression ratio above "
-                        f"{self.lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO); "
-                        "the members before it are read"
-                    )
-                    self.stopped = True
-                    break
+        """Copy one member, past ``max_file_bytes`` its head and tail (:func:`_copy_capped`); stop the
+        archive at the ratio cap, measured on every byte decompressed."""
+        cap = self.lim.max_file_bytes
+        total, ends, pad = _copy_capped(src.read, dest, cap, self._more)
+        if ends is not None:
+            self.warnings.append(_cut_note(f"{self.name}!/{member}", total, ends, pad, cap))
         self.members += 1
         if self.members >= MAX_MEMBERS and not self.stopped:
             self.warnings.append(f"{self.name}: stopped unpacking after {MAX_MEMBERS} members")
             self.stopped = True
+
+    def _more(self, n: int) -> bool:
+        """Count ``n`` more bytes decompressed; False (with a warning) past the ratio cap."""
+        self.total += n
+        if self.total > self.lim.ratio_floor_bytes and self.total > self.lim.max_ratio * self.size:
+            self.warnings.append(
+                f"{self.name}: stopped unpacking after {self.total} bytes: compression ratio above "
+                f"{self.lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO); "
+                "the members before it are read"
+            )
+            self.stopped = True
+            return False
+        return True
 
 
 def _unpack_tar(archive: Path, root: Path, budget: _Budget) -> None:
@@ -238,29 +294,17 @@ def _unpack_zip(archive: Path, root: Path, budget: _Budget) -> None:
 
 
 def _stdin_to(dest: Path, warnings: list[str]) -> None:
-    """Copy standard input to ``dest``, at most ``max_file_bytes`` (the rest is counted and reported)."""
+    """Copy standard input to ``dest``; past ``max_file_bytes``, its head and tail (:func:`_copy_capped`), so
+    that the failure a stream ends in is read. The stream is read to its end."""
     stream = sys.stdin.buffer if sys.stdin is not None else None
     if stream is None or (hasattr(stream, "isatty") and stream.isatty()):
         raise InputError(
             "-: reads the log from standard input; pipe or redirect one into it (… | rankscope …)"
         )
     cap = limits.current().max_file_bytes
-    kept = dropped = 0
-    with open(dest, "wb") as out:
-        while True:
-            piece = stream.read(_CHUNK)
-            if not piece:
-                break
-            room = cap - kept
-            if room > 0:
-                out.write(piece[:room])
-                kept += min(room, len(piece))
-            dropped += max(len(piece) - max(room, 0), 0)
-    if dropped:
-        warnings.append(
-            f"stdin: kept the first {kept} bytes, {dropped} more not read "
-            f"(RANKSCOPE_MAX_FILE_MB={cap // (1024 * 1024)})"
-        )
+    total, ends, pad = _copy_capped(stream.read, dest, cap)
+    if ends is not None:
+        warnings.append(_cut_note("stdin", total, ends, pad, cap))
 
 
 @contextlib.contextmanager

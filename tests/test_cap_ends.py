@@ -228,3 +228,104 @@ def test_redacted_copy_of_a_capped_file_says_which_lines_it_left_out(tmp_path, m
     assert copy[251:] == [f"line {k}".ljust(20, ".") for k in range(4251, 5001)]
     assert stats.lines == 1000 and stats.files == 1
     assert stats.skipped == ["many.log: line cap, not copied"]
+
+
+OOM = "[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory.\n"
+
+
+def _oom_log(n: int = 60_000) -> bytes:
+    """``n`` lines of rank 0's training progress (~3 MB for 60,000), then rank 1's CUDA OOM as the last line."""
+    return ("".join(f"[rank0]: step {i} loss 0.5 some padding text here\n" for i in range(n)) + OOM).encode()
+
+
+def _pack(tmp_path: Path, kind: str, members: dict[str, bytes]) -> Path:
+    import io
+    import tarfile
+    import zipfile
+
+    if kind == "zip":
+        dest = tmp_path / "job.zip"
+        with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in members.items():
+                zf.writestr(name, data)
+        return dest
+    dest = tmp_path / "job.tar.gz"
+    with tarfile.open(dest, "w:gz") as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def _numbered_text(res) -> dict[int, str]:  # type: ignore[no-untyped-def]
+    """The non-empty lines of ``res`` by line number, each checked to say its own number."""
+    got = {first + k: text for first, lines in res.parts() for k, text in enumerate(lines) if text}
+    assert all(text.split(".")[0] == f"line {k}" for k, text in got.items())
+    return got
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip", "stdin"])
+def test_the_oom_at_the_end_of_a_capped_member_or_stdin_is_diagnosed(tmp_path, monkeypatch, capsys, kind):
+    """A member or standard input past the size cap keeps its head and tail as a file does: the CUDA OOM
+    that a 3 MB log ends in is found under a 1 MiB cap, at its line number in the log, and --exit-code
+    fails the job."""
+    import subprocess
+    import sys
+
+    data = _oom_log()
+    n = data.count(b"\n")
+    assert len(data) > 2 * MIB
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    if kind == "stdin":
+        p = subprocess.run(
+            [sys.executable, "-m", "correlator", "diagnose", "-", "-f", "json", "--exit-code"],
+            input=data,
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
+        code, out, err = p.returncode, p.stdout.decode(), p.stderr.decode()
+        where = "stdin"
+    else:
+        arc = _pack(tmp_path, kind, {"rank0.log": data})
+        code, out, err = run_cli(["diagnose", arc, "-f", "json", "--exit-code"], monkeypatch, capsys)
+        where = f"{arc.name}!/rank0.log"
+    got = json.loads(out)
+    assert got["failure_kind"] == "cuda_oom" and got["initiating_ranks"] == [1], (got, err)
+    assert [(e["path"], e["line"]) for e in got["initiating_events"]] == [(where, n)]
+    assert code not in (0, 2, 3), err  # the failure's exit status, not "clean"
+    assert f"{where}: {len(data)} bytes, past the file size cap (1 MiB" in err
+    assert "lines between them (from line" in err and "left out" in err
+
+
+def test_a_capped_member_is_copied_bounded_with_its_line_numbers(tmp_path, monkeypatch):
+    """The unpacked copy of a member past the cap reads, line for line, as the member itself would (the
+    same tail at the same line numbers, every line counted) and takes at most twice the cap on disk; a
+    member whose middle holds more lines than that allows says by how much later line numbers are lower."""
+    from correlator import archive
+
+    monkeypatch.setenv("RANKSCOPE_MAX_FILE_MB", "1")
+    data = numbered(60_000)
+    empties = b"line 1\n" + b"\n" * (3 * MIB) + b"last line\n"  # 3 Mi lines between its first and last
+    arc = _pack(tmp_path, "tar.gz", {"big.log": data, "empties.log": empties})
+    plain = read_lines(write_plain(tmp_path, data), "big.log")
+    notes: list[str] = []
+    with archive.opened(arc, notes) as root:
+        copy = root / "job.tar.gz!" / "big.log"
+        assert copy.stat().st_size < 2 * MIB
+        res = read_lines(copy, "big.log")
+        # the empty lines that stand for those left out may be read next to head or tail: the others are
+        # the lines the member itself gives, at the same numbers
+        assert _numbered_text(res) == _numbered_text(plain)
+        assert max(_numbered_text(res)) == 60_000 and res.physical_lines == 60_000
+        other = root / "job.tar.gz!" / "empties.log"
+        assert other.stat().st_size <= 2 * MIB + 100
+        assert read_lines(other, "empties.log").lines.to_list()[-1] == "last line"
+    assert any(n.startswith(f"job.tar.gz!/big.log: {len(data)} bytes, past the file size cap") for n in notes)
+    lower = [n for n in notes if n.startswith("job.tar.gz!/empties.log:")]
+    import re
+
+    left = re.search(r"the (\d+) lines between them", lower[0]) if lower else None
+    assert left and int(left[1]) > MIB, notes  # more lines left out than empty lines written
+    assert f"are {int(left[1]) - MIB} lower than in the input" in lower[0], notes
