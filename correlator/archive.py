@@ -49,6 +49,14 @@ _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: At most this many members are written (a zip of a million empty files is a bomb of another kind).
 MAX_MEMBERS = 1_000_000
+#: At most this many folders are created for an archive's members (each costs an inode in /tmp).
+MAX_FOLDERS = 100_000
+#: A member deeper than this many folders is skipped (no log tree is that deep; a bomb's names are).
+MAX_DEPTH = 64
+#: What each entry of an archive (a member, a folder, a link: a tar header) and each folder created count
+#: against the compression ratio at least, however few bytes they hold: empty members and folders are not free.
+ENTRY_COST = 512
+FOLDER_COST = 4096
 
 
 def _head_decompressed(path: Path, head: bytes) -> bytes:
@@ -191,6 +199,9 @@ class _Budget:
         self.warnings = warnings
         self.name = archive.name
         self.stopped = False
+        self.folders: set[Path] = set()
+        self.too_deep = 0
+        self.first_deep = ""
 
     def copy(self, src: IO[bytes], dest: Path, member: str) -> None:
         """Copy one member, past ``max_file_bytes`` its head and tail (:func:`_copy_capped`); stop the
@@ -204,13 +215,44 @@ class _Budget:
             self.warnings.append(f"{self.name}: stopped unpacking after {MAX_MEMBERS} members")
             self.stopped = True
 
+    def entry(self) -> bool:
+        """Count one entry of the archive (:data:`ENTRY_COST`); False once the archive is stopped."""
+        return not self.stopped and self._more(ENTRY_COST)
+
+    def make_parents(self, root: Path, dest: Path) -> bool:
+        """Create the folders between ``root`` and ``dest`` one by one (no recursion, however deep), each new
+        one counted (:data:`FOLDER_COST`, :data:`MAX_FOLDERS`); False when the archive stops here."""
+        at = root
+        for part in dest.relative_to(root).parts[:-1]:
+            at = at / part
+            if at in self.folders:
+                continue
+            if len(self.folders) >= MAX_FOLDERS:
+                self.warnings.append(f"{self.name}: stopped unpacking after creating {MAX_FOLDERS} folders")
+                self.stopped = True
+                return False
+            at.mkdir(exist_ok=True)
+            self.folders.add(at)
+            if not self._more(FOLDER_COST):
+                return False
+        return True
+
+    def finish(self) -> None:
+        """The warnings counted while unpacking (one for all members too deep, however many)."""
+        if self.too_deep:
+            self.warnings.append(
+                f"{self.name}!/{self.first_deep[:200]}: skipped, deeper than {MAX_DEPTH} folders"
+                + (f", and {self.too_deep - 1} more members as deep" if self.too_deep > 1 else "")
+            )
+
     def _more(self, n: int) -> bool:
         """Count ``n`` more bytes decompressed; False (with a warning) past the ratio cap."""
         self.total += n
         if self.total > self.lim.ratio_floor_bytes and self.total > self.lim.max_ratio * self.size:
             self.warnings.append(
                 f"{self.name}: stopped unpacking after {self.total} bytes: compression ratio above "
-                f"{self.lim.max_ratio}:1 (a decompression bomb?; raise RANKSCOPE_MAX_RATIO); "
+                f"{self.lim.max_ratio}:1 (a decompression bomb?; each entry counts as at least "
+                f"{ENTRY_COST} bytes and each folder created as {FOLDER_COST}; raise RANKSCOPE_MAX_RATIO); "
                 "the members before it are read"
             )
             self.stopped = True
@@ -229,7 +271,7 @@ def _unpack_tar(archive: Path, root: Path, budget: _Budget) -> None:
             else:
                 tf = stack.enter_context(tarfile.open(archive, mode="r|*"))
             for m in tf:
-                if budget.stopped:
+                if not budget.entry():
                     break
                 if m.isdir():
                     continue
@@ -254,8 +296,13 @@ def _write_member(root: Path, name: str, budget: _Budget, open_member, mtime: fl
             f"{budget.name}!/{name}: skipped, the name leaves the archive (absolute or ..)"
         )
         return
+    if len(dest.relative_to(root).parts) > MAX_DEPTH + 1:
+        budget.too_deep += 1
+        budget.first_deep = budget.first_deep or name
+        return
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not budget.make_parents(root, dest):
+            return
         src = open_member()
         if src is None:
             return
@@ -275,7 +322,7 @@ def _unpack_zip(archive: Path, root: Path, budget: _Budget) -> None:
         raise InputError(f"{archive}: not a readable zip archive ({e})") from None
     with zf:
         for info in zf.infolist():
-            if budget.stopped:
+            if not budget.entry():
                 break
             if info.is_dir():
                 continue
@@ -341,6 +388,7 @@ def opened(path: str | os.PathLike[str], warnings: list[str] | None = None) -> I
                 _unpack_zip(src, root, budget)
             else:
                 _unpack_tar(src, root, budget)
+            budget.finish()
             if src.parent == tmp:
                 src.unlink()  # stdin's copy: the members are out, the stream itself is not a log
         try:

@@ -230,3 +230,64 @@ def test_output_over_the_input_archive_is_refused(tmp_path, private_tmp, monkeyp
     code, _, err = run_cli(["timeline", arc, "-o", tmp_path / "t.parquet", "-q"], monkeypatch, capsys)
     assert code == 0, err
     assert (tmp_path / "t.parquet").read_bytes()[:4] == b"PAR1"
+
+
+def _tar_of(dest: Path, members: list[tuple[str, bytes]]) -> Path:
+    with tarfile.open(dest, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def _folders(root: Path) -> int:
+    import os
+
+    return sum(len(dirs) for _, dirs, _ in os.walk(root))
+
+
+def test_deep_member_names_are_skipped_with_one_warning(tmp_path, private_tmp):
+    """A 2 KB tar.gz of 100 empty members, each under its own 900 folders, created 90,000 folders without a
+    word (and a name past ~1,000 levels failed on recursion): a member deeper than MAX_DEPTH folders is
+    skipped, one warning counts them all, the folders are made one by one, the rest is read."""
+    boom = b"[rank0]: RuntimeError: boom\n"
+    deep = [(f"{i}/" + "/".join(["d"] * 900) + "/rank0.log", b"") for i in range(100)]
+    edge = [("/".join(["e"] * archive.MAX_DEPTH) + "/rank1.log", boom)]  # exactly MAX_DEPTH folders: kept
+    over = [("/".join(["f"] * 1500) + "/rank2.log", boom)]  # deeper than the recursion limit
+    arc = _tar_of(tmp_path / "dirbomb.tar.gz", [*deep, *edge, *over, ("rank0.log", boom)])
+    assert arc.stat().st_size < 10_000
+    notes: list[str] = []
+    with archive.opened(arc, notes) as root:
+        files = sorted(p.name for p in root.rglob("*") if p.is_file())
+        assert _folders(root) == 1 + archive.MAX_DEPTH  # the archive's own folder and the edge member's
+    assert files == ["rank0.log", "rank1.log"]
+    deep_notes = [n for n in notes if f"deeper than {archive.MAX_DEPTH} folders" in n]
+    assert len(deep_notes) == 1 and deep_notes[0].endswith("and 100 more members as deep"), notes
+    assert not any("RecursionError" in n for n in notes), notes
+    assert list(private_tmp.iterdir()) == []
+    got = diagnose_path(arc).to_dict()
+    assert got["failure_kind"] == "rank_crash" and 0 in got["initiating_ranks"], got
+
+
+def test_empty_members_and_folders_count_against_the_ratio(tmp_path, private_tmp):
+    """Empty members in folders of their own cost no bytes, so 20,000 of them passed the ratio cap: each
+    entry and each folder created now counts, and unpacking stops with the ratio warning."""
+    arc = _tar_of(tmp_path / "empties.tar.gz", [(f"a/{i}/rank0.log", b"") for i in range(20_000)])
+    notes: list[str] = []
+    with archive.opened(arc, notes) as root:
+        made = _folders(root)
+    budget = 500 * arc.stat().st_size
+    assert made * archive.FOLDER_COST <= budget + archive.FOLDER_COST + archive.ENTRY_COST, (made, budget)
+    assert made < 20_000
+    assert any("compression ratio above 500:1" in n for n in notes), notes
+
+
+def test_folders_created_are_capped(tmp_path, private_tmp, monkeypatch):
+    monkeypatch.setattr(archive, "MAX_FOLDERS", 50)
+    arc = _tar_of(tmp_path / "many.tar.gz", [(f"n{i}/rank{i}.log", b"[rank0]: step 1\n") for i in range(100)])
+    notes: list[str] = []
+    with archive.opened(arc, notes) as root:
+        assert _folders(root) == 1 + 50  # the archive's own folder and the 50 its members needed
+        assert len(list(root.rglob("*.log"))) == 50
+    assert f"{arc.name}: stopped unpacking after creating 50 folders" in notes
