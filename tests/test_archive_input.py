@@ -291,3 +291,46 @@ def test_folders_created_are_capped(tmp_path, private_tmp, monkeypatch):
         assert _folders(root) == 1 + 50  # the archive's own folder and the 50 its members needed
         assert len(list(root.rglob("*.log"))) == 50
     assert f"{arc.name}: stopped unpacking after creating 50 folders" in notes
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_while_reading_endless_stdin_removes_the_copy(tmp_path, sig):
+    """``kubectl logs -f … | rankscope diagnose -`` ended by ``timeout``, SLURM or Ctrl-C: standard input is read
+    to its end (its tail is kept), so the run ends by a signal, and SIGTERM killed the process without
+    removing the copy of the stream in the temporary folder. Each of the three signals now ends the command
+    with 128 + its number and the copy removed."""
+    import os
+    import signal
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "RANKSCOPE_MAX_FILE_MB": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "correlator", "diagnose", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert p.stdin is not None
+    line = b"[rank0]: step 1 loss 0.5 some padding text here\n" * 1000
+    try:
+        deadline = time.monotonic() + 60
+        copies: list[Path] = []
+        while time.monotonic() < deadline:  # the stream flows (past the cap) and is copied
+            p.stdin.write(line)
+            p.stdin.flush()
+            copies = list(tmp.glob("rankscope-input-*/stdin"))
+            if copies and copies[0].stat().st_size >= 1 << 20:
+                break
+        assert copies, "standard input was never copied"
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=60)  # (closes stdin too: the run must end by the signal, not EOF)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert b"aborted" in err and b"Traceback" not in err, err
+    assert list(tmp.iterdir()) == []

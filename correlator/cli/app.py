@@ -15,7 +15,7 @@ regression); 1 — ``eval`` found regressions; 2 — usage error or unreadable/e
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Self
 
 import typer
 
@@ -98,6 +98,53 @@ def _restore_flags() -> None:
     _SAVED_ENV.clear()
 
 
+class Interrupted(KeyboardInterrupt):
+    """Raised by :class:`_Stops` on SIGINT, SIGTERM or SIGHUP: it unwinds the command as Ctrl-C does, so the
+    ``finally`` blocks run (the temporary copy of an archive or of standard input is removed, a half-written
+    output deleted) before the exit with 128 + the signal's number."""
+
+
+class _Stops:
+    """The handlers of SIGINT, SIGTERM and SIGHUP while a command runs (previous ones restored on exit).
+
+    By default SIGTERM and SIGHUP kill the process at once, so ``timeout``, SLURM or Kubernetes ending a
+    ``… | rankscope diagnose -`` left the copy of standard input (up to the size cap) in the temporary folder.
+    The first signal raises :class:`Interrupted` and sets :attr:`code`; later ones are ignored, so that a
+    signal sent again (``uv run`` forwards it, ``timeout`` signals the whole group) does not cut the cleanup
+    short. ``watch`` installs its own handlers for its loop (:mod:`correlator.cli.watch`), the same way."""
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.code = 0
+        self._old: dict[int, object] = {}
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.code:
+            return
+        self.code = 128 + signum
+        raise Interrupted
+
+    def __enter__(self) -> Self:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self  # (signal handlers can be set from the main thread only)
+        for name in self.SIGNALS:
+            num = getattr(signal, name, None)
+            if num is not None:
+                self._old[num] = signal.signal(num, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for num, old in self._old.items():
+            signal.signal(num, old)  # type: ignore[arg-type]
+        self._old.clear()
+
+
 def main() -> None:
     """Console-script entry point: one-line errors with meaningful exit codes, never a raw traceback."""
     import signal
@@ -105,6 +152,24 @@ def main() -> None:
     if hasattr(signal, "SIGPIPE"):  # `rankscope … | head` ends quietly, like any Unix tool
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     _global_flags()
+    stops = _Stops()
+    try:
+        with stops:
+            _run()
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted")
+        sys.exit(stops.code or 130)
+    except SystemExit as e:
+        if not stops.code or e.code != 130:
+            raise
+        err.print("aborted")  # typer turns an interrupt in a command into exit status 130
+        sys.exit(stops.code)
+    finally:
+        _restore_flags()
+
+
+def _run() -> None:
+    """The command, its errors turned into one line and an exit status (:func:`main`)."""
     try:
         rc = app(standalone_mode=False)
         # Without standalone mode, typer returns a command's typer.Exit code instead of exiting with it.
@@ -135,9 +200,8 @@ def main() -> None:
             "[red]error:[/] input nested too deeply to read (a hostile JSON/TOML file?)", highlight=False
         )
         sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        err.print("aborted")
-        sys.exit(130)
+    except typer.Abort:  # (Ctrl-C while click prompts): main() says "aborted"
+        raise
     except Exception as e:  # noqa: BLE001 - click usage errors, then genuine bugs
         # typer >= 0.20 vendors click and raises its own copy's exceptions, even when a separate click is
         # installed (a dev tool may bring one): the vendored copy first.
@@ -168,8 +232,6 @@ def main() -> None:
             highlight=False,
         )
         sys.exit(2)
-    finally:
-        _restore_flags()
 
 
 def entry() -> None:
