@@ -469,7 +469,8 @@ def _decompress_zstd(
     try:
         import pyarrow as pa
 
-        stream = pa.CompressedInputStream(pa.OSFile(str(path)), "zstd")
+        raw = pa.OSFile(str(path))
+        stream = pa.CompressedInputStream(raw, "zstd")
     except Exception as e:  # noqa: BLE001 - no zstd codec in this pyarrow build
         warnings.append(
             f"{rel}: skipped, zstd-compressed and no zstd decoder ({type(e).__name__}); decompress it first"
@@ -485,7 +486,9 @@ def _decompress_zstd(
                     break
                 kept.add(bytes(piece))
                 total = kept.total
-                if total > lim.ratio_floor_bytes and total > lim.max_ratio * max(size, 1):
+                # the ratio to the compressed bytes read so far (the codec reads 64 KiB at a time), not to the
+                # file's size: a tiny frame of newlines before a large skippable frame is a bomb all the same
+                if total > lim.ratio_floor_bytes and total > lim.max_ratio * max(raw.tell(), 1):
                     why = f"compression ratio above {lim.max_ratio}:1"
                     warnings.append(
                         f"{rel}: stopped reading, {why}; kept {kept.words()} decompressed (raise RANKSCOPE_MAX_RATIO)"

@@ -509,3 +509,22 @@ def test_a_hard_link_is_read_once_under_the_name_that_gives_its_rank(tmp_path, f
     assert [w for w in warnings if "second link" in w] == [
         "all.log: skipped, same file as rank3.log (a second link; read once)"
     ]
+
+
+def test_zstd_ratio_is_measured_on_the_bytes_read_not_the_file(tmp_path, monkeypatch):
+    # A tiny zstd frame of 20 M newlines, then a 400 KB skippable frame (zstd format: magic 0x184D2A5?): against
+    # the file's size (~400 KB) 20 MB is a ratio of ~50, under the cap; against the compressed bytes the codec
+    # has read (64 KiB at a time) it is past it at once
+    import struct
+
+    import pyarrow as pa
+
+    monkeypatch.setenv("RANKSCOPE_MAX_RATIO", "100")
+    buf = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(buf, "zstd") as f:
+        f.write(b"\n" * 20_000_000)
+    skippable = struct.pack("<II", 0x184D2A50, 400_000) + b"\0" * 400_000
+    write(tmp_path / "rank0.log.zst", buf.getvalue().to_pybytes() + skippable)
+    res = read_lines(tmp_path / "rank0.log.zst", "rank0.log.zst")
+    assert any("stopped reading, compression ratio above 100:1" in w for w in res.warnings), res.warnings
+    assert res.physical_lines < 20_000_000 and res.physical_lines <= 100 * 64 * 1024 + 1024 * 1024
