@@ -215,7 +215,7 @@ def _initiating_events(
             chosen.append((r, e))
     if not chosen:
         return []
-    times, _base = clock.shown_times(table, paths=sorted({e.path for _, e in chosen}))
+    times, base = clock.shown_times(table, paths=sorted({e.path for _, e in chosen}))
     at = {
         eid: (tc, basis)
         for eid, tc, basis in times.filter(pl.col("event_id").is_in([e.event_id for _, e in chosen]))
@@ -226,5 +226,7 @@ def _initiating_events(
     for r, e in chosen:
         assert e.event_id is not None
         tc, basis = at.get(e.event_id, (None, None))
+        if base == "event order":  # no time axis: the row's file may well have a stamp, the logs not two
+            basis = base
         out.append(InitiatingEvent(r, e.event_id, e.path, e.line, e.kind, e.role, iso(tc), basis, e.cite))
     return out

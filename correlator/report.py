@@ -131,7 +131,13 @@ def initiating_lines(d: Diagnosis, limit: int = 3) -> list[str]:
     out = []
     for e in d.initiating_events[:limit]:
         sign, note = _BASIS.get(e.ts_basis or "", ("", ""))
-        when = f"at {sign}{_short_ts(e.ts)}{note}" if e.ts else "at no known time (no stamp in its file)"
+        when = (
+            f"at {sign}{_short_ts(e.ts)}{note}"
+            if e.ts
+            else "at no known time (the logs carry fewer than two distinct stamps)"
+            if e.ts_basis == "event order"
+            else "at no known time (no stamp in its file)"
+        )
         what = "last sign of life" if e.cite is Cite.LAST_SIGN_OF_LIFE else e.kind
         out.append(f"rank {e.rank}: {what} {when} — {e.path}:{e.line}")
     if len(d.initiating_events) > limit:

@@ -192,8 +192,8 @@ class InitiatingEvent:
     silence. ``ts``: ISO 8601 UTC, clock-corrected (:func:`correlator.clock.shown_times`): where the report
     states it and where the plot and the Perfetto trace place it. ``ts_basis``: ``stamp`` (its own stamp),
     ``stamp above`` (no stamp of its own: the nearest stamped line above it in its file, a lower bound),
-    ``stamp below`` (an upper bound), or ``None`` with ``ts`` (its file has no stamp, or the logs carry
-    fewer than two distinct stamps)."""
+    ``stamp below`` (an upper bound), ``event order`` with no ``ts`` (the logs carry fewer than two distinct
+    stamps: no time is worth stating), or ``None`` with no ``ts`` (its file has no stamp)."""
 
     rank: int
     event_id: int

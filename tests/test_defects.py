@@ -345,3 +345,22 @@ def test_every_attempts_evidence_names_its_event_row() -> None:
         for i in d["initiating_events"]:
             assert quoted[i["event_id"]]["role"] == i["role"] == "initiating fault"
             assert i["rank"] in d["initiating_ranks"]
+
+
+def test_an_initiating_event_without_a_time_axis_says_why() -> None:
+    # public-02: rank 2's OOM has no stamp of its own, and the only stamps in the logs are two Hydra lines of
+    # one time (23:04:07,257): no time axis, though the OOM's file has stamps; the report says so
+    from correlator.report import initiating_lines
+
+    t = correlator.load(CASES / "public-02-oom-rank2-multinode-timeouts" / "logs")
+    stamps = t.filter(~pl.col("duplicate") & (pl.col("kind") != "blank"))["ts"].drop_nulls()
+    assert stamps.n_unique() == 1 and stamps.len() >= 1
+    d = correlator.diagnose(t)
+    (e,) = d.initiating_events
+    assert (e.rank, e.ts, e.ts_basis) == (2, None, "event order")
+    assert (
+        t.filter((pl.col("path") == e.path) & pl.col("ts").is_not_null()).height >= 1
+    )  # its file has a stamp
+    assert initiating_lines(d) == [
+        f"rank 2: cuda_oom at no known time (the logs carry fewer than two distinct stamps) — {e.path}:{e.line}"
+    ]
