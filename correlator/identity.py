@@ -25,6 +25,7 @@ Rank identity is evidence, not a path (docs/design.md). Sources, strongest first
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -838,10 +839,101 @@ def _hosts(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: torchrun's first lines of a launch (torch/distributed/run.py's OMP_NUM_THREADS warning, torch 1.9 – 2.15, where
+#: the variable is unset and nproc-per-node > 1; launcher/api.py's INFO line, torch 1.10 – 2.15).
+_LAUNCH_START = (
+    "Setting OMP_NUM_THREADS environment variable for each process",
+    "Starting elastic_operator with launch configs",
+)
+#: The kinds of torchrun's report at the end of a failed launch (the ChildFailedError block and its entries).
+_LAUNCH_END = [Kind.LAUNCHER_ERROR, Kind.ROOT_CAUSE_ENTRY]
+
+
+def _launches(df: pl.DataFrame, need: pl.Series) -> tuple[pl.Series, list[tuple[int, object]]]:
+    """Launches of torchrun one after the other in one file (a requeued Slurm job's ``--open-mode=append``
+    output, a re-run into the same file): a launch's first lines (:data:`_LAUNCH_START`) after the report that
+    ended a failed one (:data:`_LAUNCH_END`) start the next. The first lines of several agents at the start of
+    one launch (one per node in one Slurm output) follow no report: one launch. Returns, for the rows ``need``
+    marks (whole files), the number of launches before each row's in its file (0 for most files), and each
+    later launch's ``(number, first stamp)``."""
+    zero = pl.repeat(0, int(need.sum()), dtype=pl.Int32, eager=True)
+    if "message" not in df.columns:
+        return zero, []
+    pattern = "|".join(re.escape(s) for s in _LAUNCH_START)
+    marks = (
+        df.lazy()
+        .with_row_index("__row")
+        .filter(pl.lit(need) & pl.col("layer").is_in(["elastic", "launcher"]).fill_null(False))
+        .with_columns(
+            pl.col("message").str.contains(pattern).fill_null(False).alias("__start"),
+            pl.col("kind").is_in(_LAUNCH_END).fill_null(False).alias("__end"),
+        )
+        .filter(pl.col("__start") | pl.col("__end"))
+        .select("__row", "path", "line", "ts", "__start", "__end")
+        .collect()
+    )
+    if not marks["__start"].any() or not marks["__end"].any():
+        return zero, []
+    at: list[tuple[int, int]] = []  # (row, launches before it) at each later launch's first line
+    starts: dict[int, object] = {}
+    for path_rows in marks.sort("path", "line", "__row").partition_by("path", maintain_order=True):
+        n, ended = 0, None
+        for row, path, line, ts, start, end in path_rows.iter_rows():
+            if end:
+                ended = line
+            elif start and ended is not None:
+                n += 1
+                first, ts = _launch_first_row(df, path, ended, line, row, ts)
+                at.append((first, n))
+                ended = None
+                if ts is not None and (n not in starts or ts < starts[n]):  # type: ignore[operator]
+                    starts[n] = ts
+    if not at:
+        return zero, []
+    rows, counts = zip(*at, strict=True)
+    launch = (
+        pl.repeat(None, df.height, dtype=pl.Int32, eager=True)
+        .scatter(list(rows), pl.Series(counts, dtype=pl.Int32))
+        .alias("__launch")
+    )
+    filled = (
+        df.select("path")
+        .with_columns(launch)
+        .select(pl.col("__launch").forward_fill().over("path").fill_null(0))
+        .to_series()
+        .filter(need)
+    )
+    return filled, sorted(starts.items())
+
+
+def _launch_first_row(
+    df: pl.DataFrame, path: str, end_line: int, start_line: int, start_row: int, start_ts: object
+) -> tuple[int, object]:
+    """The first row of a launch whose first marked line is ``start_line`` of ``path`` (row ``start_row``), the
+    last report of the launch before it at ``end_line``: the row after the longest pause between stamped rows
+    from the report to the marked line (the old agent's teardown lines go with the report; the new agent's
+    lines before its marked one, a c10d banner, with it). Returns ``(row, its stamp)``; the marked row where no
+    row between has a stamp."""
+    seg = (
+        df.lazy()
+        .with_row_index("__row")
+        .filter((pl.col("path") == path) & pl.col("line").is_between(end_line, start_line, closed="right"))
+        .filter(pl.col("ts").is_not_null())
+        .select("__row", "ts")
+        .collect()
+    )
+    if seg.height < 2:
+        return start_row, start_ts
+    gaps = seg["ts"].diff()
+    i = int(gaps.arg_max())  # type: ignore[arg-type]
+    return int(seg["__row"][i]), seg["ts"][i]
+
+
 def _attempts(df: pl.DataFrame) -> pl.DataFrame:
-    """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts seen so far, or (when
-    torchrun logged no restart line, its default) the latest ``attempt_N`` folder whose first stamped row
-    is not after the row's time (rows without a time take the attempt of the row above them)."""
+    """Attempt from the ``attempt_N`` folder; in launcher/combined files, restarts and launches
+    (:func:`_launches`) seen so far, or (when torchrun logged no restart line, its default) the latest
+    ``attempt_N`` folder, or later launch, whose first stamped row is not after the row's time (rows without a
+    time take the attempt of the row above them)."""
     stated = df["src_attempt"].cast(pl.Int32)
     need = stated.is_null()
     if not need.any():  # every file under an ``attempt_N`` folder (torchrun's --log-dir): nothing to infer
@@ -849,6 +941,7 @@ def _attempts(df: pl.DataFrame) -> pl.DataFrame:
     restarts = (pl.col("kind") == Kind.RESTART).cast(pl.Int32).cum_sum().over("path") - (
         pl.col("kind") == Kind.RESTART
     ).cast(pl.Int32)
+    launches, launch_starts = _launches(df, need)
     starts = (
         df.filter(pl.col("src_attempt").is_not_null() & pl.col("ts").is_not_null())
         .group_by("src_attempt")
@@ -856,6 +949,12 @@ def _attempts(df: pl.DataFrame) -> pl.DataFrame:
         .sort("src_attempt")
         .rows()
     )
+    if (
+        launch_starts
+    ):  # after the folders' attempts, each later launch (its number after theirs and restarts')
+        base = max((a for a, _ in starts), default=-1) + 1
+        n_restarts = int(df.filter(need).select((pl.col("kind") == Kind.RESTART).sum()).item())
+        starts = [*starts, *((base + n_restarts + n - 1, t) for n, t in launch_starts)]
     by_time: pl.Expr = pl.lit(None, dtype=pl.Int32)
     for a, start in starts:
         by_time = pl.when(pl.col("ts") >= start).then(pl.lit(a, dtype=pl.Int32)).otherwise(by_time)
@@ -864,7 +963,10 @@ def _attempts(df: pl.DataFrame) -> pl.DataFrame:
     # over ``path`` read those rows only.
     inferred = (
         df.filter(need)
-        .select(pl.coalesce(pl.max_horizontal(restarts, by_time), pl.lit(0)).cast(pl.Int32))
+        .with_columns(launches.alias("__launches"))
+        .select(
+            pl.coalesce(pl.max_horizontal(restarts + pl.col("__launches"), by_time), pl.lit(0)).cast(pl.Int32)
+        )
         .to_series()
     )
     return df.with_columns(stated.scatter(need.arg_true(), inferred).alias("attempt"))
