@@ -849,13 +849,13 @@ _LAUNCH_START = (
 _LAUNCH_END = [Kind.LAUNCHER_ERROR, Kind.ROOT_CAUSE_ENTRY]
 
 
-def _launches(df: pl.DataFrame, need: pl.Series) -> tuple[pl.Series, list[tuple[int, object]]]:
+def _launches(df: pl.DataFrame, need: pl.Series) -> tuple[pl.Series, list[tuple[int, object, str, int]]]:
     """Launches of torchrun one after the other in one file (a requeued Slurm job's ``--open-mode=append``
     output, a re-run into the same file): a launch's first lines (:data:`_LAUNCH_START`) after the report that
     ended a failed one (:data:`_LAUNCH_END`) start the next. The first lines of several agents at the start of
     one launch (one per node in one Slurm output) follow no report: one launch. Returns, for the rows ``need``
     marks (whole files), the number of launches before each row's in its file (0 for most files), and each
-    later launch's ``(number, first stamp)``."""
+    later launch's ``(number, first stamp, its file, its first row)``."""
     zero = pl.repeat(0, int(need.sum()), dtype=pl.Int32, eager=True)
     if "message" not in df.columns:
         return zero, []
@@ -875,7 +875,7 @@ def _launches(df: pl.DataFrame, need: pl.Series) -> tuple[pl.Series, list[tuple[
     if not marks["__start"].any() or not marks["__end"].any():
         return zero, []
     at: list[tuple[int, int]] = []  # (row, launches before it) at each later launch's first line
-    starts: dict[int, object] = {}
+    starts: dict[int, tuple[object, str, int]] = {}  # launch -> (first stamp, its file, its row)
     for path_rows in marks.sort("path", "line", "__row").partition_by("path", maintain_order=True):
         n, ended = 0, None
         for row, path, line, ts, start, end in path_rows.iter_rows():
@@ -886,8 +886,8 @@ def _launches(df: pl.DataFrame, need: pl.Series) -> tuple[pl.Series, list[tuple[
                 first, ts = _launch_first_row(df, path, ended, line, row, ts)
                 at.append((first, n))
                 ended = None
-                if ts is not None and (n not in starts or ts < starts[n]):  # type: ignore[operator]
-                    starts[n] = ts
+                if ts is not None and (n not in starts or ts < starts[n][0]):  # type: ignore[operator]
+                    starts[n] = (ts, path, first)
     if not at:
         return zero, []
     rows, counts = zip(*at, strict=True)
@@ -903,7 +903,7 @@ def _launches(df: pl.DataFrame, need: pl.Series) -> tuple[pl.Series, list[tuple[
         .to_series()
         .filter(need)
     )
-    return filled, sorted(starts.items())
+    return filled, [(n, t, path, row) for n, (t, path, row) in sorted(starts.items())]
 
 
 def _launch_first_row(
@@ -951,10 +951,14 @@ def _attempts(df: pl.DataFrame) -> pl.DataFrame:
     )
     if (
         launch_starts
-    ):  # after the folders' attempts, each later launch (its number after theirs and restarts')
-        base = max((a for a, _ in starts), default=-1) + 1
-        n_restarts = int(df.filter(need).select((pl.col("kind") == Kind.RESTART).sum()).item())
-        starts = [*starts, *((base + n_restarts + n - 1, t) for n, t in launch_starts)]
+    ):  # each later launch: its attempt as its launcher file numbers it (launches and restarts)
+        restart_rows = (
+            df.with_row_index("__row").filter(pl.col("kind") == Kind.RESTART).select("path", "__row")
+        )
+        for n, t, path, row in launch_starts:
+            before = restart_rows.filter((pl.col("path") == path) & (pl.col("__row") < row)).height
+            starts.append((n + before, t))
+        starts.sort(key=lambda x: x[1])
     by_time: pl.Expr = pl.lit(None, dtype=pl.Int32)
     for a, start in starts:
         by_time = pl.when(pl.col("ts") >= start).then(pl.lit(a, dtype=pl.Int32)).otherwise(by_time)

@@ -51,6 +51,16 @@ def test_each_launch_is_an_attempt_with_its_own_verdict(tmp_path: Path) -> None:
     first_of_second = len((CASES / RUNS[0] / "logs" / "launcher.log").read_text().splitlines()) + 1
     assert launcher.filter(launcher["line"] < first_of_second)["attempt"].unique().to_list() == [0]
     assert launcher.filter(launcher["line"] >= first_of_second)["attempt"].unique().to_list() == [1]
+    # each rank file by the launches' times: its first run's lines attempt 0, its second run's attempt 1
+    for r in range(4):
+        n0 = sum(
+            len(p.read_text().splitlines())
+            for p in (_rank_dir(RUNS[0]) / str(r) / n for n in ("stdout.log", "stderr.log"))
+            if p.exists()
+        )
+        rows = t.filter(t["path"] == f"rank{r}.log")
+        assert rows.filter(rows["line"] <= n0)["attempt"].unique().to_list() == [0], r
+        assert rows.filter(rows["line"] > n0)["attempt"].unique().to_list() == [1], r
     for attempt, case in enumerate(RUNS):
         d = diagnose_path(root, attempt=attempt).diagnosis
         assert (d.attempt, d.initiating_ranks, d.failure_kind) == (attempt, *_want(case)), case
