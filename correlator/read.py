@@ -73,6 +73,8 @@ def _is_clean(data: bytes | bytearray) -> bool:
 _BINARY_MIN = 64
 _REGION = 64 * 1024
 _CHUNK = 1 << 20
+#: Bytes of zstd output per read (:func:`_decompress_zstd`).
+_ZSTD_READ = 1 << 16
 #: Files up to this size are read with one ``pread`` (with their head, see :func:`read_lines`); below
 #: :data:`_CHUNK`, so that a read of them holds no whole chunk of NULs (a sparse hole).
 _SMALL_FILE = 64 * 1024
@@ -481,7 +483,9 @@ def _decompress_zstd(
     try:
         with stream:
             while True:
-                piece = stream.read(_CHUNK)
+                # 64 KiB a read: a read that meets damage (a truncated file) raises and loses what it had
+                # decompressed, so a smaller read loses less of the end, where a killed job's failure is
+                piece = stream.read(_ZSTD_READ)
                 if not piece:
                     break
                 kept.add(bytes(piece))

@@ -528,3 +528,28 @@ def test_zstd_ratio_is_measured_on_the_bytes_read_not_the_file(tmp_path, monkeyp
     res = read_lines(tmp_path / "rank0.log.zst", "rank0.log.zst")
     assert any("stopped reading, compression ratio above 100:1" in w for w in res.warnings), res.warnings
     assert res.physical_lines < 20_000_000 and res.physical_lines <= 100 * 64 * 1024 + 1024 * 1024
+
+
+def test_truncated_zstd_keeps_what_decompresses_up_to_the_cut(tmp_path):
+    # A zstd file cut at two thirds (a job killed while its log was compressed): what decompresses before the
+    # cut is kept, to within one read of it (64 KiB); the reference is the same codec read 4 KiB at a time
+    import pyarrow as pa
+
+    data = b"".join(f"line {k} some text here to pad\n".encode() for k in range(1, 600_001))
+    buf = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(buf, "zstd") as f:
+        f.write(data)
+    z = buf.getvalue().to_pybytes()
+    write(tmp_path / "rank0.log.zst", z[: len(z) * 2 // 3])
+    stream = pa.CompressedInputStream(pa.OSFile(str(tmp_path / "rank0.log.zst")), "zstd")
+    ref = 0
+    try:
+        while piece := stream.read(4096):
+            ref += len(piece)
+    except OSError:
+        pass
+    res = read_lines(tmp_path / "rank0.log.zst", "rank0.log.zst")
+    kept = "\n".join(res.line_list()).encode() + b"\n"
+    assert data.startswith(kept[: len(kept) - 64]) and len(kept) > len(data) // 3
+    assert len(kept) >= ref - 65536, (len(kept), ref)
+    assert any("damaged zstd data" in w for w in res.warnings), res.warnings
