@@ -329,3 +329,16 @@ def test_a_capped_member_is_copied_bounded_with_its_line_numbers(tmp_path, monke
     left = re.search(r"the (\d+) lines between them", lower[0]) if lower else None
     assert left and int(left[1]) > MIB, notes  # more lines left out than empty lines written
     assert f"are {int(left[1]) - MIB} lower than in the input" in lower[0], notes
+
+
+def test_a_flood_of_newlines_past_the_line_cap_keeps_its_ends(tmp_path, monkeypatch):
+    # 100,000 empty lines then the failure: the line cap's head (250 empty lines) and tail (749 empty lines and
+    # the failure at line 100,001), the lines between counted, each one byte (its newline)
+    monkeypatch.setenv("RANKSCOPE_MAX_LINES", "1000")
+    write(tmp_path / "nl.log", b"\n" * 100_000 + b"[rank0]: RuntimeError: boom\n")
+    res = read_lines(tmp_path / "nl.log", "nl.log")
+    (h, head), (t, tail) = [(first, list(lines)) for first, lines in res.parts()]
+    assert (h, len(head), t, len(tail)) == (1, 250, 100_001 - 749, 750)
+    assert head == [""] * 250 and tail == [""] * 749 + ["[rank0]: RuntimeError: boom"]
+    assert (res.physical_lines, res.skipped_lines) == (100_001, 99_001)
+    assert {"path": "nl.log", "bytes": 99_001, "lines": 99_001, "reason": "line cap"} in res.skipped

@@ -316,11 +316,31 @@ _stamp = _asctime | st.tuples(
 @given(st.lists(_stamp | st.none(), min_size=1, max_size=30))
 def test_python_stamps_read_as_the_general_format_reads_them(stamps: list[str | None]) -> None:
     """``parsers.timestamps`` reads Python logging stamps with a fixed shape first (milliseconds) and the
-    general ``%.f`` format for the rest: each value is the general format's, computed here on every stamp."""
+    general ``%.f`` format for the rest: each value is the general format's, computed here on every stamp. A
+    stamp with a zone (``Z``, ``+00:00``) the general format does not read is exact: read with its offset."""
     from parsers.timestamps import _py_stamps
 
     df = pl.DataFrame({"pyts": stamps}, schema={"pyts": pl.String})
-    got = df.select(_py_stamps(df).alias("t"))["t"]
+    naive, exact = _py_stamps(df)
+    got = df.with_columns(naive.alias("t"))["t"]
+    zoned = df.with_columns(exact.alias("t"))["t"]
+    # a value read exactly only where the stamp ends in a zone, that stamp without the zone read as UTC
+    bare = (
+        df["pyts"].str.replace(r"(Z|[+-][0-9]{2}:?[0-9]{2})$", "").str.replace(",", ".").str.replace("T", " ")
+    )
+    ends_zoned = df["pyts"].str.contains(r"(Z|\+00:00)$").fill_null(False)
+    want_zoned = pl.Series(
+        [
+            v if z else None
+            for v, z in zip(
+                bare.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us").dt.epoch("us"),
+                ends_zoned,
+                strict=True,
+            )
+        ],
+        dtype=pl.Int64,
+    )
+    assert zoned.dt.epoch("us").to_list() == want_zoned.to_list()
     want = (  # as build_ts read every stamp before
         df["pyts"]
         .str.replace(",", ".")
