@@ -204,7 +204,9 @@ def render_text(d: Diagnosis, console: Console, max_rows: int = 40) -> None:
             console.print("  … and more (use --format json for every rank)", style="dim")
     if d.unexplained_ranks:
         console.print(f"failed, no initiator named: {_ranks_phrase(d.unexplained_ranks)}")
-    console.print(f"clean: {_ranks_phrase(d.clean_ranks)}   no log at all: {_ranks_phrase(d.missing_ranks)}")
+    console.print(
+        f"no fault seen: {_ranks_phrase(d.clean_ranks)}   no log at all: {_ranks_phrase(d.missing_ranks)}"
+    )
     if len(d.attempts) > 1:
         console.print("\n[bold]Attempts[/]")
         for a in d.attempts:
@@ -226,7 +228,7 @@ def render_markdown(d: Diagnosis) -> str:
         *(f"- initiating event: {line}" for line in initiating_lines(d)),
         f"- collateral ranks: {ranges(d.collateral_ranks)}",
         *([f"- failed, no initiator named: {ranges(d.unexplained_ranks)}"] if d.unexplained_ranks else []),
-        f"- clean ranks: {ranges(d.clean_ranks)}",
+        f"- ranks with no fault seen: {ranges(d.clean_ranks)}",
         f"- missing ranks (no log): {ranges(d.missing_ranks)}",
         f"- confidence: {d.confidence:.2f}"
         + (f" (lowered by: {'; '.join(d.confidence_reasons)})" if d.confidence_reasons else ""),
