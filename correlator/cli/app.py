@@ -15,11 +15,11 @@ regression); 1 — ``eval`` found regressions; 2 — usage error or unreadable/e
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Self
+from typing import Annotated
 
 import typer
 
-from correlator.cli.common import UsageError, err, safe
+from correlator.cli.common import Signals, UsageError, err, safe
 from correlator.cli.diagnose import diagnose
 from correlator.cli.eval import eval_cmd
 from correlator.cli.events import events
@@ -99,50 +99,10 @@ def _restore_flags() -> None:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Raised by :class:`_Stops` on SIGINT, SIGTERM or SIGHUP: it unwinds the command as Ctrl-C does, so the
-    ``finally`` blocks run (the temporary copy of an archive or of standard input is removed, a half-written
-    output deleted) before the exit with 128 + the signal's number."""
-
-
-class _Stops:
-    """The handlers of SIGINT, SIGTERM and SIGHUP while a command runs (previous ones restored on exit).
-
-    By default SIGTERM and SIGHUP kill the process at once, so ``timeout``, SLURM or Kubernetes ending a
-    ``… | rankscope diagnose -`` left the copy of standard input (up to the size cap) in the temporary folder.
-    The first signal raises :class:`Interrupted` and sets :attr:`code`; later ones are ignored, so that a
-    signal sent again (``uv run`` forwards it, ``timeout`` signals the whole group) does not cut the cleanup
-    short. ``watch`` installs its own handlers for its loop (:mod:`correlator.cli.watch`), the same way."""
-
-    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-    def __init__(self) -> None:
-        self.code = 0
-        self._old: dict[int, object] = {}
-
-    def _handle(self, signum: int, _frame: object) -> None:
-        if self.code:
-            return
-        self.code = 128 + signum
-        raise Interrupted
-
-    def __enter__(self) -> Self:
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return self  # (signal handlers can be set from the main thread only)
-        for name in self.SIGNALS:
-            num = getattr(signal, name, None)
-            if num is not None:
-                self._old[num] = signal.signal(num, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for num, old in self._old.items():
-            signal.signal(num, old)  # type: ignore[arg-type]
-        self._old.clear()
+    """Raised on SIGINT, SIGTERM or SIGHUP while a command runs (:class:`correlator.cli.common.Signals`): it
+    unwinds the command as Ctrl-C does, so the ``finally`` blocks run (the temporary copy of an archive or of
+    standard input is removed, a half-written output deleted) before the exit with 128 + the signal's number.
+    ``watch`` handles the signals of its loop itself, the same way."""
 
 
 def main() -> None:
@@ -152,7 +112,7 @@ def main() -> None:
     if hasattr(signal, "SIGPIPE"):  # `rankscope … | head` ends quietly, like any Unix tool
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     _global_flags()
-    stops = _Stops()
+    stops = Signals(lambda _code: Interrupted())
     try:
         with stops:
             _run()

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 from rich.console import Console
@@ -252,3 +252,53 @@ __all__ = [
     "safe",
     "summary",
 ]
+
+
+class Signals:
+    """SIGINT, SIGTERM and SIGHUP while a command runs, handled in this one place (a context manager that
+    installs the handlers, from the main thread only, and restores the previous ones).
+
+    The first signal sets :attr:`code` to 128 + its number (130, 143, 129) and, until :meth:`disarm`, raises
+    ``stop(code)`` to unwind the command (its ``finally`` blocks run: the temporary copy of an archive or of
+    standard input is removed). Every later signal is only ignored: a launcher forwards the signal its process
+    group already got (``uv run`` re-sends SIGINT, SIGTERM and SIGHUP to its child, ``timeout`` signals the
+    child and then the whole group), so one Ctrl-C arrives two or three times, and the copies must not cut
+    the cleanup, or ``watch``'s verdict so far, short. By default SIGTERM and SIGHUP kill a process at once."""
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self, stop: Callable[[int], BaseException]) -> None:
+        self.code = 0
+        self.armed = True
+        self._stop = stop
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.code:
+            return
+        self.code = 128 + signum
+        if self.armed:
+            raise self._stop(self.code)
+
+    def disarm(self) -> None:
+        """From now on a signal is remembered (:attr:`code`), never raised."""
+        self.armed = False
+
+    def __enter__(self) -> Self:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self  # (signal handlers can be set from the main thread only)
+        for name in self.SIGNALS:
+            num = getattr(signal, name, None)
+            if num is not None:
+                self._old[num] = signal.signal(num, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for num, old in self._old.items():
+            signal.signal(num, old)
+        self._old.clear()

@@ -2,7 +2,7 @@
 
 The following itself is :class:`correlator.watch.Watcher` (one pass per :meth:`~correlator.watch.Watcher.poll`);
 this module runs the passes, prints, runs ``--exec`` and ``--on-stall`` actions, and handles the signals
-that end a watch (:class:`_Signals`)."""
+that end a watch (:class:`correlator.cli.common.Signals`)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from correlator.cli.common import UsageError
+from correlator.cli.common import Signals, UsageError
 
 if TYPE_CHECKING:
     from correlator.watch import Watcher, _Exec
@@ -158,7 +158,7 @@ def watch(
         max_passes=max_passes,
         quiet=quiet,
     )
-    stops = _Signals()
+    stops = Signals(_Stop)
     with stops:
         try:
             loop.run(stops)
@@ -222,7 +222,7 @@ class _Loop:
     max_passes: int
     quiet: bool
 
-    def run(self, stops: _Signals) -> None:
+    def run(self, stops: Signals) -> None:
         """Passes until the launcher exits (``--until-exit``), ``--max-passes`` ran out, or a signal
         (:class:`_Stop`)."""
         next_dump, status, warned = 0.0, "", 0
@@ -311,55 +311,9 @@ def _say(text: str, stream: Any) -> None:
 
 
 class _Stop(typer.Exit):
-    """Raised by :class:`_Signals` to leave the watch loop. A ``typer.Exit`` with 128 + the signal number,
+    """Raised by :class:`correlator.cli.common.Signals` to leave the watch loop. A ``typer.Exit`` with 128 + the signal number,
     so that even one that escaped would end the command with that status, never as an internal error."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
-
-
-class _Signals:
-    """SIGINT, SIGTERM and SIGHUP while watching, handled in this one place (a context manager that installs
-    the handlers and restores the previous ones).
-
-    The first signal sets :attr:`code` to 128 + its number (130, 143, 129) and, while the watch loop runs
-    (:meth:`disarm` not called yet), raises :class:`_Stop` to leave it. Every later signal is only ignored:
-    a launcher forwards the signal its process group already got — ``uv run`` re-sends SIGINT, SIGTERM and
-    SIGHUP to its child, ``timeout`` signals the child and then the whole group — so one Ctrl-C arrives two
-    or three times, and the copies must not cut the verdict so far short (they did: the verdict was never
-    printed, or the command ended as an internal error). The exit status is the first signal's."""
-
-    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-    def __init__(self) -> None:
-        self.code = 0
-        self.armed = True
-        self._old: dict[int, Any] = {}
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        if self.code:
-            return
-        self.code = 128 + signum
-        if self.armed:
-            raise _Stop(self.code)
-
-    def disarm(self) -> None:
-        """From now on a signal is remembered (:attr:`code`), never raised."""
-        self.armed = False
-
-    def __enter__(self) -> Self:
-        import signal
-
-        for name in self.SIGNALS:
-            num = getattr(signal, name, None)
-            if num is not None:
-                self._old[num] = signal.signal(num, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for num, old in self._old.items():
-            signal.signal(num, old)
-        self._old.clear()
