@@ -212,9 +212,7 @@ def _write_streamed(job: JobInput, out: Path, by: str | None, engine: str = "loc
     temporary name, renamed when complete."""
     from correlator.streaming import stream_ingest
 
-    src = Path(job.path)
-    if src.exists():
-        check_output(src, out)
+    src = Path(job.path)  # (-o checked against it by write_job_table, its one caller)
     if job.redact:
         raise InputError("--redact needs the whole table: use --no-streaming, or `rankscope redact` first")
     if not src.exists():
