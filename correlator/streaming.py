@@ -152,6 +152,14 @@ def _folder(s: Source) -> str:
     return str(Path(s.rel).parent)
 
 
+def _in_path_order(groups: dict[str, list[Source]]) -> list[list[Source]]:
+    """``groups`` ordered by their first file's path (``Source.rel``), the order of a whole ingest's rows: batches
+    taken in this order give the rows, and so the event ids, of one ingest of the job where the groups' paths
+    do not interleave (each group a folder: ``attempt_0/10/`` after ``attempt_0/1/``, not after ``attempt_0/9/``
+    as the groups' keys sort, nor ``node-1/`` after ``node-1-b/``)."""
+    return sorted(groups.values(), key=lambda g: min(s.rel for s in g))
+
+
 def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     """A unit larger than ``batch_bytes`` (a node, or a whole torchrun ``--log-dir``): its big per-rank files
     in chunks of about ``batch_bytes``, grouped by folder (a rank's stdout and stderr stay together); the
@@ -173,8 +181,7 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     chunks: list[list[Source]] = []
     cur: list[Source] = []
     cur_bytes = 0
-    for key in sorted(folders):
-        grp = folders[key]
+    for grp in _in_path_order(folders):
         gb = sum(source_bytes(s) for s in grp)
         if cur and cur_bytes + gb > room:
             chunks.append(cur)
@@ -202,9 +209,7 @@ def plan(sources: list[Source], batch_bytes: int = DEFAULT_BATCH_BYTES) -> list[
     batches: list[Batch] = []
     cur: list[Source] = []
     cur_bytes = 0
-    units = _units(sources)
-    for key in sorted(units):
-        unit = units[key]
+    for unit in _in_path_order(_units(sources)):
         ub = sum(source_bytes(s) for s in unit)
         if ub > batch_bytes and len(unit) > 1:
             if cur:

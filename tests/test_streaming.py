@@ -618,3 +618,28 @@ def test_table_only_keeps_no_reduced_rows(gen: tuple[Path, dict[str, object]], t
     assert {k: v for k, v in s1.items() if k not in drop} == {k: v for k, v in s2.items() if k not in drop}
     assert s2["rows"] == pl.scan_parquet(tmp_path / "b.parquet").select(pl.len()).collect().item() > 0
     assert pl.read_parquet(tmp_path / "a.parquet").equals(pl.read_parquet(tmp_path / "b.parquet"))
+
+
+def test_streamed_table_is_the_whole_ingest_row_for_row(tmp_path: Path) -> None:
+    """Batches follow the path order of a whole ingest, so a streamed table has its rows and event ids: the
+    torchrun layout of 12 local ranks split into batches (``attempt_0/10/`` sorts before ``attempt_0/2/``; the
+    folders' local ranks sort the other way) and two node folders whose names differ by a suffix
+    (``node-1-b/`` sorts before ``node-1/``). Before, a streamed ``timeline`` gave rank 2's lines the ids a
+    ``diagnose`` of the same job gave rank 10's."""
+    from generate import generate_app
+
+    app = tmp_path / "app"
+    generate_app(app, ranks=12, lines=300, seed=3)
+    nodes = tmp_path / "nodes"
+    for name, rank in (("node-1", 0), ("node-1-b", 1), ("node-10", 2)):
+        (nodes / name).mkdir(parents=True)
+        (nodes / name / f"rank{rank}.log").write_text(
+            "".join(f"2026-11-29 22:00:{i:02d},000 - INFO - rank={rank} step={i}\n" for i in range(40))
+        )
+    for root in (app, nodes):
+        whole = ingest(root).table
+        out = tmp_path / f"{root.name}.parquet"
+        _red, s = stream_ingest(root, out, batch_bytes=1 if root is nodes else 20_000, workers=1)
+        assert s["batches"] > 2
+        written = pl.read_parquet(out)
+        assert written.equals(whole.select(written.columns)), root.name
