@@ -224,16 +224,22 @@ def is_parquet_input(path: Path) -> bool:
     return False
 
 
-def want_streaming(path: Path, streaming: bool | None, threshold: int | None = None) -> bool:
-    """``streaming`` if given, else whether the logs under ``path`` are more than ``threshold`` bytes
-    (default ``correlator.streaming.STREAMING_THRESHOLD_BYTES``, the one ``diagnose`` uses)."""
+def want_streaming(
+    path: Path, streaming: bool | None, threshold: int | None = None, full_table: bool = False
+) -> bool:
+    """``streaming`` if given, else whether the folder ``path`` holds more than ``threshold`` bytes of logs;
+    without ``threshold``, whether ``diagnose`` streams it (:func:`correlator.streaming.diagnosis_streams`:
+    above 2 GiB, or above 64 MiB of lines other than NCCL COLL lines), or with ``full_table`` (a caller that
+    reads every row, such as ``plot``) only above 2 GiB."""
     if streaming is not None:
         return streaming
-    from correlator.streaming import STREAMING_THRESHOLD_BYTES, should_stream
+    from correlator.streaming import STREAMING_THRESHOLD_BYTES, diagnosis_streams, should_stream
 
-    return path.is_dir() and should_stream(
-        path, STREAMING_THRESHOLD_BYTES if threshold is None else threshold
-    )
+    if not path.is_dir():
+        return False
+    if threshold is None and not full_table:
+        return diagnosis_streams(path)
+    return should_stream(path, STREAMING_THRESHOLD_BYTES if threshold is None else threshold)
 
 
 def check_parquet(path: Path) -> None:
@@ -365,7 +371,8 @@ def diagnose_path(
     input (:func:`correlator.archive.opened`), a ``rankscope timeline`` parquet file, or a folder of
     parquet files only (a hive-partitioned dataset). ``fr``: a folder of Flight Recorder dumps kept apart
     (forces the in-memory ingest). ``streaming``: ingest node by node in bounded memory; ``None`` streams
-    above 2 GiB of logs. ``attempt``: the torchelastic attempt (counted from 0) to diagnose; ``None`` the
+    above 2 GiB of logs, or above 64 MiB of lines other than NCCL COLL lines unless ``full_table``
+    (:func:`correlator.streaming.diagnosis_streams`). ``attempt``: the torchelastic attempt (counted from 0) to diagnose; ``None`` the
     first failed one. ``redact``: pseudonymize hosts, IPs, users and secrets in the table, the verdict and
     the skipped paths. ``tz``: IANA zone of stamps that carry none (default UTC). ``signatures``: extra
     signature TOML files. ``require_lines``: raise when no distributed-training line was recognised.
@@ -525,7 +532,7 @@ def _diagnose_path(
     text = _signature_text(extra)  # the lines of user signatures too are kept whole by the reduction
     if is_parquet_input(p):  # a `rankscope timeline` parquet file or partitioned dataset
         got = _read_parquet(p, redact, tz, text)
-    elif fr is None and stacks is None and want_streaming(p, streaming):
+    elif fr is None and stacks is None and want_streaming(p, streaming, full_table=full_table):
         got = _read_streaming(p, redact, tz, progress, text)
     else:
         got = _read_logs(p, redact, tz, fr, progress, full_table, stacks)

@@ -66,7 +66,7 @@ class Job:
     @property
     def mode(self) -> Mode:
         """``parquet`` (a timeline file), ``dataset`` (a folder of parquet files), ``streaming`` (logs
-        read node by node: asked for, or more than 2 GiB) or ``logs``."""
+        read node by node: asked for, or by :func:`correlator.api.want_streaming`) or ``logs``."""
         from correlator.api import is_parquet_input, want_streaming
 
         p = Path(self.path)
@@ -77,7 +77,7 @@ class Job:
             and self.fr is None
             and self.stacks is None
             and p.exists()
-            and want_streaming(p, self.streaming)
+            and want_streaming(p, self.streaming, full_table=self.full_table)
         ):
             return "streaming"
         return "logs"

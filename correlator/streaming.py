@@ -121,6 +121,59 @@ def should_stream(root: str | os.PathLike[str], threshold: int = STREAMING_THRES
     return input_bytes(root) > threshold
 
 
+#: ``rankscope diagnose DIR`` also streams by default when more than this many bytes of its input are lines
+#: other than NCCL COLL lines (:func:`diagnosis_streams`). Not streamed, diagnosis cuts the COLL lines while
+#: reading and builds a row of every other line (the 425 MB application job of the 256-rank bench: 4.4 GB of
+#: memory, 10x its input; streamed, 0.65 GB, and sooner); streamed, each ~32 MiB batch is reduced where it runs.
+DIAGNOSE_OTHER_BYTES = 64 * 1024**2
+#: What the COLL-share sample reads: the head of each of the largest plain files, up to this many files.
+_SAMPLE_HEAD_BYTES = 256 * 1024
+_SAMPLE_FILES = 16
+_COMPRESSED = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
+
+
+def coll_share(sources: list[Source]) -> float:
+    """The fraction of the bytes that are NCCL COLL lines (``NCCL INFO <Op>: opCount ...``, the lines
+    ``ingest(keep_coll=...)`` cuts), estimated from the first :data:`_SAMPLE_HEAD_BYTES` of the
+    :data:`_SAMPLE_FILES` largest uncompressed files (whole lines only). 0.0 when nothing could be sampled.
+    Reads at most ~4 MiB."""
+    plain = [s for s in sources if s.layout != "fr_dump" and not s.rel.lower().endswith(_COMPRESSED)]
+    sample = sorted(plain, key=lambda s: (-source_bytes(s), s.rel))[:_SAMPLE_FILES]
+    coll = total = 0
+    for s in sample:
+        try:
+            with open(s.path, "rb") as f:
+                head = f.read(_SAMPLE_HEAD_BYTES)
+        except OSError:
+            continue
+        lines = head.split(b"\n")
+        if len(head) == _SAMPLE_HEAD_BYTES and len(lines) > 1:
+            lines.pop()  # a line cut by the sample's end
+        for line in lines:
+            total += len(line) + 1
+            if b" NCCL INFO " in line and b": opCount " in line:
+                coll += len(line) + 1
+    return coll / total if total else 0.0
+
+
+def diagnosis_streams(root: str | os.PathLike[str]) -> bool:
+    """Whether ``rankscope diagnose`` streams the folder ``root`` by default: above
+    :data:`STREAMING_THRESHOLD_BYTES` of input, or when its bytes other than NCCL COLL lines (its size times
+    one minus :func:`coll_share`) are more than :data:`DIAGNOSE_OTHER_BYTES`. A COLL-heavy job is read whole
+    below 2 GiB: with its COLL lines cut while reading, that holds ~1x its input and is faster than batches
+    (256 ranks, 1.0 GB, 95 % COLL bytes: 8.0 s at 0.9 GB against 10.3 s at 0.27 GB streamed, 2 cores)."""
+    size = input_bytes(root)
+    if size > STREAMING_THRESHOLD_BYTES:
+        return True
+    if size <= DIAGNOSE_OTHER_BYTES:
+        return False
+    try:
+        sources, _w = discover(Path(root))
+    except DiscoveryError:
+        return False  # the whole path says what is wrong
+    return size * (1.0 - coll_share(sources)) > DIAGNOSE_OTHER_BYTES
+
+
 def _units(sources: list[Source]) -> dict[str, list[Source]]:
     """Files by first directory level (a node's tree with its launcher log); top-level files join the only
     directory unit that holds text logs (not only Flight Recorder dumps) when there is one, else form their
@@ -429,8 +482,21 @@ def stream_ingest(
     sink: _Sink | None = None
     try:
         sink = _Sink(out_parquet, partition_by, row_group_rows)
+        # no table written: a batch builds only the rows its reduction keeps (NCCL COLL lines cut while read)
+        cut = keep_last if sink.want == "none" else None
         jobs = [
-            BatchJob(b, single, tz, keep_last, tmp, base, sink.want, text=text, row_group_rows=row_group_rows)
+            BatchJob(
+                b,
+                single,
+                tz,
+                keep_last,
+                tmp,
+                base,
+                sink.want,
+                keep_coll=cut,
+                text=text,
+                row_group_rows=row_group_rows,
+            )
             for b in batches
         ]
         n = batch_workers(workers, batch_bytes)
@@ -549,12 +615,15 @@ def reduced_from_parquet(
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
+    "DIAGNOSE_OTHER_BYTES",
     "KEEP_LAST",
     "ROUTINE_KINDS",
     "STREAMING_THRESHOLD_BYTES",
     "TABLE_STREAMING_THRESHOLD_BYTES",
     "Batch",
+    "coll_share",
     "context_bounded",
+    "diagnosis_streams",
     "input_bytes",
     "plan",
     "plan_batches",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -643,3 +644,63 @@ def test_streamed_table_is_the_whole_ingest_row_for_row(tmp_path: Path) -> None:
         assert s["batches"] > 2
         written = pl.read_parquet(out)
         assert written.equals(whole.select(written.columns)), root.name
+
+
+def test_diagnose_streams_an_application_heavy_job_not_a_coll_heavy_one(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``diagnosis_streams``: the COLL share is read from the files' heads (the generator's COLL job: COLL lines
+    counted here with the generator's own line shape; its application job: none), and a job streams by default
+    when its bytes other than COLL lines pass ``DIAGNOSE_OTHER_BYTES``; ``full_table`` callers (``plot``) keep
+    the 2 GiB rule. The streamed verdict is the whole path's, event ids included."""
+    from generate import generate_app
+
+    from correlator import streaming
+    from correlator.api import diagnose_path, want_streaming
+    from correlator.discover import discover
+
+    coll_root, _info = gen
+    app_root = tmp_path / "app"
+    generate_app(app_root, ranks=12, lines=400, seed=5)
+    heads = [f.read_bytes()[: 256 * 1024] for f in coll_root.rglob("*") if f.is_file()]
+    lines = [ln for h in heads for ln in h.split(b"\n")[:-1]]
+    coll = re.compile(rb"^[^ ]+ \[[0-9]+\] NCCL INFO [A-Za-z]+: opCount [0-9a-f]+ ")
+    want = sum(len(ln) + 1 for ln in lines if coll.match(ln)) / sum(len(ln) + 1 for ln in lines)
+    assert want > 0.8
+    # the sample reads the 16 largest files: the ranks' logs, without the launcher logs' lines
+    assert want <= streaming.coll_share(discover(coll_root)[0]) < want + 0.05
+    assert streaming.coll_share(discover(app_root)[0]) == 0.0
+    sizes = {r: sum(f.stat().st_size for f in r.rglob("*") if f.is_file()) for r in (coll_root, app_root)}
+    assert not want_streaming(app_root, None)  # below DIAGNOSE_OTHER_BYTES: read whole
+    limit = min(sizes.values()) // 2  # both jobs pass it; only the app job's other bytes do
+    assert sizes[coll_root] * (1 - want) < limit
+    monkeypatch.setattr(streaming, "DIAGNOSE_OTHER_BYTES", limit)
+    assert want_streaming(app_root, None) and not want_streaming(coll_root, None)
+    assert not want_streaming(app_root, None, full_table=True)
+    assert not want_streaming(app_root, False) and want_streaming(coll_root, True)
+    monkeypatch.setattr(streaming, "DEFAULT_BATCH_BYTES", sizes[app_root] // 4)
+    streamed = json.loads(to_json(diagnose_path(app_root).diagnosis))
+    whole = json.loads(to_json(diagnose_path(app_root, streaming=False).diagnosis))
+    assert streamed == whole
+    assert streamed["initiating_ranks"] and streamed["evidence"][0]["event_id"] is not None
+
+
+def test_streaming_without_a_table_cuts_coll_lines_in_each_batch(
+    gen: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    """No table written (``out_parquet`` None): each batch cuts the NCCL COLL lines diagnosis does not read
+    while reading (``keep_coll``), and the reduced rows are the same as when the batch parses every line."""
+    root, _info = gen
+    bb = _node_bytes(root)
+    cut, s_cut = stream_ingest(root, None, batch_bytes=bb, workers=1)
+    full, s_full = stream_ingest(root, tmp_path / "t.parquet", batch_bytes=bb, workers=1)
+    assert s_cut["batches"] == s_full["batches"] > 1
+    assert s_cut["lines_read"] == s_full["lines_read"]
+    kinds_cut, kinds_full = s_cut["rows_by_kind"], s_full["rows_by_kind"]
+    assert isinstance(kinds_cut, dict) and isinstance(kinds_full, dict)
+    assert 0 < kinds_cut["nccl_coll"] < kinds_full["nccl_coll"] / 10  # the COLL rows, cut
+    assert {k: v for k, v in kinds_cut.items() if k != "nccl_coll"} == {
+        k: v for k, v in kinds_full.items() if k != "nccl_coll"
+    }
+    assert _verdict(cut) == _verdict(full)
+    assert reduce_for_diagnosis(cut).equals(reduce_for_diagnosis(full))

@@ -78,8 +78,8 @@ StreamingOpt = Annotated[
     bool | None,
     typer.Option(
         "--streaming/--no-streaming",
-        help="Ingest node by node in bounded "
-        "memory (~1.3 GiB) keeping only what diagnosis needs. Default: on above 2 GiB of logs.",
+        help="Ingest node by node in bounded memory (~1.3 GiB) keeping only what diagnosis needs. Default: on "
+        "above 2 GiB of logs, or above 64 MiB of lines other than NCCL COLL lines (a sample says which).",
     ),
 ]
 FrOpt = Annotated[
