@@ -241,7 +241,7 @@ def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str
         {
             "diagnose_dir_ref": [
                 str(REF / ".venv" / "bin" / "python"),
-                *["-m", "correlator", "diagnose", root, "--format", "json", "-q", "--no-streaming"],
+                *["-m", "correlator", "diagnose", root, "--format", "json", "-q"],
             ],
             "timeline_ref": [
                 str(REF / ".venv" / "bin" / "python"),
@@ -260,17 +260,8 @@ def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str
             "grep": ["env", "LC_ALL=C", "grep", "-rhoE", GREP_FIELD[workload], root],
             "pyloop": [py, str(HERE / "bench.py"), "--_pyloop", root],
             "timeline": [py, "-m", "correlator", "timeline", root, "-o", tl, "-q"],
-            "diagnose_dir": [
-                py,
-                "-m",
-                "correlator",
-                "diagnose",
-                root,
-                "--format",
-                "json",
-                "-q",
-                "--no-streaming",
-            ],
+            # as a user runs it: streamed or read whole as ``diagnose`` decides (correlator.api.want_streaming)
+            "diagnose_dir": [py, "-m", "correlator", "diagnose", root, "--format", "json", "-q"],
             "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
             "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
             "ingest": [py, str(HERE / "bench.py"), "--_ingest", root],

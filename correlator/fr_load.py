@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from correlator import limits
 from correlator.schema import Kind
 from parsers import flight_recorder as frp
 
@@ -73,8 +74,16 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
             found.append((p, rel))
     dumps: list[frp.Dump] = []
     made: list[list[dict[str, Any]]] = []  # each dump's rows, made inside the guard
+    top = limits.current().max_world
     for p, rel in found:
         res.paths.add(p)
+        named = frp.rank_from_name(p.name)
+        if named is not None and named >= top:  # a rank no job has: not read, said
+            res.warnings.append(
+                f"{rel}: the rank in the file name is {named if named < 10**12 else 'a number of ' + str(len(str(named))) + ' digits'}, "
+                f"not below RANKSCOPE_MAX_WORLD ({top}); not read as a Flight Recorder dump"
+            )
+            continue
         try:
             d = frp.read(p, rel)
             d_rows = frp.rows(d)

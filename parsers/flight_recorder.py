@@ -452,14 +452,16 @@ class Entry:
         return self.p2p_seq_id if self.is_p2p else self.collective_seq_id
 
     @property
-    def numel(self) -> int:
+    def numel(self) -> int | None:
+        """Elements of the inputs (the product of each input's sizes, summed); None past a signed 64-bit
+        integer (the event table's ``numel``): no real tensor holds 2**63 elements."""
         total = 0
         for s in self.input_sizes:
             n = 1
             for d in s:
                 n *= d
             total += n
-        return total
+        return total if -(2**63) <= total < 2**63 else None
 
     @property
     def shape(self) -> str:
@@ -652,6 +654,12 @@ def rows(d: Dump) -> list[dict[str, Any]]:
     process group."""
     out: list[dict[str, Any]] = []
     world = len(d.pg_ranks.get("0") or d.pg_ranks.get("") or []) or None
+    huge = [e.index for e in d.entries if e.numel is None]
+    if huge:
+        d.warnings.append(
+            f"{d.rel}: {len(huge)} entr{'y' if len(huge) == 1 else 'ies'} (the first: entry {huge[0]}) with input "
+            "sizes of 2**63 elements or more; their numel left empty"
+        )
     for e in d.entries:
         where = e.user_frame()
         seq_txt = f"{'p2p ' if e.is_p2p else ''}seq {e.seq}"

@@ -183,6 +183,38 @@ def test_non_finite_duration_skips_that_entry_only(tmp_path: Path, duration: flo
     assert fr_rows["record_id"].to_list() == [1] and fr_rows["elapsed_ms"].to_list() == [2]
 
 
+def test_input_sizes_past_int64_leave_numel_empty_with_a_warning(tmp_path: Path) -> None:
+    """Two sizes of 2**40 make 2**80 elements: the row keeps its entry with ``numel`` null and says so (it
+    used to stop the whole run with polars' i128 overflow)."""
+    obj = json.loads(_json_dump(1.0))
+    obj["entries"][1]["input_sizes"] = [[2**40, 2**40]]
+    (tmp_path / "fr_rank_1.json").write_text(json.dumps(obj))
+    (tmp_path / "rank0.log").write_text(GOOD_LOG)
+    res = correlator.ingest(tmp_path)
+    fr_rows = res.table.filter(pl.col("kind") == "fr_collective").sort("record_id")
+    assert fr_rows["record_id"].to_list() == [0, 1]
+    assert fr_rows["numel"].to_list() == [12, None]
+    assert [w for w in res.warnings if w.startswith("fr_rank_1.json: 1 entry (the first: entry 1)")], (
+        res.warnings
+    )
+
+
+def test_a_dump_named_for_a_rank_past_any_world_is_a_warning(tmp_path: Path) -> None:
+    """A 40-digit rank in a dump's name (no rank column holds it): the dump is not read, a warning names it,
+    and the other dump and the log are read."""
+    big = "1234567890123456789012345678901234567890"
+    (tmp_path / f"fr_rank_{big}.json").write_bytes(_json_dump(1.0))
+    (tmp_path / "fr_rank_2.json").write_bytes(_json_dump(1.0))
+    (tmp_path / "rank0.log").write_text(GOOD_LOG)
+    res = correlator.ingest(tmp_path)
+    assert res.table.filter(pl.col("kind") == "fr_collective")["rank"].unique().to_list() == [2]
+    assert [
+        w
+        for w in res.warnings
+        if w.startswith(f"fr_rank_{big}.json: the rank in the file name is a number of 40 digits")
+    ]
+
+
 def test_shared_references_past_the_work_allowed_refuse_the_dump(tmp_path: Path) -> None:
     # 20,000 references (through the memo) to one entry with a 4,000-character name: a 90 KB file that
     # stands for 80 MB of text; read, it would make 20,000 rows of 8 KB each.
