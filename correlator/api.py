@@ -107,7 +107,7 @@ def load_path(
         res = _load_path(
             p, tz=tz, redact=redact, fr=fr, progress=progress, keep_coll=keep_coll, stacks=stacks
         )
-    res.warnings[:0] = notes
+    res.warnings[:] = notes + archive.without_recut(res.warnings, notes)
     return res
 
 
@@ -536,6 +536,7 @@ def _diagnose_path(
         got = _read_streaming(p, redact, tz, progress, text)
     else:
         got = _read_logs(p, redact, tz, fr, progress, full_table, stacks)
+    got.warnings[:] = archive.without_recut(got.warnings, notes)
     if on_warnings is not None:
         on_warnings(got.warnings)
     table, skipped, warnings = got.table, got.skipped, got.warnings

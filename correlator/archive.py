@@ -25,6 +25,7 @@ import contextlib
 import datetime
 import lzma
 import os
+import re
 import shutil
 import stat
 import sys
@@ -169,6 +170,20 @@ def _copy_capped(
         out.writelines(kept.nl * min(_CHUNK, pad - at) for at in range(0, pad, _CHUNK))
         out.write(ends.tail)
     return total, ends, pad
+
+
+_CUT_NOTE = re.compile(r"^(?P<what>.+?): [0-9]+ bytes, past the file size cap \(")
+
+
+def without_recut(warnings: list[str], notes: list[str]) -> list[str]:
+    """``warnings`` (of a read of what :func:`opened` gave) without the size-cap warning of each member (or
+    standard input) that ``notes`` already says was copied past the cap: the copy keeps the member's head,
+    tail and line numbers, so the reader finds it past the cap too, and its warning would repeat the note
+    with the copy's sizes instead of the member's."""
+    cut = {m["what"] for n in notes if (m := _CUT_NOTE.match(n))}
+    if not cut:
+        return warnings
+    return [w for w in warnings if not ((m := _CUT_NOTE.match(w)) and m["what"] in cut)]
 
 
 def _cut_note(what: str, total: int, ends: _Ends, pad: int, cap: int) -> str:

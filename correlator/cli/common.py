@@ -46,6 +46,7 @@ def input_path(ctx: Any, value: Path) -> Path:
 
     notes: list[str] = []
     path: Path = ctx.with_resource(opened(value, notes))
+    _NOTES.extend(notes)  # print_warnings leaves out what they already say
     if not {"-q", "--quiet"} & set(sys.argv[1:]):
         for w in notes[:20]:
             err.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
@@ -157,7 +158,18 @@ def progress(quiet: bool) -> Iterator[api.Progress | None]:
         yield update
 
 
+#: What :func:`input_path` printed of the archive or standard input it opened (one command per process).
+_NOTES: list[str] = []
+
+
 def print_warnings(warnings: list[str], quiet: bool) -> None:
+    """``warnings`` on stderr (the first 20, then a count), unless ``quiet``; a size-cap warning of an archive
+    member that :func:`input_path` already printed is left out
+    (:func:`correlator.archive.without_recut`)."""
+    if _NOTES:
+        from correlator.archive import without_recut
+
+        warnings = without_recut(warnings, _NOTES)
     if not quiet:
         for w in warnings[:20]:
             err.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
