@@ -159,7 +159,8 @@ def coll_share(sources: list[Source]) -> float:
 def diagnosis_streams(root: str | os.PathLike[str]) -> bool:
     """Whether ``rankscope diagnose`` streams the folder ``root`` by default: above
     :data:`STREAMING_THRESHOLD_BYTES` of input, or when its bytes other than NCCL COLL lines (its size times
-    one minus :func:`coll_share`) are more than :data:`DIAGNOSE_OTHER_BYTES`. A COLL-heavy job is read whole
+    one minus :func:`coll_share`) are more than :data:`DIAGNOSE_OTHER_BYTES` in more than one batch
+    (:func:`plan`). A COLL-heavy job is read whole
     below 2 GiB: with its COLL lines cut while reading, that holds ~1x its input and is faster than batches
     (256 ranks, 1.0 GB, 95 % COLL bytes: 8.0 s at 0.9 GB against 10.3 s at 0.27 GB streamed, 2 cores)."""
     size = input_bytes(root)
@@ -171,7 +172,11 @@ def diagnosis_streams(root: str | os.PathLike[str]) -> bool:
         sources, _w = discover(Path(root))
     except DiscoveryError:
         return False  # the whole path says what is wrong
-    return size * (1.0 - coll_share(sources)) > DIAGNOSE_OTHER_BYTES
+    # more than one batch: a job of one large file (a node's tee'd console) is one batch either way
+    return (
+        size * (1.0 - coll_share(sources)) > DIAGNOSE_OTHER_BYTES
+        and len(plan(sources, DEFAULT_BATCH_BYTES)) > 1
+    )
 
 
 def _units(sources: list[Source]) -> dict[str, list[Source]]:

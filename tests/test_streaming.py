@@ -675,10 +675,15 @@ def test_diagnose_streams_an_application_heavy_job_not_a_coll_heavy_one(
     limit = min(sizes.values()) // 2  # both jobs pass it; only the app job's other bytes do
     assert sizes[coll_root] * (1 - want) < limit
     monkeypatch.setattr(streaming, "DIAGNOSE_OTHER_BYTES", limit)
+    assert not want_streaming(app_root, None)  # one batch of 32 MiB: nothing to stream
+    monkeypatch.setattr(streaming, "DEFAULT_BATCH_BYTES", sizes[app_root] // 4)
     assert want_streaming(app_root, None) and not want_streaming(coll_root, None)
     assert not want_streaming(app_root, None, full_table=True)
     assert not want_streaming(app_root, False) and want_streaming(coll_root, True)
-    monkeypatch.setattr(streaming, "DEFAULT_BATCH_BYTES", sizes[app_root] // 4)
+    one = tmp_path / "one" / "node-0"  # the same lines in one file (a console): one batch whatever its size
+    one.mkdir(parents=True)
+    (one / "console.log").write_bytes(b"".join(f.read_bytes() for f in sorted(app_root.rglob("*.log"))))
+    assert not want_streaming(one.parent, None)
     streamed = json.loads(to_json(diagnose_path(app_root).diagnosis))
     whole = json.loads(to_json(diagnose_path(app_root, streaming=False).diagnosis))
     assert streamed == whole
