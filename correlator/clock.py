@@ -93,7 +93,7 @@ def attempt_times(table: pl.DataFrame) -> pl.Series:
 
 
 #: The columns :func:`shown_times` reads (the clock estimate's and the file order's).
-_TIME_COLUMNS = ["event_id", "path", "line", "ts", "host", "attempt", "kind", "pg", "seq", "duplicate"]
+TIME_COLUMNS = ["event_id", "path", "line", "ts", "host", "attempt", "kind", "pg", "seq", "duplicate"]
 
 
 def shown_times(table: pl.DataFrame, paths: list[str] | None = None) -> tuple[pl.DataFrame, str]:
@@ -107,7 +107,7 @@ def shown_times(table: pl.DataFrame, paths: list[str] | None = None) -> tuple[pl
     fewer than two distinct stamps (then no row has a time worth stating and ``tc`` is all null).
     ``paths``: return the rows of these files only (the offsets and the time base still come from all rows).
     """
-    t = table.select(_TIME_COLUMNS).filter(~pl.col("duplicate") & (pl.col("kind") != Kind.BLANK))
+    t = table.select(TIME_COLUMNS).filter(~pl.col("duplicate") & (pl.col("kind") != Kind.BLANK))
     own = attempt_times(t)
     out = t.select("event_id", "path", "line").with_columns(
         own.alias("__own"), pl.int_range(pl.len()).alias("__i")

@@ -62,6 +62,7 @@ class Job:
     _result: PathDiagnosis | None = field(default=None, repr=False)
     _graph: nx.DiGraph | None = field(default=None, repr=False)
     _read: IngestResult | None = field(default=None, repr=False)
+    _ranks: list[int] | None = field(default=None, repr=False)
 
     @property
     def mode(self) -> Mode:
@@ -160,12 +161,20 @@ class Job:
         """The job's events (:meth:`read`) on the ranks ``rank``, of the kinds ``kind`` (kind names or the
         words of :data:`correlator.schema.KIND_ALIASES`), only faults (``faults``), in the time the report
         states, then file order: :func:`correlator.tables.select_events`. An unknown kind raises
-        :class:`~correlator.errors.InputError` before anything is read."""
-        from correlator.tables import event_kinds, select_events
+        :class:`~correlator.errors.InputError` before anything is read. A large folder of logs is streamed
+        through a temporary parquet file instead of read whole: :func:`correlator.tables.job_events`."""
+        from correlator.tables import event_kinds, job_events
 
         if kind:
             event_kinds(kind)
-        return select_events(self.read().table, rank, kind, faults)
+        t, self._ranks = job_events(self, rank, kind, faults)
+        return t
+
+    def ranks(self) -> list[int]:
+        """The global ranks the logs name, sorted: those :meth:`events` read, else those of :meth:`read`."""
+        if self._ranks is None:
+            self._ranks = self.read().table["rank"].drop_nulls().unique().sort().to_list()
+        return list(self._ranks)
 
     def write_table(
         self,

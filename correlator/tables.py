@@ -34,6 +34,9 @@ class JobInput(Protocol):
     tz: str | None
     redact: bool
     full_table: bool
+    streaming: bool | None
+    fr: str | os.PathLike[str] | None
+    stacks: str | os.PathLike[str] | None
     progress: Progress | None
     on_warnings: Callable[[list[str]], None] | None
 
@@ -60,7 +63,7 @@ def event_kinds(words: Iterable[str]) -> set[str]:
 
 
 def select_events(
-    table: pl.DataFrame,
+    table: pl.DataFrame | pl.LazyFrame,
     rank: Iterable[int] | None = None,
     kind: Iterable[str] | None = None,
     faults: bool = False,
@@ -68,25 +71,72 @@ def select_events(
     """The events of ``table`` (tee duplicates left out) on the ranks ``rank``, of the kinds ``kind`` (see
     :func:`event_kinds`), only faults (``faults``), in the time the report, plot and trace state (a line
     without a stamp of its own sits at the stamp above it in its file), then file order: an unstamped fault
-    is not pushed to the end."""
-    from correlator.clock import shown_times
+    is not pushed to the end. A ``LazyFrame`` (a scanned ``timeline`` file) is read for the rows selected
+    and, of every row, the columns of the time (:data:`correlator.clock.TIME_COLUMNS`) only."""
+    from correlator.clock import TIME_COLUMNS, shown_times
     from correlator.schema import FAULT_KINDS
 
     ranks, words = list(rank or []), list(kind or [])
     kinds = event_kinds(words) if words else set()
-    t = table.filter(~pl.col("duplicate"))
+    t = table.lazy().filter(~pl.col("duplicate"))
     if ranks:
         t = t.filter(pl.col("rank").is_in(ranks))
     if words:
         t = t.filter(pl.col("kind").is_in(sorted(kinds)))
     if faults:
         t = t.filter(pl.col("kind").is_in(list(FAULT_KINDS)))
-    shown, _ = shown_times(table)
+    if isinstance(table, pl.DataFrame):
+        shown, _ = shown_times(table)
+    else:  # the time columns of every row, their repeated strings held once
+        text = [c for c in ("path", "host", "pg") if table.collect_schema()[c] == pl.String]
+        shown, _ = shown_times(
+            table.select(TIME_COLUMNS).with_columns(pl.col(text).cast(pl.Categorical)).collect()
+        )
     return (
-        t.join(shown.select("event_id", pl.col("tc").alias("__shown")), on="event_id", how="left")
+        t.collect()
+        .join(shown.select("event_id", pl.col("tc").alias("__shown")), on="event_id", how="left")
         .sort("__shown", "path", "line", "event_id", nulls_last=True)
         .drop("__shown")
     )
+
+
+def job_events(
+    job: JobInput,
+    rank: Iterable[int] | None = None,
+    kind: Iterable[str] | None = None,
+    faults: bool = False,
+) -> tuple[pl.DataFrame, list[int]]:
+    """:func:`select_events` of every line of ``job``, and the global ranks its logs name. A folder that
+    ``timeline`` would stream (more than 64 MiB of logs in more than one batch; not with ``redact``, ``fr``
+    or ``stacks``; ``job.streaming`` decides when given) is streamed to a temporary parquet file, whose
+    selected rows and time columns are read back: memory stays that of one batch and of the time columns
+    (the 256-rank application job, 425 MB: 4.5 GiB read whole), the events the same."""
+    p = Path(job.path)
+    stream = (
+        job.streaming
+        if job.streaming is not None
+        else p.is_dir() and _streams_by_default(p) and not _is_table(p)
+    )
+    if not stream or job.redact or job.fr is not None or job.stacks is not None:
+        t = job.read().table
+        return select_events(t, rank, kind, faults), t["rank"].drop_nulls().unique().sort().to_list()
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="rankscope-events-"))
+    try:
+        w = _write_streamed(job, tmp / "events.parquet", None)
+        named = (w.summary or {}).get("ranks")
+        ranks = [int(r) for r in named] if isinstance(named, list) else []
+        return select_events(pl.scan_parquet(w.output), rank, kind, faults), ranks
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _is_table(p: Path) -> bool:
+    from correlator.api import is_parquet_input
+
+    return is_parquet_input(p)
 
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -273,6 +323,7 @@ __all__ = [
     "JobInput",
     "TableWritten",
     "event_kinds",
+    "job_events",
     "select_events",
     "table_format",
     "write_job_table",

@@ -709,3 +709,49 @@ def test_streaming_without_a_table_cuts_coll_lines_in_each_batch(
     }
     assert _verdict(cut) == _verdict(full)
     assert reduce_for_diagnosis(cut).equals(reduce_for_diagnosis(full))
+
+
+def test_events_of_a_large_job_are_streamed_and_the_same(
+    gen: tuple[Path, dict[str, object]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``rankscope events`` of a job that ``timeline`` streams goes through a streamed parquet file (it read
+    every line whole: 4.5 GiB for the 425 MB application job) and prints the same events, and names the
+    job's ranks when none match; the temporary file is gone afterwards."""
+    import tempfile
+
+    from correlator import streaming
+    from tests.conftest import run_cli
+
+    root, _info = gen
+    args = [
+        ["events", str(root), "-f", "json", "--limit", "0", "-q"],
+        ["events", str(root), "--faults", "-f", "json", "-q"],
+        ["events", str(root), "--rank", "999"],
+    ]
+    whole = [run_cli(a, monkeypatch, capsys) for a in args]
+    total = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    monkeypatch.setattr(streaming, "TABLE_STREAMING_THRESHOLD_BYTES", total - 1)
+    monkeypatch.setattr(streaming, "DEFAULT_BATCH_BYTES", _node_bytes(root))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    spied: list[int] = []
+    real = streaming.stream_ingest
+
+    def spy(*a: Any, **k: Any) -> Any:
+        got = real(*a, **k)
+        spied.append(int(got[1]["batches"]))  # type: ignore[call-overload]
+        return got
+
+    monkeypatch.setattr(streaming, "stream_ingest", spy)
+    streamed = [run_cli(a, monkeypatch, capsys) for a in args]
+    assert spied == [3, 3, 3]  # one batch a node, each time
+    for (c1, o1, _e1), (c2, o2, _e2) in zip(whole[:2], streamed[:2], strict=True):
+        assert c1 == c2 == 0 and o1 == o2 and o1.count("\n") > 10
+    assert "0 events match (ranks in these logs: 0-23)" in whole[2][2]
+    assert "0 events match (ranks in these logs: 0-23)" in streamed[2][2]
+    assert list(tmp.iterdir()) == []

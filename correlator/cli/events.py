@@ -81,7 +81,7 @@ def events(
         t = t.head(limit)
     if not quiet:
         if total == 0:
-            have = job.read().table["rank"].drop_nulls().unique().sort().to_list()
+            have = job.ranks()
             hint = f" (ranks in these logs: {ranges(have)})" if rank and have else ""
             err.print(f"0 events match{hint}", highlight=False)
         elif total > t.height:
