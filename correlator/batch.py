@@ -163,8 +163,9 @@ class Hooks:
 class BatchResult:
     """What one batch gives back: the table part (as ``want`` asked), the reduced rows, and its summary
     (counts and sets the caller sums over batches). ``event_id`` counts from 0 in each part, below
-    ``id_span`` (the ids the batch's ingest gave, context rows other batches keep included: the caller moves
-    the next batch's ids past them, so ids stay unique when context rows are dropped). ``sources``:
+    ``id_span`` (the ids the batch's ingest gave, less those of the context rows other batches keep: the
+    kept rows' ids move down past them, and the caller moves the next batch's ids past ``id_span``, so
+    batches in path order number their rows as one ingest of the job does). ``sources``:
     the files ingest found (for a ``whole`` job: the input's); ``coll_lines_dropped``: the NCCL COLL lines
     ``keep_coll`` cut."""
 
@@ -305,8 +306,16 @@ def ingest_batch(job: BatchJob, hooks: Hooks | None = None) -> BatchResult:
     span = int(t["event_id"].max()) + 1 if t.height else 0  # type: ignore[arg-type]
     if ctx:
         drop = pl.col("path").is_in(list(ctx)) & ~_keeps(batch)
-        lines_read -= int(t.filter(drop)["line_count"].sum() or 0)
+        gone = t.filter(drop)
+        lines_read -= int(gone["line_count"].sum() or 0)
         t = t.filter(~drop)
+        if gone.height:
+            # each kept row's id moves down by the rows left to other batches before it (ids rise in path order),
+            # so batches taken in path order give the ids of one ingest of the job
+            t = t.with_columns(
+                pl.col("event_id") - gone["event_id"].search_sorted(t["event_id"]).cast(pl.Int64)
+            )
+            span -= gone.height
     if ctx and not batch.keeps_rest:  # the warnings and skipped lines of context files: the keeper's
         warnings, n, by_reason = _context_warnings(warnings, ctx, by_reason)
         lines_read -= n

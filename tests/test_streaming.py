@@ -626,7 +626,9 @@ def test_streamed_table_is_the_whole_ingest_row_for_row(tmp_path: Path) -> None:
     torchrun layout of 12 local ranks split into batches (``attempt_0/10/`` sorts before ``attempt_0/2/``; the
     folders' local ranks sort the other way) and two node folders whose names differ by a suffix
     (``node-1-b/`` sorts before ``node-1/``). Before, a streamed ``timeline`` gave rank 2's lines the ids a
-    ``diagnose`` of the same job gave rank 10's."""
+    ``diagnose`` of the same job gave rank 10's. (A node's launcher log whose rows several batches keep, and
+    the folders of one local rank in several attempts, which one batch takes together, stay out of path
+    order: their rows are the same, in another order.)"""
     from generate import generate_app
 
     app = tmp_path / "app"
@@ -637,13 +639,19 @@ def test_streamed_table_is_the_whole_ingest_row_for_row(tmp_path: Path) -> None:
         (nodes / name / f"rank{rank}.log").write_text(
             "".join(f"2026-11-29 22:00:{i:02d},000 - INFO - rank={rank} step={i}\n" for i in range(40))
         )
-    for root in (app, nodes):
+    from correlator.discover import discover
+
+    # 200 kB: the ranks' small stderr files ride along with every batch as context, each kept by the batch of
+    # its folder (their ids were given in every batch: the kept rows' ids now move down past the others')
+    assert not any(b.context for b in plan(discover(app)[0], 20_000))
+    assert all(b.context for b in plan(discover(app)[0], 200_000))
+    for root, bb in ((app, 20_000), (app, 200_000), (nodes, 1)):
         whole = ingest(root).table
-        out = tmp_path / f"{root.name}.parquet"
-        _red, s = stream_ingest(root, out, batch_bytes=1 if root is nodes else 20_000, workers=1)
-        assert s["batches"] > 2
+        out = tmp_path / f"{root.name}-{bb}.parquet"
+        _red, s = stream_ingest(root, out, batch_bytes=bb, workers=1)
+        assert s["batches"] >= 2
         written = pl.read_parquet(out)
-        assert written.equals(whole.select(written.columns)), root.name
+        assert written.equals(whole.select(written.columns)), (root.name, bb)
 
 
 def test_diagnose_streams_an_application_heavy_job_not_a_coll_heavy_one(
