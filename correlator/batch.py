@@ -165,7 +165,8 @@ class BatchResult:
     (counts and sets the caller sums over batches). ``event_id`` counts from 0 in each part, below
     ``id_span`` (the ids the batch's ingest gave, less those of the context rows other batches keep: the
     kept rows' ids move down past them, and the caller moves the next batch's ids past ``id_span``, so
-    batches in path order number their rows as one ingest of the job does). ``sources``:
+    batches in path order number their rows as one ingest of the job does; with ``keep_coll``, but for the
+    ids of COLL lines cut among the rows left to other batches). ``sources``:
     the files ingest found (for a ``whole`` job: the input's); ``coll_lines_dropped``: the NCCL COLL lines
     ``keep_coll`` cut."""
 
