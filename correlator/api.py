@@ -372,8 +372,8 @@ def diagnose_path(
     parquet files only (a hive-partitioned dataset). ``fr``: a folder of Flight Recorder dumps kept apart
     (forces the in-memory ingest). ``streaming``: ingest node by node in bounded memory; ``None`` streams
     above 2 GiB of logs, or above 64 MiB of lines other than NCCL COLL lines unless ``full_table``
-    (:func:`correlator.streaming.diagnosis_streams`). ``attempt``: the torchelastic attempt (counted from 0) to diagnose; ``None`` the
-    first failed one. ``redact``: pseudonymize hosts, IPs, users and secrets in the table, the verdict and
+    (:func:`correlator.streaming.diagnosis_streams`). ``attempt``: the torchelastic attempt (counted from
+    0) to diagnose; ``None`` the first failed one. ``redact``: pseudonymize hosts, IPs, users and secrets in the table, the verdict and
     the skipped paths. ``tz``: IANA zone of stamps that carry none (default UTC). ``signatures``: extra
     signature TOML files. ``require_lines``: raise when no distributed-training line was recognised.
     ``progress``: see :data:`Progress`. ``on_warnings`` gets the ingest warnings as soon as they are known.

@@ -79,9 +79,10 @@ def collect(found: list[tuple[Path, str]], extra: str | os.PathLike[str] | None 
         res.paths.add(p)
         named = frp.rank_from_name(p.name)
         if named is not None and named >= top:  # a rank no job has: not read, said
+            told = str(named) if named < 10**12 else f"a number of {len(str(named))} digits"
             res.warnings.append(
-                f"{rel}: the rank in the file name is {named if named < 10**12 else 'a number of ' + str(len(str(named))) + ' digits'}, "
-                f"not below RANKSCOPE_MAX_WORLD ({top}); not read as a Flight Recorder dump"
+                f"{rel}: the rank in the file name is {told}, not below RANKSCOPE_MAX_WORLD ({top}); "
+                "not read as a Flight Recorder dump"
             )
             continue
         try:

@@ -160,9 +160,9 @@ def diagnosis_streams(root: str | os.PathLike[str]) -> bool:
     """Whether ``rankscope diagnose`` streams the folder ``root`` by default: above
     :data:`STREAMING_THRESHOLD_BYTES` of input, or when its bytes other than NCCL COLL lines (its size times
     one minus :func:`coll_share`) are more than :data:`DIAGNOSE_OTHER_BYTES` in more than one batch
-    (:func:`plan`). A COLL-heavy job is read whole
-    below 2 GiB: with its COLL lines cut while reading, that holds ~1x its input and is faster than batches
-    (256 ranks, 1.0 GB, 95 % COLL bytes: 8.0 s at 0.9 GB against 10.3 s at 0.27 GB streamed, 2 cores)."""
+    (:func:`plan`). A COLL-heavy job is read whole below 2 GiB: with its COLL lines cut while reading, that
+    holds ~1x its input and is faster than batches (256 ranks, 1.0 GB, 95 % COLL bytes: 8.0 s at 0.9 GB
+    against 10.3 s at 0.27 GB streamed, 2 cores)."""
     size = input_bytes(root)
     if size > STREAMING_THRESHOLD_BYTES:
         return True
@@ -203,8 +203,9 @@ def _units(sources: list[Source]) -> dict[str, list[Source]]:
 
 
 def _folder(s: Source) -> str:
-    """The group a per-rank file is chunked with: every torchrun folder of one local rank (all attempts, all
-    runs of the node: the context rows of that local rank are kept by one chunk), else its folder."""
+    """The group a per-rank file is chunked with where a split unit has context files: every torchrun folder
+    of one local rank (all attempts, all runs of the node: the context rows of that local rank are kept by
+    one chunk), else its folder. Without context files, each folder is a group (:func:`_split_unit`)."""
     if s.layout == "torchrun_rank" and s.local_rank is not None:
         return f"\0local_rank={s.local_rank:09d}"
     return str(Path(s.rel).parent)
@@ -233,8 +234,8 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
         bulk += [s for s in ctx if s not in keep]
         ctx = keep
     folders: dict[str, list[Source]] = {}
-    for s in bulk:
-        folders.setdefault(_folder(s), []).append(s)
+    for s in bulk:  # with no context rows to share out, each folder is a group of its own (path order)
+        folders.setdefault(_folder(s) if ctx else str(Path(s.rel).parent), []).append(s)
     room = max(1, batch_bytes - sum(source_bytes(s) for s in ctx))
     chunks: list[list[Source]] = []
     cur: list[Source] = []

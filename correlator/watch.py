@@ -258,9 +258,10 @@ class Watcher(TailReader, AlertRules, PrometheusWriter):
 def full_verdict(
     root: str | os.PathLike[str], tz: str | None = None
 ) -> tuple[Diagnosis, pl.DataFrame, list[dict[str, object]]]:
-    """The verdict on the files as they are now: ``ingest`` (or the streaming ingest, as ``diagnose`` decides) + diagnose,
-    the same steps as ``rankscope diagnose`` (:func:`correlator.api.diagnose_path`; the built-in signatures
-    attached), and the ``skipped`` list (path, bytes, lines, reason) that ``diagnose --format json`` prints.
+    """The verdict on the files as they are now: ``ingest`` (or the streaming ingest, as ``diagnose``
+    decides) + diagnose, the same steps as ``rankscope diagnose`` (:func:`correlator.api.diagnose_path`; the
+    built-in signatures attached), and the ``skipped`` list (path, bytes, lines, reason) that ``diagnose
+    --format json`` prints.
     Raises DiscoveryError, or :class:`correlator.api.InputError` for a bad ``tz``."""
     from correlator.api import diagnose_path
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -627,8 +628,8 @@ def test_streamed_table_is_the_whole_ingest_row_for_row(tmp_path: Path) -> None:
     folders' local ranks sort the other way) and two node folders whose names differ by a suffix
     (``node-1-b/`` sorts before ``node-1/``). Before, a streamed ``timeline`` gave rank 2's lines the ids a
     ``diagnose`` of the same job gave rank 10's. (A node's launcher log whose rows several batches keep, and
-    the folders of one local rank in several attempts, which one batch takes together, stay out of path
-    order: their rows are the same, in another order.)"""
+    the folders of one local rank in several attempts, which one batch takes together where context rows
+    are shared out by local rank, stay out of path order: their rows are the same, in another order.)"""
     from generate import generate_app
 
     app = tmp_path / "app"
@@ -645,7 +646,11 @@ def test_streamed_table_is_the_whole_ingest_row_for_row(tmp_path: Path) -> None:
     # its folder (their ids were given in every batch: the kept rows' ids now move down past the others')
     assert not any(b.context for b in plan(discover(app)[0], 20_000))
     assert all(b.context for b in plan(discover(app)[0], 200_000))
-    for root, bb in ((app, 20_000), (app, 200_000), (nodes, 1)):
+    multi = tmp_path / "multi" / "run1"  # two attempts: without context files, each folder a group of its own
+    for a in (0, 1):
+        shutil.copytree(app / "attempt_0", multi / f"attempt_{a}")
+    assert not any(b.context for b in plan(discover(multi.parent)[0], 20_000))
+    for root, bb in ((app, 20_000), (app, 200_000), (nodes, 1), (multi.parent, 20_000)):
         whole = ingest(root).table
         out = tmp_path / f"{root.name}-{bb}.parquet"
         _red, s = stream_ingest(root, out, batch_bytes=bb, workers=1)
