@@ -64,7 +64,18 @@ _COLL_RE = re.compile(
     r"count (?P<count>\d+) datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<n>\d+)\]"
 )
 _STEP_RE = re.compile(r"\brank=(?P<rank>\d+) step=(?P<step>\d+)")
-ALL = ["cat", "grep", "pyloop", "peer", "timeline", "diagnose_dir", "diagnose_parquet", "streaming", "ingest"]
+ALL = [
+    "cat",
+    "grep",
+    "pyloop",
+    "peer",
+    "timeline",
+    "diagnose_dir",
+    "diagnose_parquet",
+    "events",
+    "streaming",
+    "ingest",
+]
 #: The peer script (``../shared/peers/`` beside the repository).
 PEER = REPO.parent / "shared" / "peers" / "expert_polars.py"
 #: ``--cores N``: the prefix every command runs under (empty: all cores).
@@ -263,6 +274,8 @@ def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str
             # as a user runs it: streamed or read whole as ``diagnose`` decides (correlator.api.want_streaming)
             "diagnose_dir": [py, "-m", "correlator", "diagnose", root, "--format", "json", "-q"],
             "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
+            # the first faults in the report's time: every row's time, a few rows printed
+            "events": [py, "-m", "correlator", "events", root, "--faults", "--format", "json", "-q"],
             "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
             "ingest": [py, str(HERE / "bench.py"), "--_ingest", root],
         }
