@@ -41,7 +41,7 @@ from correlator import limits
 from correlator.discover import DiscoveryError
 from correlator.errors import InputError
 from correlator.output import copied_from
-from correlator.read import _Ends, _Kept
+from correlator.read import Ends, Kept
 
 __all__ = ["archive_kind", "opened"]
 
@@ -128,9 +128,9 @@ def _member_path(root: Path, name: str) -> Path | None:
 
 def _copy_capped(
     read: Callable[[int], bytes], dest: Path, cap: int, more: Callable[[int], bool] | None = None
-) -> tuple[int, _Ends | None, int]:
+) -> tuple[int, Ends | None, int]:
     """Copy the stream ``read`` to ``dest`` so that :func:`correlator.read.read_lines` sees in it what it would
-    see in the stream itself. Up to ``cap`` bytes, the stream whole. Past it, what :class:`correlator.read._Kept`
+    see in the stream itself. Up to ``cap`` bytes, the stream whole. Past it, what :class:`correlator.read.Kept`
     keeps of a file past the size cap (the whole lines of its first quarter and a window of its last three
     quarters, held in memory as the reader holds them) with, between them, one empty line for each line left
     out (at most ``cap`` of them, the disk a copy takes stays under twice the cap): each line kept has its line
@@ -139,7 +139,7 @@ def _copy_capped(
     there (the archive's ratio cap). Returns the bytes read, the head and tail kept (None when the stream
     fitted) and the empty lines written for the lines left out."""
     total = 0
-    kept: _Kept | None = None
+    kept: Kept | None = None
     with open(dest, "wb") as out:
         while True:
             piece = read(_CHUNK)
@@ -151,7 +151,7 @@ def _copy_capped(
             else:
                 if kept is None:  # past the cap: the bytes so far are the start of what the reader keeps
                     out.flush()
-                    kept = _Kept(cap)
+                    kept = Kept(cap)
                     with open(dest, "rb") as back:
                         while chunk := back.read(_CHUNK):
                             kept.add(chunk)
@@ -161,7 +161,7 @@ def _copy_capped(
     if kept is None:
         return total, None, 0
     ends = kept.result()
-    if not isinstance(ends, _Ends):  # (past the cap, _Kept always cuts)
+    if not isinstance(ends, Ends):  # (past the cap, Kept always cuts)
         dest.write_bytes(ends)
         return total, None, 0
     pad = min(ends.middle_lines, cap)
@@ -186,7 +186,7 @@ def without_recut(warnings: list[str], notes: list[str]) -> list[str]:
     return [w for w in warnings if not ((m := _CUT_NOTE.match(w)) and m["what"] in cut)]
 
 
-def _cut_note(what: str, total: int, ends: _Ends, pad: int, cap: int) -> str:
+def _cut_note(what: str, total: int, ends: Ends, pad: int, cap: int) -> str:
     """The warning for a stream copied past the size cap (:func:`_copy_capped`)."""
     head_lines = (
         ends.head.decode(ends.encoding, errors="replace").count("\n")

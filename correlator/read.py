@@ -272,19 +272,19 @@ def _decompressor(kind: str):  # type: ignore[no-untyped-def]
     return lzma.LZMADecompressor()
 
 
-def _kept(chunks: Iterator[bytes], lim: _limits.Limits) -> bytes | _Ends:
-    """The bytes of ``chunks`` (a plain file's, read by :func:`_raw_chunks`) as :class:`_Kept` keeps them."""
-    kept = _Kept(lim.max_file_bytes)
+def _kept(chunks: Iterator[bytes], lim: _limits.Limits) -> bytes | Ends:
+    """The bytes of ``chunks`` (a plain file's, read by :func:`_raw_chunks`) as :class:`Kept` keeps them."""
+    kept = Kept(lim.max_file_bytes)
     for chunk in chunks:
         kept.add(chunk)
     return kept.result()
 
 
-class _Kept:
+class Kept:
     """A file's bytes (a plain file's, or a compressed one's output) within the size cap ``cap``, given piece by
     piece: all of them while they fit; past it, the whole lines of the first ``cap // HEAD_SHARE`` bytes and a
     window of the last ``cap - cap // HEAD_SHARE`` bytes, the lines between them counted as they leave the
-    window, not kept (:class:`_Ends`): reading past the cap costs time, not memory.
+    window, not kept (:class:`Ends`): reading past the cap costs time, not memory.
 
     A UTF-16 file (judged from its head, as :func:`_utf16_text` judges a file) is cut at its two-byte newlines,
     at even offsets: the window holds whole code units (an odd byte waits for its pair) and the lines between
@@ -348,7 +348,7 @@ class _Kept:
             else f"the head and the tail of the {self.total} bytes"
         )
 
-    def result(self) -> bytes | _Ends:
+    def result(self) -> bytes | Ends:
         """All the output, or past the cap its head and tail."""
         window = b"".join(self.window)
         if self.head is None:
@@ -366,7 +366,7 @@ class _Kept:
             lines += 1
             middle += end or len(tail)
             tail = tail[end:] if end else b""
-        return _Ends(self.head, lines, middle, tail, self.encoding)
+        return Ends(self.head, lines, middle, tail, self.encoding)
 
 
 def _nl_end(data: bytes, nl: bytes, start: int, end: int, *, last: bool) -> int:
@@ -386,12 +386,12 @@ def _decompress(
     warnings: list[str],
     skipped: list[dict[str, object]],
     size: int,
-) -> bytes | _Ends:
+) -> bytes | Ends:
     """Decompress a stream of gzip/bzip2/xz members in bounded steps (at most 1 MiB of output per call).
     Damage keeps what came out before it; the ratio cap stops with a warning and a ``skipped`` entry for the
-    compressed bytes not read. Past the size cap, the head and the tail of the output are kept (:class:`_Kept`),
+    compressed bytes not read. Past the size cap, the head and the tail of the output are kept (:class:`Kept`),
     the lines between counted."""
-    kept = _Kept(lim.max_file_bytes)
+    kept = Kept(lim.max_file_bytes)
     consumed = used = 0  # consumed: compressed bytes read; used: bytes the decompressor took
     magic = next(m for m, k in _MAGIC if k == kind)
     d = _decompressor(kind)
@@ -466,7 +466,7 @@ def _decompress_zstd(
     warnings: list[str],
     skipped: list[dict[str, object]],
     size: int,
-) -> bytes | _Ends:
+) -> bytes | Ends:
     """zstd through pyarrow's codec (a dependency already); bounded like the others."""
     try:
         import pyarrow as pa
@@ -479,7 +479,7 @@ def _decompress_zstd(
         )
         skipped.append(skip_entry(rel, size, None, "zstd not readable"))
         return b""
-    kept = _Kept(lim.max_file_bytes)
+    kept = Kept(lim.max_file_bytes)
     try:
         with stream:
             while True:
@@ -628,7 +628,7 @@ def read_lines(
                 )
         elif kind and not suffix_kind:
             warnings.append(f"{rel}: {kind}-compressed data without a {kind} suffix; decompressed")
-        data: bytes | bytearray | _Ends
+        data: bytes | bytearray | Ends
         try:
             if kind == "zstd":
                 data = _decompress_zstd(path, rel, lim, warnings, skipped, size)
@@ -650,7 +650,7 @@ def read_lines(
         os.close(fd)
     if info["holes"]:
         warnings.append(f"{rel}: {info['holes']} NUL bytes of sparse holes skipped")
-    if isinstance(data, _Ends):  # past the size cap: its head and its tail
+    if isinstance(data, Ends):  # past the size cap: its head and its tail
         res = _ends_result(data, rel, path.name, lim, warnings, skipped)
     else:
         res = _lines_from_bytes(data, rel, path.name, lim, warnings, skipped)
@@ -659,8 +659,8 @@ def read_lines(
 
 
 @dataclass
-class _Ends:
-    """A file past the size cap as :class:`_Kept` kept it: its head (whole lines), the lines and bytes between
+class Ends:
+    """A file past the size cap as :class:`Kept` kept it: its head (whole lines), the lines and bytes between
     head and tail (counted, not kept), its tail (whole lines)."""
 
     head: bytes
@@ -672,14 +672,14 @@ class _Ends:
 
 
 def _ends_result(
-    ends: _Ends,
+    ends: Ends,
     rel: str,
     name: str,
     lim: _limits.Limits,
     warnings: list[str],
     skipped: list[dict[str, object]],
 ) -> ReadResult:
-    """The lines of :class:`_Kept`'s head and tail as one result: each read as a file's text is
+    """The lines of :class:`Kept`'s head and tail as one result: each read as a file's text is
     (:func:`_lines_from_bytes`), the tail numbered from its first line's number in the file, the lines between
     them skipped (a warning and a ``skipped`` entry ``file size cap``), then the line cap applied to both."""
     cap = lim.max_file_bytes
@@ -745,7 +745,7 @@ def _line_end(data: bytes | bytearray, k: int) -> int:
     return lo + 1
 
 
-def _line_cap_ends(data: bytes | bytearray, max_lines: int) -> _Ends | None:
+def _line_cap_ends(data: bytes | bytearray, max_lines: int) -> Ends | None:
     """A file's bytes past the line cap as the head and tail its lines keep (the first ``max_lines //
     HEAD_SHARE`` lines and the last ones, as :func:`_keep_ends` keeps them) and the lines between counted, cut
     before any line is split: a file of 60 M short lines took ~3 GB as lines; None within the cap."""
@@ -757,7 +757,7 @@ def _line_cap_ends(data: bytes | bytearray, max_lines: int) -> _Ends | None:
     tail = max_lines - head
     h = _line_end(data, head) if head else 0
     t = _line_end(data, n_lines - tail)
-    return _Ends(bytes(data[:h]), n_lines - head - tail, t - h, bytes(data[t:]), cut="line cap")
+    return Ends(bytes(data[:h]), n_lines - head - tail, t - h, bytes(data[t:]), cut="line cap")
 
 
 def _small_plain(head: bytes, size: int, rel: str, warnings: list[str], info: dict[str, int]) -> bytes:
@@ -785,7 +785,7 @@ def _read_plain(
     """The bytes of a plain file, read per :data:`_CHUNK` straight into one buffer of its size (no copy to
     join the chunks: 0.24 s of 1.9 s for the 243 MB of the 64-rank bench). As :func:`_raw_chunks` does:
     whole chunks of NUL bytes are sparse holes (skipped with SEEK_DATA, counted in ``info['holes']``), a
-    file that shrank or grew while read is read as it was. A file past the size cap is read by :class:`_Kept`."""
+    file that shrank or grew while read is read as it was. A file past the size cap is read by :class:`Kept`."""
     buf = bytearray(size)
     mv = memoryview(buf)
     pos = filled = 0
@@ -985,7 +985,7 @@ def _lines_from_bytes(
     utf16: str | None = None,
 ) -> ReadResult:
     """The lines of ``data``, a file's bytes (see the module docstring). ``utf16``: the encoding of a UTF-16
-    file's tail (:class:`_Ends`), which has no BOM to tell it, already reported."""
+    file's tail (:class:`Ends`), which has no BOM to tell it, already reported."""
     skipped_lines = 0
     reason: str | None = None
     enc, text = _utf16_text(data) if utf16 is None else (utf16, data.decode(utf16, errors="replace"))
@@ -1189,4 +1189,4 @@ def _cr_only(text: str) -> bool:
     return "\r" in text.rstrip("\r")
 
 
-__all__ = ["ReadResult", "read_lines", "skip_entry"]
+__all__ = ["Ends", "Kept", "ReadResult", "read_lines", "skip_entry"]
