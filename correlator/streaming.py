@@ -147,8 +147,7 @@ def coll_share(sources: list[Source]) -> float:
         except OSError:
             continue
         lines = head.split(b"\n")
-        if len(head) == _SAMPLE_HEAD_BYTES and len(lines) > 1:
-            lines.pop()  # a line cut by the sample's end
+        lines.pop()  # after the last newline: nothing, or a line the sample's end cut (or with no newline)
         for line in lines:
             total += len(line) + 1
             if b" NCCL INFO " in line and b": opCount " in line:

@@ -768,3 +768,29 @@ def test_events_of_a_large_job_are_streamed_and_the_same(
     assert "0 events match (ranks in these logs: 0-23)" in whole[2][2]
     assert "0 events match (ranks in these logs: 0-23)" in streamed[2][2]
     assert list(tmp.iterdir()) == []
+    # --redact needs the whole table (as timeline's): read whole, not streamed, and it still answers
+    code, out, err = run_cli(
+        ["events", str(root), "--faults", "-f", "json", "-q", "--redact"], monkeypatch, capsys
+    )
+    assert code == 0 and spied == [3, 3, 3] and out.count("\n") == whole[1][1].count("\n"), err
+
+
+def test_coll_share_reads_plain_heads_only(tmp_path: Path) -> None:
+    """``coll_share`` samples the heads of the largest plain files: a compressed log is not opened (its share
+    counts as none: the memory-safe answer), a line cut by the sample's end is not counted."""
+    import gzip
+
+    from correlator import streaming
+    from correlator.discover import discover
+
+    coll = "node-0:1:1 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x1 count 8 datatype 7 op 0 root 0 comm 0x1 [nranks=2] stream 0x1\n"
+    app = "2026-11-29 22:00:00,000 - INFO - rank=0 step=1 loss=1.0\n"
+    (tmp_path / "rank0.log").write_text(coll * 3 + app)
+    with gzip.open(tmp_path / "rank1.log.gz", "wt") as f:
+        f.write(coll * 1000)
+    want = 3 * len(coll) / (3 * len(coll) + len(app))
+    assert streaming.coll_share(discover(tmp_path)[0]) == pytest.approx(want)
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "rank2.log").write_text(app * (300_000 // len(app)) + coll * 10)  # its COLL lines past the head
+    assert streaming.coll_share(discover(big)[0]) == 0.0
