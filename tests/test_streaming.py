@@ -777,7 +777,7 @@ def test_events_of_a_large_job_are_streamed_and_the_same(
 
 def test_coll_share_reads_plain_heads_only(tmp_path: Path) -> None:
     """``coll_share`` samples the heads of the largest plain files: a compressed log is not opened (its share
-    counts as none: the memory-safe answer), a line cut by the sample's end is not counted."""
+    counts as none: the memory-safe answer), and COLL lines past a file's first 256 KiB are not seen."""
     import gzip
 
     from correlator import streaming
