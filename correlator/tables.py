@@ -106,16 +106,16 @@ def job_events(
     kind: Iterable[str] | None = None,
     faults: bool = False,
 ) -> tuple[pl.DataFrame, list[int]]:
-    """:func:`select_events` of every line of ``job``, and the global ranks its logs name. A folder that
-    ``timeline`` would stream (more than 64 MiB of logs in more than one batch; not with ``redact``, ``fr``
-    or ``stacks``; ``job.streaming`` decides when given) is streamed to a temporary parquet file, whose
+    """:func:`select_events` of every line of ``job``, and the global ranks its logs name. A folder of logs
+    that ``timeline`` would stream (more than 64 MiB of logs in more than one batch; not with ``redact``,
+    ``fr`` or ``stacks``; ``job.streaming`` decides when given) is streamed to a temporary parquet file, whose
     selected rows and time columns are read back: memory stays that of one batch and of the time columns
     (the 256-rank application job, 425 MB: 4.5 GiB read whole), the events the same."""
-    p = Path(job.path)
+    p = Path(job.path)  # a folder of logs only (an archive, standard input or a parquet table is read whole)
     stream = (
-        job.streaming
-        if job.streaming is not None
-        else p.is_dir() and _streams_by_default(p) and not _is_table(p)
+        p.is_dir()
+        and not _is_table(p)
+        and (job.streaming if job.streaming is not None else _streams_by_default(p))
     )
     if not stream or job.redact or job.fr is not None or job.stacks is not None:
         t = job.read().table
