@@ -12,9 +12,9 @@ alike; the table gives medians. Every command is a child process, timed by wall 
 - ``peer``: ``../shared/peers/expert_polars.py DIR OUT.parquet`` (beside the repository; skipped with a
   note when absent), what an engineer who knows polars writes in an afternoon: the "what would a user pick
   instead" yardstick for ``timeline`` (issue #32 item 5);
-- the product: ``rankscope timeline DIR -o t.parquet``, ``rankscope diagnose DIR``, ``rankscope diagnose
-  t.parquet`` (diagnosis from the written table) and streaming ingest (``correlator.streaming.stream_ingest``
-  to parquet);
+- the product: ``rankscope timeline DIR -o t.parquet``, ``rankscope diagnose DIR`` (streamed or read whole
+  as a user's run decides), ``rankscope diagnose t.parquet`` (diagnosis from the written table), ``rankscope
+  events DIR --faults`` (``events``) and streaming ingest (``correlator.streaming.stream_ingest`` to parquet);
 - ``ingest``: one in-process ``correlator.ingest.ingest`` after a warm-up one, its CPU per line read by the
   child itself (no start-up, no write): the parse's cost per line, the issue's "generic path <= 3 us of CPU
   per non-COLL line" on the application workloads.
