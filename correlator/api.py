@@ -442,13 +442,17 @@ def _read_parquet(p: Path, redact: bool, tz: str | None, text: TextPatterns | No
         from correlator.redact import redact_table
 
         table = redact_table(table)
-    warnings = []
-    if tz is not None:  # the table's stamps are UTC already: a zone given now would change nothing
-        warnings.append(
-            f"--tz {tz} not applied: the stamps of a timeline table were converted to UTC when it was "
-            "written (give --tz to `rankscope timeline`)"
-        )
+    warnings = [] if tz is None else [table_tz_note(tz)]
     return _Read(table, attempts, ranks, [], warnings)
+
+
+def table_tz_note(tz: str) -> str:
+    """The warning for ``--tz`` given with a ``rankscope timeline`` table: its stamps are UTC already, so a zone
+    given now changes nothing."""
+    return (
+        f"--tz {tz} not applied: the stamps of a timeline table were converted to UTC when it was written "
+        "(give --tz to `rankscope timeline`)"
+    )
 
 
 def _read_streaming(

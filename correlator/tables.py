@@ -106,12 +106,16 @@ def job_events(
     kind: Iterable[str] | None = None,
     faults: bool = False,
 ) -> tuple[pl.DataFrame, list[int]]:
-    """:func:`select_events` of every line of ``job``, and the global ranks its logs name. A folder of logs
+    """:func:`select_events` of every line of ``job``, and the global ranks its logs name. A ``rankscope
+    timeline`` table (a parquet file or a folder of them) is read by column. A folder of logs
     that ``timeline`` would stream (more than 64 MiB of logs in more than one batch; not with ``redact``,
     ``fr`` or ``stacks``; ``job.streaming`` decides when given) is streamed to a temporary parquet file, whose
     selected rows and time columns are read back: memory stays that of one batch and of the time columns
     (the 256-rank application job, 425 MB: 4.5 GiB read whole), the events the same."""
-    p = Path(job.path)  # a folder of logs only (an archive, standard input or a parquet table is read whole)
+    p = Path(job.path)
+    if _is_table(p):
+        return _table_events(job, p, rank, kind, faults)
+    # a folder of logs only (an archive or standard input is read whole)
     stream = (
         p.is_dir()
         and not _is_table(p)
@@ -137,6 +141,33 @@ def _is_table(p: Path) -> bool:
     from correlator.api import is_parquet_input
 
     return is_parquet_input(p)
+
+
+def _table_events(
+    job: JobInput, p: Path, rank: Iterable[int] | None, kind: Iterable[str] | None, faults: bool
+) -> tuple[pl.DataFrame, list[int]]:
+    """:func:`job_events` of a ``rankscope timeline`` table (a parquet file, or a folder of them), read by
+    column: the rows selected and the time columns (with ``redact``, the whole table, pseudonymized). Raises
+    :class:`~correlator.errors.InputError` for a parquet that is not an event table, or unreadable."""
+    from correlator.api import check_parquet, table_tz_note
+
+    check_parquet(p)
+    if job.tz is not None and job.on_warnings is not None:
+        job.on_warnings([table_tz_note(job.tz)])
+    # the files hold every column, the partition key too: read as plain files, not through hive paths
+    lf = pl.scan_parquet(str(p / "**" / "*.parquet") if p.is_dir() else str(p), hive_partitioning=False)
+    try:
+        ranks = lf.select(pl.col("rank").drop_nulls().unique().sort()).collect()["rank"].to_list()
+        if job.redact:
+            from correlator.redact import redact_table
+
+            return select_events(redact_table(lf.collect()), rank, kind, faults), ranks
+        return select_events(lf, rank, kind, faults), ranks
+    except (pl.exceptions.PolarsError, OSError, ValueError) as e:
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise InputError(
+            f"{p}: not a readable rankscope timeline parquet ({type(e).__name__}: {first[:200]})"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------- tables

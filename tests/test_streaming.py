@@ -794,3 +794,32 @@ def test_coll_share_reads_plain_heads_only(tmp_path: Path) -> None:
     big.mkdir()
     (big / "rank2.log").write_text(app * (300_000 // len(app)) + coll * 10)  # its COLL lines past the head
     assert streaming.coll_share(discover(big)[0]) == 0.0
+
+
+def test_events_of_a_timeline_table_are_those_of_its_logs(
+    gen: tuple[Path, dict[str, object]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``rankscope events`` reads a ``timeline`` parquet file and a partitioned dataset as ``diagnose`` does (it
+    refused them as "binary content"): the same events as from the logs; ``--tz`` is said not to apply; a
+    parquet that is not an event table is refused by name."""
+    from tests.conftest import run_cli
+
+    root, _info = gen
+    one, ds = tmp_path / "t.parquet", tmp_path / "ds"
+    assert run_cli(["timeline", root, "-o", one, "-q"], monkeypatch, capsys)[0] == 0
+    assert run_cli(["timeline", root, "-o", ds, "--partition-by", "host", "-q"], monkeypatch, capsys)[0] == 0
+    for args in (["--faults"], ["--rank", "3", "--limit", "0"]):
+        want = run_cli(["events", root, "-f", "json", "-q", *args], monkeypatch, capsys)
+        assert want[0] == 0 and want[1].count("\n") > 2
+        for table in (one, ds):
+            got = run_cli(["events", table, "-f", "json", "-q", *args], monkeypatch, capsys)
+            assert got[:2] == want[:2], (table, args, got[2])
+    code, _out, err = run_cli(["events", one, "--faults", "--tz", "Europe/Berlin"], monkeypatch, capsys)
+    assert code == 0 and "--tz Europe/Berlin not applied" in err
+    other = tmp_path / "other.parquet"
+    pl.DataFrame({"a": [1]}).write_parquet(other)
+    code, _out, err = run_cli(["events", other], monkeypatch, capsys)
+    assert code == 2 and "other.parquet" in err and "Traceback" not in err, err
