@@ -171,7 +171,8 @@ class Job:
         return t
 
     def ranks(self) -> list[int]:
-        """The global ranks the logs name, sorted: those :meth:`events` read, else those of :meth:`read`."""
+        """The global ranks the logs name, sorted: those :meth:`events` streamed or read from a table, else
+        those of :meth:`read`."""
         if self._ranks is None:
             self._ranks = self.read().table["rank"].drop_nulls().unique().sort().to_list()
         return list(self._ranks)

@@ -133,26 +133,28 @@ _COMPRESSED = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
 
 
 def coll_share(sources: list[Source]) -> float:
-    """The fraction of the bytes that are NCCL COLL lines (``NCCL INFO <Op>: opCount ...``, the lines
-    ``ingest(keep_coll=...)`` cuts), estimated from the first :data:`_SAMPLE_HEAD_BYTES` of the
-    :data:`_SAMPLE_FILES` largest uncompressed files (whole lines only). 0.0 when nothing could be sampled.
-    Reads at most ~4 MiB."""
+    """The fraction of the bytes that are NCCL COLL lines (those :func:`parsers.coll.fast_mask` finds, the
+    lines ``ingest(keep_coll=...)`` cuts), estimated from the whole lines of the first
+    :data:`_SAMPLE_HEAD_BYTES` of the :data:`_SAMPLE_FILES` largest uncompressed files. 0.0 when nothing could
+    be sampled. Reads at most ~4 MiB."""
+    from parsers.coll import fast_mask
+
     plain = [s for s in sources if s.layout != "fr_dump" and not s.rel.lower().endswith(_COMPRESSED)]
     sample = sorted(plain, key=lambda s: (-source_bytes(s), s.rel))[:_SAMPLE_FILES]
-    coll = total = 0
+    heads = []
     for s in sample:
         try:
             with open(s.path, "rb") as f:
                 head = f.read(_SAMPLE_HEAD_BYTES)
         except OSError:
             continue
-        lines = head.split(b"\n")
-        lines.pop()  # after the last newline: nothing, or a line the sample's end cut (or with no newline)
-        for line in lines:
-            total += len(line) + 1
-            if b" NCCL INFO " in line and b": opCount " in line:
-                coll += len(line) + 1
-    return coll / total if total else 0.0
+        heads.append(head[: head.rfind(b"\n") + 1])  # whole lines: not what the sample's end (or EOF) cut
+    text = b"".join(heads).decode("utf-8", errors="replace")
+    if not text:
+        return 0.0
+    lines = pl.Series([text]).str.split("\n").explode().head(-1)  # (after the last newline: nothing)
+    size = lines.str.len_bytes() + 1
+    return int(size.filter(fast_mask(lines.str.strip_suffix("\r"))).sum()) / int(size.sum())
 
 
 def diagnosis_streams(root: str | os.PathLike[str]) -> bool:
