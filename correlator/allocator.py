@@ -14,6 +14,15 @@ DIR`` peaks at 972-979 MB instead of 1,094-1,104 MB, in the same time.
 The setting is only a default: a ``_RJEM_MALLOC_CONF`` already in the environment is kept as it is, and
 nothing changes once polars is loaded (polars reads the variable when it is imported): a program that
 imports polars before :mod:`correlator` keeps polars' defaults.
+
+A batch worker process (``correlator.pool``, spawned for a large job's batches) starts with
+:data:`WORKER_CONF` instead where this default applies (no user setting, polars not loaded first): it runs one batch after another, each parse
+freeing and taking again hundreds of MiB within a second, and pages given back after 0.5 s came back as page
+faults (the kernel zeroes each one). Measured on the 256-rank bench, ``rankscope timeline`` at 2 cores
+(``benchmarks/RESULTS.md``, 23rd session): the COLL job's page faults 1.5-2.6 M -> 1.1 M, its system time
+7.5 -> 4.8 s; median wall 20.2 -> 17.8 s (COLL, 974 MB) and 17.4 -> 15.3 s (application job, 408 MB) over
+three alternations, at 535 against 480 MiB and 790 against 642 MiB peak per worker (within the budget
+``correlator.batch`` counts a worker: 20x its batch + 0.2 GiB).
 """
 
 from __future__ import annotations
@@ -28,6 +37,11 @@ ENV = "_RJEM_MALLOC_CONF"
 CONF = "muzzy_decay_ms:0"
 
 
+#: What a batch worker process starts polars' jemalloc with (see the module): freed pages are kept 5 s before
+#: they go back to the system, long enough for the next steps of a batch, and the next batch, to take them again.
+WORKER_CONF = "dirty_decay_ms:5000,muzzy_decay_ms:0"
+
+
 def configure() -> bool:
     """Set :data:`ENV` to :data:`CONF` unless it is set or polars is already loaded; True when it was set."""
     if "polars" in sys.modules or ENV in os.environ:
@@ -36,4 +50,14 @@ def configure() -> bool:
     return True
 
 
-configure()
+#: Whether rankscope chose polars' allocator options in this process (:func:`configure`, at import: no user
+#: setting, polars not loaded before). polars rewrites :data:`ENV` when it loads (its defaults first), so
+#: this is remembered rather than read back.
+_OURS = configure()
+
+
+def worker_conf() -> str | None:
+    """The :data:`ENV` a batch worker process is to start with: :data:`WORKER_CONF` where rankscope chose this
+    process's options (:data:`_OURS`), else None (the worker inherits the user's setting, or the host
+    program's polars defaults)."""
+    return WORKER_CONF if _OURS else None

@@ -4,8 +4,8 @@ The one mechanism behind every fan-out of the project: a large job's batches
 (:func:`correlator.streaming.stream_ingest`, on threads or in worker processes; Ray's tasks through a
 :class:`Pool`, :mod:`correlator.rayengine`), the files of one ingest read ahead on threads
 (``correlator.ingest._reads``, bounded by their bytes) and the cases of ``rankscope eval``
-(:func:`correlator.evaluate.evaluate`). It imports nothing of the project but its errors, so the layers
-below the batch (ingest) use it as well as those above.
+(:func:`correlator.evaluate.evaluate`). It imports nothing of the project but its errors and the allocator
+setting, so the layers below the batch (ingest) use it as well as those above.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
+from correlator import allocator
 from correlator.errors import InputError
 
 
@@ -35,16 +36,21 @@ _ENV_LOCK = threading.Lock()
 @contextlib.contextmanager
 def _child_env(threads: int) -> Iterator[None]:
     """While worker processes start: their polars pool sized to their share of the cores (a spawned child
-    reads ``POLARS_MAX_THREADS`` when it imports polars), unless the user set it."""
+    reads ``POLARS_MAX_THREADS`` when it imports polars), unless the user set it, and polars' allocator set
+    for a worker (:func:`correlator.allocator.worker_conf`). The environment is as it was afterwards."""
+    child = {"POLARS_MAX_THREADS": None if "POLARS_MAX_THREADS" in os.environ else str(threads)}
+    child[allocator.ENV] = allocator.worker_conf()
     with _ENV_LOCK:
-        had = os.environ.get("POLARS_MAX_THREADS")
-        if had is None:
-            os.environ["POLARS_MAX_THREADS"] = str(threads)
+        had = {k: os.environ.get(k) for k, v in child.items() if v is not None}
+        os.environ.update({k: v for k, v in child.items() if v is not None})
         try:
             yield
         finally:
-            if had is None:
-                os.environ.pop("POLARS_MAX_THREADS", None)
+            for k, v in had.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def _executor(kind: str, workers: int, name: str) -> Executor:

@@ -62,3 +62,48 @@ def test_configure_in_process_sets_nothing_once_polars_is_loaded(
     assert "polars" in sys.modules
     assert allocator.configure() is False
     assert os.environ.get(ENV) == preset
+
+
+@pytest.mark.parametrize("user", [None, "dirty_decay_ms:7"])
+def test_a_batch_worker_process_starts_with_the_worker_setting_unless_the_user_set_one(
+    monkeypatch: pytest.MonkeyPatch, user: str | None
+) -> None:
+    from correlator import allocator, pool
+
+    # as the CLI starts: rankscope's value (polars has appended it to its own defaults) or the user's
+    monkeypatch.setattr(allocator, "_OURS", user is None)
+    here = user or "dirty_decay_ms:500,muzzy_decay_ms:1000,muzzy_decay_ms:0"
+    monkeypatch.setenv(ENV, here)
+    monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
+    # what each spawned worker process finds in its environment (os.getenv pickles by name)
+    seen = list(pool.in_order(os.getenv, [ENV, "POLARS_MAX_THREADS"] * 2, workers=2, kind="processes"))
+    assert seen[::2] == [user or "dirty_decay_ms:5000,muzzy_decay_ms:0"] * 2
+    assert seen[1::2] == [str(max(1, pool.cores() // 2))] * 2
+    # and this process's environment is as it was
+    assert os.environ.get(ENV) == here
+    assert "POLARS_MAX_THREADS" not in os.environ
+
+
+def _worker_conf_seen(first: str, env_value: str | None) -> str:
+    """``allocator.worker_conf()`` in a fresh interpreter after ``first``, with ``_RJEM_MALLOC_CONF`` set to
+    ``env_value`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    if env_value is not None:
+        env[ENV] = env_value
+    code = first + "\nfrom correlator import allocator\nprint(allocator.worker_conf())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("first", "env_value", "want"),
+    [
+        ("import correlator\nimport polars", None, "dirty_decay_ms:5000,muzzy_decay_ms:0"),  # the CLI's case
+        ("import correlator\nimport polars", "dirty_decay_ms:7", "None"),  # the user's setting
+        ("import polars\nimport correlator", None, "None"),  # a host program loaded polars first
+    ],
+)
+def test_the_worker_setting_applies_where_rankscope_chose_this_processs(
+    first: str, env_value: str | None, want: str
+) -> None:
+    assert _worker_conf_seen(first, env_value) == want
