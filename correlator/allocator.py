@@ -18,7 +18,8 @@ imports polars before :mod:`correlator` keeps polars' defaults.
 A batch worker process (``correlator.pool``, spawned for a large job's batches) starts with
 :data:`WORKER_CONF` instead where this default applies (no user setting, polars not loaded first): it runs one batch after another, each parse
 freeing and taking again hundreds of MiB within a second, and pages given back after 0.5 s came back as page
-faults (the kernel zeroes each one). Measured on the 256-rank bench, ``rankscope timeline`` at 2 cores
+faults (the kernel zeroes each one); so did glibc's heap, trimmed after each file's buffers were freed
+(:data:`WORKER_GLIBC`). Measured on the 256-rank bench, ``rankscope timeline`` at 2 cores
 (``benchmarks/RESULTS.md``, 23rd session): the COLL job's page faults 1.5-2.6 M -> 1.1 M, its system time
 7.5 -> 4.8 s; median wall 20.2 -> 17.8 s (COLL, 974 MB) and 17.4 -> 15.3 s (application job, 408 MB) over
 three alternations, at 535 against 480 MiB and 790 against 642 MiB peak per worker (within the budget
@@ -61,3 +62,20 @@ def worker_conf() -> str | None:
     process's options (:data:`_OURS`), else None (the worker inherits the user's setting, or the host
     program's polars defaults)."""
     return WORKER_CONF if _OURS else None
+
+
+#: glibc's allocator in a batch worker process (Python's buffers: each file's bytes, their cleaned and decoded
+#: copies): blocks up to 32 MiB (glibc's largest ``mmap`` threshold) come from the heap, which keeps up to
+#: 256 MiB free at its top instead of trimming it, so one file's buffers are the next file's. Read by glibc when
+#: the process starts (``mallopt(3)``'s environment variables); a variable the user set is kept.
+WORKER_GLIBC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024**2), "MALLOC_TRIM_THRESHOLD_": str(256 * 1024**2)}
+
+
+def worker_env() -> dict[str, str]:
+    """The variables a batch worker process is to start with, beside the environment it inherits: polars'
+    allocator (:func:`worker_conf`) and glibc's (:data:`WORKER_GLIBC`, each unless already set)."""
+    env = {k: v for k, v in WORKER_GLIBC.items() if k not in os.environ}
+    conf = worker_conf()
+    if conf is not None:
+        env[ENV] = conf
+    return env

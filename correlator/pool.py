@@ -36,13 +36,14 @@ _ENV_LOCK = threading.Lock()
 @contextlib.contextmanager
 def _child_env(threads: int) -> Iterator[None]:
     """While worker processes start: their polars pool sized to their share of the cores (a spawned child
-    reads ``POLARS_MAX_THREADS`` when it imports polars), unless the user set it, and polars' allocator set
-    for a worker (:func:`correlator.allocator.worker_conf`). The environment is as it was afterwards."""
-    child = {"POLARS_MAX_THREADS": None if "POLARS_MAX_THREADS" in os.environ else str(threads)}
-    child[allocator.ENV] = allocator.worker_conf()
+    reads ``POLARS_MAX_THREADS`` when it imports polars), unless the user set it, and the allocators set for
+    a worker (:func:`correlator.allocator.worker_env`). The environment is as it was afterwards."""
+    child = allocator.worker_env()
+    if "POLARS_MAX_THREADS" not in os.environ:
+        child["POLARS_MAX_THREADS"] = str(threads)
     with _ENV_LOCK:
-        had = {k: os.environ.get(k) for k, v in child.items() if v is not None}
-        os.environ.update({k: v for k, v in child.items() if v is not None})
+        had = {k: os.environ.get(k) for k in child}
+        os.environ.update(child)
         try:
             yield
         finally:

@@ -75,13 +75,23 @@ def test_a_batch_worker_process_starts_with_the_worker_setting_unless_the_user_s
     here = user or "dirty_decay_ms:500,muzzy_decay_ms:1000,muzzy_decay_ms:0"
     monkeypatch.setenv(ENV, here)
     monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")  # the user's: kept
+    names = [ENV, "POLARS_MAX_THREADS", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"]
     # what each spawned worker process finds in its environment (os.getenv pickles by name)
-    seen = list(pool.in_order(os.getenv, [ENV, "POLARS_MAX_THREADS"] * 2, workers=2, kind="processes"))
-    assert seen[::2] == [user or "dirty_decay_ms:5000,muzzy_decay_ms:0"] * 2
-    assert seen[1::2] == [str(max(1, pool.cores() // 2))] * 2
+    seen = list(pool.in_order(os.getenv, names * 2, workers=2, kind="processes"))
+    want = [
+        user or "dirty_decay_ms:5000,muzzy_decay_ms:0",
+        str(max(1, pool.cores() // 2)),
+        "33554432",
+        "12345",
+    ]
+    assert seen == want * 2
     # and this process's environment is as it was
     assert os.environ.get(ENV) == here
     assert "POLARS_MAX_THREADS" not in os.environ
+    assert "MALLOC_MMAP_THRESHOLD_" not in os.environ
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "12345"
 
 
 def _worker_conf_seen(first: str, env_value: str | None) -> str:
