@@ -106,6 +106,11 @@ TABLE_STREAMING_THRESHOLD_BYTES = 64 * 1024**2
 #: Default input bytes per batch: about one node of 8 ranks x 20,000 lines (~0.3 GiB of memory while it is
 #: ingested, 2026-12-03).
 DEFAULT_BATCH_BYTES = 32 * 1024**2
+#: Context files (:func:`_split_unit`: a split unit's stderr and other small files, read with every batch of
+#: the unit) above which only the launcher output and error.json stay context and the rest go with their
+#: folders, as they do above half a batch of bytes: a node's few ranks are context, a folder of thousands of
+#: ranks is not (1,024 ranks' 3-line stderr files made each of 31 batches shadow, read and parse 1,024 files).
+CONTEXT_MAX_FILES = 64
 
 #: Kinds that are routine at volume and reduced (``Kind.ROUTINE``; see :mod:`correlator.reduce`).
 ROUTINE_KINDS = Kind.ROUTINE
@@ -230,7 +235,7 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
     ctx = [s for s in unit if not (s.layout in big_layouts and s.stream != "stderr")]
     if (
-        sum(source_bytes(s) for s in ctx) > batch_bytes // 2
+        sum(source_bytes(s) for s in ctx) > batch_bytes // 2 or len(ctx) > CONTEXT_MAX_FILES
     ):  # then only what pairs a node: launcher output, error.json
         pairs = [s.layout == "error_json" or s.stream == "launcher" for s in ctx]
         bulk += [s for s, p in zip(ctx, pairs, strict=True) if not p]
@@ -622,6 +627,7 @@ def reduced_from_parquet(
 
 
 __all__ = [
+    "CONTEXT_MAX_FILES",
     "DEFAULT_BATCH_BYTES",
     "DIAGNOSE_OTHER_BYTES",
     "KEEP_LAST",

@@ -659,6 +659,35 @@ def test_streamed_table_is_the_whole_ingest_row_for_row(tmp_path: Path) -> None:
         assert written.equals(whole.select(written.columns)), (root.name, bb)
 
 
+def test_a_unit_of_many_context_files_sends_them_with_their_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``CONTEXT_MAX_FILES`` context files (the small stderr files of thousands of ranks in one folder),
+    a split unit's stderr files go with their rank's folder, as they do past half a batch of bytes, instead of
+    being read with every batch; the streamed table is still the whole ingest's."""
+    from generate import generate_app
+
+    from correlator import streaming
+    from correlator.discover import discover
+
+    app = tmp_path / "app"
+    generate_app(app, ranks=12, lines=300, seed=3)
+    sources = discover(app)[0]
+    assert all(len(b.context) == 12 for b in plan(sources, 200_000))  # 12 stderr files: within the bound
+    monkeypatch.setattr(streaming, "CONTEXT_MAX_FILES", 11)
+    batches = plan(sources, 200_000)
+    assert len(batches) >= 2 and not any(b.context for b in batches)
+    for b in batches:  # each folder's two files in one batch
+        folders = [str(Path(s.rel).parent) for s in b.files]
+        assert all(folders.count(f) == 2 for f in folders)
+    whole = ingest(app).table
+    out = tmp_path / "t.parquet"
+    _red, s = stream_ingest(app, out, batch_bytes=200_000, workers=1)
+    assert s["batches"] == len(batches)
+    written = pl.read_parquet(out)
+    assert written.equals(whole.select(written.columns))
+
+
 def test_diagnose_streams_an_application_heavy_job_not_a_coll_heavy_one(
     gen: tuple[Path, dict[str, object]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
