@@ -16,14 +16,15 @@ nothing changes once polars is loaded (polars reads the variable when it is impo
 imports polars before :mod:`correlator` keeps polars' defaults.
 
 A batch worker process (``correlator.pool``, spawned for a large job's batches) starts with
-:data:`WORKER_CONF` instead where this default applies (no user setting, polars not loaded first): it runs one batch after another, each parse
-freeing and taking again hundreds of MiB within a second, and pages given back after 0.5 s came back as page
-faults (the kernel zeroes each one); so did glibc's heap, trimmed after each file's buffers were freed
-(:data:`WORKER_GLIBC`). Measured on the 256-rank bench, ``rankscope timeline`` at 2 cores
-(``benchmarks/RESULTS.md``, 23rd session): the COLL job's page faults 1.5-2.6 M -> 1.1 M, its system time
-7.5 -> 4.8 s; median wall 20.2 -> 17.8 s (COLL, 974 MB) and 17.4 -> 15.3 s (application job, 408 MB) over
-three alternations, at 535 against 480 MiB and 790 against 642 MiB peak per worker (within the budget
-``correlator.batch`` counts a worker: 20x its batch + 0.2 GiB).
+:data:`WORKER_CONF` instead where this default applies (no user setting, polars not loaded first). It runs
+one batch after another, each parse freeing and taking again hundreds of MiB within a second, and pages
+given back after 0.5 s came back as page faults (the kernel zeroes each one); so did glibc's heap, trimmed
+after each file's buffers were freed (:data:`WORKER_GLIBC`). Measured on the 256-rank bench at 2 cores
+(``benchmarks/RESULTS.md``, 23rd session): ``rankscope timeline`` of the COLL job took 2.4 M page faults
+with 7.5 s of system time, 0.65 M with both settings; its wall time 19.85 -> 16.14 s (COLL, 1,018 MB) and
+19.54 -> 15.83 s (application job, 425 MB), medians of two alternations, at 567 against 482 MiB and 773
+against 615 MiB peak per worker (within the budget ``correlator.batch`` counts a worker: 20x its batch +
+0.2 GiB).
 """
 
 from __future__ import annotations

@@ -229,7 +229,8 @@ def _split_unit(unit: list[Source], batch_bytes: int) -> list[Batch]:
     """A unit larger than ``batch_bytes`` (a node, or a whole torchrun ``--log-dir``): its big per-rank files
     in chunks of about ``batch_bytes``, grouped by folder (a rank's stdout and stderr stay together); the
     other files ride along as context, their rows kept as :class:`Batch` says (by rank folder, else by the
-    first chunk)."""
+    first chunk). Context of more than half a batch of bytes or more than :data:`CONTEXT_MAX_FILES` files
+    keeps only what pairs a node (launcher output, error.json); the rest goes with its folders."""
     big_layouts = ("torchrun_rank", "rank_file", "task_file", "nccl_file")
     # split by a test on each file, not by list membership (quadratic in the files: 24 s for 8,192)
     bulk = [s for s in unit if s.layout in big_layouts and s.stream != "stderr"]
