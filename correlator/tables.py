@@ -108,8 +108,9 @@ def job_events(
 ) -> tuple[pl.DataFrame, list[int] | None]:
     """:func:`select_events` of every line of ``job``, and the global ranks its logs name where it did not
     read them whole (None: those of ``job.read()``). A ``rankscope timeline`` table (a parquet file or a
-    folder of them) is read by column. A folder of logs that ``timeline`` would stream (more than 64 MiB of logs in more than one batch; not with ``redact``,
-    ``fr`` or ``stacks``; ``job.streaming`` decides when given) is streamed to a temporary parquet file, whose
+    folder of them) is read by column. A folder of logs that ``timeline`` would stream (more than 64 MiB of
+    logs in more than one batch; not with ``redact``, ``fr`` or ``stacks``; ``job.streaming`` decides when
+    given) is streamed to a temporary parquet file, whose
     selected rows and time columns are read back: memory stays that of one batch and of the time columns
     (the 256-rank application job, 425 MB: 4.5 GiB read whole), the events the same."""
     from correlator.api import is_parquet_input
