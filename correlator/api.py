@@ -242,6 +242,31 @@ def want_streaming(
     return should_stream(path, STREAMING_THRESHOLD_BYTES if threshold is None else threshold)
 
 
+#: Logs of at most this many bytes are drawn from every line by ``rankscope plot`` (:func:`plot_every_line`),
+#: larger ones from the rows diagnosis reads. Every line of the 256-rank bench's COLL job (974 MB) took
+#: ``plot`` 49.8 s at 9.0 GB summed over its processes, of its application job (408 MB) 33.7 s at 4.5 GB
+#: (2026-12-07, 2 cores); the timeline of more than ``correlator.plot.MANY_ROWS`` ranks draws no routine line
+#: anyway, only each rank's span (its first and last row) besides the faults. The threshold is ``rankscope
+#: timeline``'s: above it, that command does not hold the whole table in memory either.
+PLOT_EVERY_LINE_BYTES = 64 * 1024**2
+
+
+def plot_every_line(path: str | os.PathLike[str], every_line: bool | None = None) -> bool:
+    """Whether ``rankscope plot`` of ``path`` reads every line (:class:`correlator.job.Job`'s ``full_table``)
+    or the rows diagnosis reads (of the routine lines, the last collectives and progress of each rank and the
+    script's first and last lines; see :mod:`correlator.reduce`): ``every_line`` when given, else whether the
+    logs hold at most
+    :data:`PLOT_EVERY_LINE_BYTES` (an archive counts its own size; standard input, of unknown size, is read
+    whole). The verdict drawn is the same either way."""
+    if every_line is not None:
+        return every_line
+    if str(path) == "-":
+        return True
+    from correlator.discover import input_size
+
+    return input_size(path) <= PLOT_EVERY_LINE_BYTES
+
+
 def check_parquet(path: Path) -> None:
     """A parquet file or dataset given to ``diagnose`` must hold the event table: every column of
     ``correlator.schema`` with its type. Raises :class:`InputError` naming what is wrong."""

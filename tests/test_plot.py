@@ -109,6 +109,61 @@ def test_plot_missing_dir(tmp_path: Path) -> None:
     assert r.exit_code != 0
 
 
+def test_plot_reads_every_line_up_to_the_threshold(small_job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from correlator import api
+
+    size = sum(p.stat().st_size for p in small_job.rglob("*") if p.is_file())
+    monkeypatch.setattr(api, "PLOT_EVERY_LINE_BYTES", size)
+    assert api.plot_every_line(small_job)  # at the threshold: every line
+    monkeypatch.setattr(api, "PLOT_EVERY_LINE_BYTES", size - 1)
+    assert not api.plot_every_line(small_job)
+    assert api.plot_every_line(small_job, True) and not api.plot_every_line(small_job, False)
+    assert api.plot_every_line("-")  # standard input: its size is not known before it is read
+
+
+def test_plot_of_large_logs_draws_the_rows_diagnosis_reads(
+    small_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the threshold the page is drawn from the table diagnosis reads (the job's NCCL COLL lines cut
+    to the last of each rank and process group), says so, and states the verdict of every line's page;
+    ``--every-line`` draws every line again."""
+    import html as html_
+
+    import correlator.cli.plot as cli_plot
+    from correlator import api
+    from correlator.plot import REDUCED_NOTE
+
+    runner = CliRunner()
+    tables: list[pl.DataFrame] = []
+    real_open = cli_plot.open_job
+
+    def spy(*a: object, **k: object) -> object:
+        job = real_open(*a, **k)  # type: ignore[arg-type]
+        tables.append(job.table())
+        return job
+
+    monkeypatch.setattr(cli_plot, "open_job", spy)
+    full, red, forced = tmp_path / "full.html", tmp_path / "red.html", tmp_path / "forced.html"
+    assert runner.invoke(app, ["plot", str(small_job), "-o", str(full), "-q"]).exit_code == 0
+    monkeypatch.setattr(api, "PLOT_EVERY_LINE_BYTES", 0)
+    r = runner.invoke(app, ["plot", str(small_job), "-o", str(red)])
+    assert r.exit_code == 0, r.output
+    assert "routine lines thinned" in " ".join(r.output.split())
+    assert (
+        runner.invoke(app, ["plot", str(small_job), "-o", str(forced), "-q", "--every-line"]).exit_code == 0
+    )
+    pages = [p.read_text() for p in (full, red, forced)]
+    note = html_.escape(REDUCED_NOTE)
+    assert [note in p for p in pages] == [False, True, False]
+    verdicts = [re.search(r'<p class="verdict">([^<]*)</p>', p) for p in pages]
+    assert all(verdicts) and len({v.group(1) for v in verdicts if v}) == 1
+    # what each page was drawn from: every line of the logs, then fewer NCCL COLL rows, then every line again
+    lines = sum(len(p.read_text().splitlines()) for p in small_job.rglob("*") if p.is_file())
+    coll = [int((t["kind"] == "nccl_coll").sum()) for t in tables]
+    assert tables[0].height == tables[2].height and int(tables[0]["line_count"].sum()) == lines
+    assert 0 < coll[1] < coll[0] == coll[2]
+
+
 def test_256_ranks_are_thinned(tmp_path: Path) -> None:
     t = synthetic_table(256)
     d = correlator.diagnose(t)

@@ -63,19 +63,32 @@ def plot(
     redact: Annotated[
         bool, typer.Option("--redact", help="Pseudonymize host names, IPs, user names and secrets.")
     ] = False,
+    every_line: Annotated[
+        bool | None,
+        typer.Option(
+            "--every-line/--reduced",
+            help="Draw every line (about 10x the logs in memory), or thin the routine lines as diagnosis "
+            "reads them (the last collectives and progress of each rank). Default: every line up to 64 MiB "
+            "of logs.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Draw the failure: per-rank timeline, (pg, seq) progress heatmap and causal graph (HTML or PNG)."""
     if output.suffix.lower() not in FORMATS:
         # UsageError: main() prints it as one line and exits 2 (a typer.Exit(2) raised here would leave
         # main() with exit status 0, since it runs the app with standalone_mode=False).
         raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
-    from correlator.plot import write_report
+    from correlator.api import plot_every_line
+    from correlator.plot import REDUCED_NOTE, write_report
 
-    # The figures of the verdict `rankscope diagnose` prints (correlator.job), over every line.
-    job = open_job(directory, quiet, attempt=attempt, tz=tz, redact=redact, full_table=True)
+    # The figures of the verdict `rankscope diagnose` prints (correlator.job), over every line of small logs.
+    full = plot_every_line(directory, every_line)
+    job = open_job(directory, quiet, attempt=attempt, tz=tz, redact=redact, full_table=full)
+    note = None if full else REDUCED_NOTE
     try:
-        write_report(job.table(), job.diagnose(), output, figure=figure.value, G=job.graph())
+        write_report(job.table(), job.diagnose(), output, figure=figure.value, G=job.graph(), note=note)
     except OSError as e:
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")
     if not quiet:
-        err.print(f"wrote {output}", highlight=False)
+        err.print(f"wrote {output}" + (f" ({note})" if note else ""), highlight=False)

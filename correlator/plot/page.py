@@ -31,14 +31,32 @@ def figure_bytes(fig: Figure, fmt: str, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
-def report_html(table: pl.DataFrame, diagnosis: Diagnosis, G: nx.DiGraph, title: str = "rankscope") -> str:
-    """A self-contained HTML page: the verdict, the evidence, and the three figures as inline SVG."""
+#: What a page or figure drawn from the rows diagnosis reads says of them (``rankscope plot --reduced``, the
+#: default above ``correlator.api.PLOT_EVERY_LINE_BYTES`` of logs).
+REDUCED_NOTE = (
+    "routine lines thinned as diagnosis reads them: every fault, launcher and agent line is drawn; of the "
+    "collectives, progress and NCCL chatter the last of each rank, of the script's own lines the first and "
+    "last; `rankscope plot --every-line` draws every line"
+)
+
+
+def report_html(
+    table: pl.DataFrame,
+    diagnosis: Diagnosis,
+    G: nx.DiGraph,
+    title: str = "rankscope",
+    note: str | None = None,
+) -> str:
+    """A self-contained HTML page: the verdict, the evidence, and the three figures as inline SVG; ``note``
+    (e.g. :data:`REDUCED_NOTE`) is shown under the timeline's heading."""
 
     def svg(fig: Figure) -> str:
         s = figure_bytes(fig, "svg").decode("utf-8")
         return s[s.index("<svg") :]
 
     from correlator.report import initiating_lines, ranges
+
+    said = f'<p class="muted">{html.escape(note)}</p>' if note else ""
 
     init = "".join(f"<li>initiating event: {html.escape(line)}</li>" for line in initiating_lines(diagnosis))
     ev = "".join(
@@ -64,7 +82,7 @@ collateral {html.escape(ranges(diagnosis.collateral_ranks))} · missing {html.es
 {f"<ul>{init}</ul>" if init else ""}
 {f'<ul class="muted">{reasons}</ul>' if reasons else ""}
 <h2>Evidence</h2><table><tr><th>role</th><th>rank</th><th>kind</th><th>where</th><th>line</th></tr>{ev}</table>
-<h2>Timeline</h2>{svg(timeline_figure(table, diagnosis))}
+<h2>Timeline</h2>{said}{svg(timeline_figure(table, diagnosis))}
 <h2>Progress per process group</h2>{svg(progress_heatmap(table.filter(pl.col("attempt") == diagnosis.attempt)))}
 <h2>Causal graph</h2>{svg(graph_figure(G))}
 </body></html>
@@ -77,11 +95,13 @@ def write_report(
     path: str | Path,
     figure: str = "timeline",
     G: nx.DiGraph | None = None,
+    note: str | None = None,
 ) -> None:
     """Write ``path``: ``.html`` (all figures and the verdict) or ``.png``/``.svg`` (one ``figure``:
     timeline | progress | graph). ``G``: the causal graph to draw; by default the one the verdict was read
     from (:attr:`correlator.diagnose.Diagnosis.findings`), else the records' own graph
-    (:meth:`correlator.job.Job.graph` does the same)."""
+    (:meth:`correlator.job.Job.graph` does the same). ``note``: what the page says of the rows drawn (HTML
+    only; see :func:`report_html`)."""
     path = Path(path)
     ext = path.suffix.lower()
     if ext not in FORMATS:
@@ -91,7 +111,8 @@ def write_report(
 
         G = verdict_graph(diagnosis)
     if ext in (".html", ".htm"):
-        path.write_text(report_html(table, diagnosis, G, title=f"rankscope: {path.stem}"), encoding="utf-8")
+        page = report_html(table, diagnosis, G, title=f"rankscope: {path.stem}", note=note)
+        path.write_text(page, encoding="utf-8")
         return
     if figure == "progress":
         fig = progress_heatmap(table.filter(pl.col("attempt") == diagnosis.attempt))
@@ -102,4 +123,4 @@ def write_report(
     path.write_bytes(figure_bytes(fig, ext[1:]))
 
 
-__all__ = ["figure_bytes", "report_html", "write_report"]
+__all__ = ["REDUCED_NOTE", "figure_bytes", "report_html", "write_report"]
