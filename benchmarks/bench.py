@@ -28,8 +28,8 @@ diagnosis) of that many ranks, each in its own child process: time and peak RSS 
 
 Options: ``--sizes 16,64,256`` ``--lines 20000`` ``--rounds 3`` ``--only cat,grep,...`` ``--work DIR``
 (where data is generated; kept with ``--keep``), ``--quick`` (tiny smoke run), ``--json FILE``, ``--ref DIR``
-(another checkout with its own ``.venv``: its ``diagnose DIR`` and ``timeline`` run too, as ``diagnose_dir_ref`` and
-``timeline_ref``, alternating).
+(another checkout with its own ``.venv``: its ``diagnose DIR``, ``timeline`` and ``plot`` run too, as
+``diagnose_dir_ref``, ``timeline_ref`` and ``plot_ref``, alternating).
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ ALL = [
     "diagnose_dir",
     "diagnose_parquet",
     "events",
+    "plot",
     "streaming",
     "ingest",
 ]
@@ -219,8 +220,8 @@ def _time_child(cmd: list[str], stdout_path: str | None = None, cwd: Path | str 
     return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss_kib / 1024, "loadavg_1m": os.getloadavg()[0]}
 
 
-#: ``--ref DIR``: another checkout (with its own ``.venv``) whose ``diagnose DIR`` and ``timeline`` run as ``*_ref``,
-#: alternating with this checkout's commands (a before/after on the same data and the same load).
+#: ``--ref DIR``: another checkout (with its own ``.venv``) whose ``diagnose DIR``, ``timeline`` and ``plot``
+#: run as ``*_ref``, alternating with this checkout's commands (a before/after on the same data and load).
 REF: Path | None = None
 
 
@@ -258,6 +259,10 @@ def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str
                 str(REF / ".venv" / "bin" / "python"),
                 *["-m", "correlator", "timeline", root, "-o", os.path.join(work, "t-ref.parquet"), "-q"],
             ],
+            "plot_ref": [
+                str(REF / ".venv" / "bin" / "python"),
+                *["-m", "correlator", "plot", root, "-o", os.path.join(work, "p-ref.html"), "-q"],
+            ],
         }
         if REF is not None
         else {}
@@ -276,6 +281,8 @@ def commands(root: str, work: str, workload: str = "coll") -> dict[str, list[str
             "diagnose_parquet": [py, "-m", "correlator", "diagnose", tl, "--format", "json", "-q"],
             # the first faults in the report's time: every row's time, a few rows printed
             "events": [py, "-m", "correlator", "events", root, "--faults", "--format", "json", "-q"],
+            # the page of figures as a user asks for it (small logs: every line, else what diagnosis reads)
+            "plot": [py, "-m", "correlator", "plot", root, "-o", os.path.join(work, "p.html"), "-q"],
             "streaming": [py, str(HERE / "bench.py"), "--_stream", root, os.path.join(work, "s.parquet")],
             "ingest": [py, str(HERE / "bench.py"), "--_ingest", root],
         }
@@ -457,8 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ref",
         default=None,
-        help="another checkout with a .venv: adds diagnose_dir_ref and timeline_ref (with --only, beside "
-        "diagnose_dir and timeline where it names them)",
+        help="another checkout with a .venv: adds diagnose_dir_ref, timeline_ref and plot_ref (with --only, "
+        "beside diagnose_dir, timeline and plot where it names them)",
     )
     ap.add_argument(
         "--cores", type=int, default=0, help="run every command under taskset -c 0-(N-1) (0: no pin)"
@@ -473,12 +480,14 @@ def main(argv: list[str] | None = None) -> int:
         PIN[:] = ["taskset", "-c", f"0-{a.cores - 1}"]
     if a.ref:
         REF = Path(a.ref).resolve()
-        ALL.extend(["diagnose_dir_ref", "timeline_ref"])
+        ALL.extend(["diagnose_dir_ref", "timeline_ref", "plot_ref"])
     if a.quick:
         a.sizes, a.lines, a.rounds = "16", 300, 1
     which = [w for w in a.only.split(",") if w]
     if a.ref:  # --ref runs the other checkout's command beside each of ours that --only names
-        which += [f"{w}_ref" for w in ("diagnose_dir", "timeline") if w in which and f"{w}_ref" not in which]
+        which += [
+            f"{w}_ref" for w in ("diagnose_dir", "timeline", "plot") if w in which and f"{w}_ref" not in which
+        ]
     unknown = set(which) - set(ALL)
     if unknown:
         ap.error(f"--only: unknown {sorted(unknown)}; choose from {ALL}")

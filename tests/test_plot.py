@@ -121,6 +121,23 @@ def test_plot_reads_every_line_up_to_the_threshold(small_job: Path, monkeypatch:
     assert api.plot_every_line("-")  # standard input: its size is not known before it is read
 
 
+def test_plot_walks_the_folder_once(small_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size decision shares the ingest's walk of the folder (200,000 files: ~20 s a walk)."""
+    from correlator import discover
+
+    walks: list[Path] = []
+    real = discover._walk_rel
+
+    def counted(root: Path, follow: bool) -> object:
+        walks.append(Path(root))
+        return real(root, follow)
+
+    monkeypatch.setattr(discover, "_walk_rel", counted)
+    r = CliRunner().invoke(app, ["plot", str(small_job), "-o", str(tmp_path / "p.html"), "-q"])
+    assert r.exit_code == 0, r.output
+    assert walks.count(small_job) == 1, walks
+
+
 def test_plot_of_large_logs_draws_the_rows_diagnosis_reads(
     small_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
