@@ -121,6 +121,24 @@ def test_plot_reads_every_line_up_to_the_threshold(small_job: Path, monkeypatch:
     assert api.plot_every_line("-")  # standard input: its size is not known before it is read
 
 
+def test_plot_of_a_timeline_table_says_it_draws_what_diagnosis_reads(small_job: Path, tmp_path: Path) -> None:
+    """A ``rankscope timeline`` table is read as diagnosis reads it (its routine rows reduced), whatever
+    ``--every-line`` says: the page says so."""
+    import html as html_
+
+    from correlator.plot import REDUCED_NOTE, TABLE_NOTE
+
+    runner = CliRunner()
+    table = tmp_path / "t.parquet"
+    assert runner.invoke(app, ["timeline", str(small_job), "-o", str(table), "-q"]).exit_code == 0
+    for flag in ([], ["--every-line"]):
+        page = tmp_path / "p.html"
+        r = runner.invoke(app, ["plot", str(table), "-o", str(page), "-q", *flag])
+        assert r.exit_code == 0, r.output
+        text = page.read_text()
+        assert html_.escape(TABLE_NOTE) in text and html_.escape(REDUCED_NOTE) not in text
+
+
 def test_plot_walks_the_folder_once(small_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The size decision shares the ingest's walk of the folder (200,000 files: ~20 s a walk)."""
     from correlator import discover

@@ -81,14 +81,15 @@ def plot(
         raise UsageError(f"{output}: unknown plot format; use .html, .png or .svg")
     from correlator.api import plot_every_line
     from correlator.discover import sharing_walks
-    from correlator.plot import REDUCED_NOTE, write_report
+    from correlator.plot import REDUCED_NOTE, TABLE_NOTE, write_report
 
     # The figures of the verdict `rankscope diagnose` prints (correlator.job), over every line of small logs;
     # the size decision and the ingest walk the folder once.
     with sharing_walks():
         full = plot_every_line(directory, every_line)
         job = open_job(directory, quiet, attempt=attempt, tz=tz, redact=redact, full_table=full)
-    note = None if full else REDUCED_NOTE
+        # a timeline table is read as diagnosis reads it, whatever the options
+        note = TABLE_NOTE if job.mode in ("parquet", "dataset") else None if full else REDUCED_NOTE
     try:
         write_report(job.table(), job.diagnose(), output, figure=figure.value, G=job.graph(), note=note)
     except OSError as e:

@@ -14,7 +14,7 @@ timeline.html|timeline.png``, :mod:`correlator.cli.plot`). matplotlib is importe
 """
 
 from correlator.plot.graph import graph_figure
-from correlator.plot.page import REDUCED_NOTE, figure_bytes, report_html, write_report
+from correlator.plot.page import REDUCED_NOTE, TABLE_NOTE, figure_bytes, report_html, write_report
 from correlator.plot.progress import progress_heatmap
 from correlator.plot.style import EDGE_COLORS, FORMATS, KIND_COLORS, MANY_ROWS, STATUS_COLORS
 from correlator.plot.timeline import timeline_data, timeline_figure, unranked_label
@@ -26,6 +26,7 @@ __all__ = [
     "MANY_ROWS",
     "REDUCED_NOTE",
     "STATUS_COLORS",
+    "TABLE_NOTE",
     "figure_bytes",
     "graph_figure",
     "progress_heatmap",

@@ -38,6 +38,13 @@ REDUCED_NOTE = (
     "collectives, progress and NCCL chatter the last of each rank, of the script's own lines the first and "
     "last; `rankscope plot --every-line` draws every line"
 )
+#: What a page drawn from a ``rankscope timeline`` table says of the rows drawn: diagnosis reads a table that
+#: way whatever the options (``correlator.streaming.reduced_from_parquet``).
+TABLE_NOTE = (
+    "routine lines thinned as diagnosis reads a timeline table: every fault, launcher and agent line is "
+    "drawn; of the collectives, progress and NCCL chatter the last of each rank, of the script's own lines "
+    "the first and last; `rankscope plot --every-line` of the logs draws every line"
+)
 
 
 def report_html(
@@ -123,4 +130,4 @@ def write_report(
     path.write_bytes(figure_bytes(fig, ext[1:]))
 
 
-__all__ = ["REDUCED_NOTE", "figure_bytes", "report_html", "write_report"]
+__all__ = ["REDUCED_NOTE", "TABLE_NOTE", "figure_bytes", "report_html", "write_report"]
