@@ -256,9 +256,8 @@ def plot_every_line(path: str | os.PathLike[str], every_line: bool | None = None
     """Whether ``rankscope plot`` of ``path`` reads every line (:class:`correlator.job.Job`'s ``full_table``)
     or the rows diagnosis reads (of the routine lines, the last collectives and progress of each rank and the
     script's first and last lines; see :mod:`correlator.reduce`): ``every_line`` when given, else whether the
-    logs hold at most
-    :data:`PLOT_EVERY_LINE_BYTES` (an archive counts its own size; standard input, of unknown size, is read
-    whole). The verdict drawn is the same either way."""
+    logs hold at most :data:`PLOT_EVERY_LINE_BYTES` (an archive counts its own size; standard input, of
+    unknown size, is read whole). The verdict drawn is the same either way."""
     if every_line is not None:
         return every_line
     if str(path) == "-":

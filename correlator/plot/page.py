@@ -31,19 +31,22 @@ def figure_bytes(fig: Figure, fmt: str, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
+#: The rows a page drawn from what diagnosis reads holds (:mod:`correlator.reduce`).
+_THINNED = (
+    "every fault, launcher and agent line is drawn; of the collectives, progress and NCCL chatter the last "
+    "of each rank, of the script's own lines the first and last"
+)
 #: What a page or figure drawn from the rows diagnosis reads says of them (``rankscope plot --reduced``, the
 #: default above ``correlator.api.PLOT_EVERY_LINE_BYTES`` of logs).
 REDUCED_NOTE = (
-    "routine lines thinned as diagnosis reads them: every fault, launcher and agent line is drawn; of the "
-    "collectives, progress and NCCL chatter the last of each rank, of the script's own lines the first and "
-    "last; `rankscope plot --every-line` draws every line"
+    f"routine lines thinned as diagnosis reads them: {_THINNED}; "
+    "`rankscope plot --every-line` draws every line"
 )
 #: What a page drawn from a ``rankscope timeline`` table says of the rows drawn: diagnosis reads a table that
 #: way whatever the options (``correlator.streaming.reduced_from_parquet``).
 TABLE_NOTE = (
-    "routine lines thinned as diagnosis reads a timeline table: every fault, launcher and agent line is "
-    "drawn; of the collectives, progress and NCCL chatter the last of each rank, of the script's own lines "
-    "the first and last; `rankscope plot --every-line` of the logs draws every line"
+    f"routine lines thinned as diagnosis reads a timeline table: {_THINNED}; "
+    "`rankscope plot --every-line` of the logs draws every line"
 )
 
 
