@@ -112,6 +112,16 @@ class Job:
         """The event table the verdict was made from (see :class:`correlator.api.PathDiagnosis`)."""
         return self.result().table
 
+    def rows_read(self) -> pl.DataFrame:
+        """The rows of :meth:`table` that diagnosis read (:func:`correlator.reduce.reduce_for_diagnosis`, with
+        the lines of this job's signatures kept whole), in the table's order: every row but the routine ones,
+        of which the last collectives, progress and NCCL chatter of each rank and the script's first and last
+        lines. What ``rankscope plot`` draws of a large job."""
+        from correlator.api import _signature_text
+        from correlator.reduce import reduce_for_diagnosis
+
+        return reduce_for_diagnosis(self.table(), text=_signature_text([Path(x) for x in self.signatures]))
+
     def to_json(self) -> str:
         """What ``rankscope diagnose -f json`` prints: the verdict and the ``skipped`` list."""
         return self.result().to_json()

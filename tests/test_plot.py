@@ -164,20 +164,19 @@ def test_plot_of_large_logs_draws_the_rows_diagnosis_reads(
     ``--every-line`` draws every line again."""
     import html as html_
 
-    import correlator.cli.plot as cli_plot
+    import correlator.plot as plot_
     from correlator import api
     from correlator.plot import REDUCED_NOTE
 
     runner = CliRunner()
     tables: list[pl.DataFrame] = []
-    real_open = cli_plot.open_job
+    real_write = plot_.write_report
 
-    def spy(*a: object, **k: object) -> object:
-        job = real_open(*a, **k)  # type: ignore[arg-type]
-        tables.append(job.table())
-        return job
+    def spy(table: pl.DataFrame, *a: object, **k: object) -> None:
+        tables.append(table)
+        real_write(table, *a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cli_plot, "open_job", spy)
+    monkeypatch.setattr(plot_, "write_report", spy)
     full, red, forced = tmp_path / "full.html", tmp_path / "red.html", tmp_path / "forced.html"
     assert runner.invoke(app, ["plot", str(small_job), "-o", str(full), "-q"]).exit_code == 0
     monkeypatch.setattr(api, "PLOT_EVERY_LINE_BYTES", 0)
@@ -192,11 +191,16 @@ def test_plot_of_large_logs_draws_the_rows_diagnosis_reads(
     assert [note in p for p in pages] == [False, True, False]
     verdicts = [re.search(r'<p class="verdict">([^<]*)</p>', p) for p in pages]
     assert all(verdicts) and len({v.group(1) for v in verdicts if v}) == 1
-    # what each page was drawn from: every line of the logs, then fewer NCCL COLL rows, then every line again
+    # what each page was drawn from: every line of the logs, then the rows diagnosis read (the routine ones
+    # thinned: of a rank's COLL lines, at most the last 4 of each process group), then every line again
     lines = sum(len(p.read_text().splitlines()) for p in small_job.rglob("*") if p.is_file())
-    coll = [int((t["kind"] == "nccl_coll").sum()) for t in tables]
     assert tables[0].height == tables[2].height and int(tables[0]["line_count"].sum()) == lines
-    assert 0 < coll[1] < coll[0] == coll[2]
+    coll = [t.filter(pl.col("kind") == "nccl_coll") for t in tables]
+    per_group = coll[1].group_by("rank", "pg").len()["len"]
+    assert coll[0].height == coll[2].height > coll[1].height > 0 and per_group.max() <= 4
+    # every error line is drawn (the ids of a table with its COLL lines cut are those of the whole table)
+    errors = tables[0].filter(pl.col("severity").is_in(["error", "fatal"]))["event_id"]
+    assert errors.len() > 0 and errors.is_in(tables[1]["event_id"].implode()).all()
 
 
 def test_256_ranks_are_thinned(tmp_path: Path) -> None:

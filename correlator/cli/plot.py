@@ -91,7 +91,8 @@ def plot(
         # a timeline table is read as diagnosis reads it, whatever the options
         note = TABLE_NOTE if job.mode in ("parquet", "dataset") else None if full else REDUCED_NOTE
     try:
-        write_report(job.table(), job.diagnose(), output, figure=figure.value, G=job.graph(), note=note)
+        rows = job.table() if note is None else job.rows_read()
+        write_report(rows, job.diagnose(), output, figure=figure.value, G=job.graph(), note=note)
     except OSError as e:
         raise UsageError(f"{output}: cannot write ({e.strerror or e})")
     if not quiet:
