@@ -244,8 +244,8 @@ def want_streaming(
 
 #: Logs of at most this many bytes are drawn from every line by ``rankscope plot`` (:func:`plot_every_line`),
 #: larger ones from the rows diagnosis reads. Every line of the 256-rank bench's COLL job (1,018 MB) took
-#: ``plot`` 35.4 s at 9.0 GB, the rows diagnosis reads 11.6 s at 0.9 GB; its application job (425 MB) 22.3 s
-#: at 4.8 GB against 16.3 s at 0.8 GB (``benchmarks/RESULTS.md``, 2026-12-07, 2 cores). The timeline of more
+#: ``plot`` 42.8 s at 9.0 GB, the rows diagnosis reads 13.9 s at 0.9 GB; its application job (425 MB) 26.1 s
+#: at 4.6 GB against 20.1 s at 0.8 GB (``benchmarks/RESULTS.md``, 2026-12-07, 2 cores). The timeline of more
 #: than ``correlator.plot.MANY_ROWS`` rows draws no routine line anyway, only each rank's span (its first and
 #: last row) besides the faults. The threshold is ``rankscope timeline``'s: above it, that command does not
 #: hold the whole table in memory either.
