@@ -26,6 +26,7 @@ from correlator import archive
 from correlator.diagnose import diagnose as run_diagnose
 from correlator.errors import InputError, safe
 from correlator.ingest import READING, IngestResult
+from correlator.streaming import TABLE_STREAMING_THRESHOLD_BYTES
 from correlator.verdict import Diagnosis
 
 if TYPE_CHECKING:
@@ -243,13 +244,14 @@ def want_streaming(
 
 
 #: Logs of at most this many bytes are drawn from every line by ``rankscope plot`` (:func:`plot_every_line`),
-#: larger ones from the rows diagnosis reads. Every line of the 256-rank bench's COLL job (1,018 MB) took
-#: ``plot`` 42.8 s at 9.0 GB, the rows diagnosis reads 13.9 s at 0.9 GB; its application job (425 MB) 26.1 s
-#: at 4.6 GB against 20.1 s at 0.8 GB (``benchmarks/RESULTS.md``, 2026-12-07, 2 cores). The timeline of more
+#: larger ones from the rows diagnosis reads (:func:`rows_read`): ``rankscope timeline``'s threshold
+#: (``correlator.streaming.TABLE_STREAMING_THRESHOLD_BYTES``, 64 MiB), above which that command does not hold
+#: the whole table in memory either. Every line of the 256-rank bench's COLL job (1,018 MB) took ``plot``
+#: 42.8 s at 9.0 GB, the rows diagnosis reads 13.9 s at 0.9 GB; its application job (425 MB) 26.1 s at
+#: 4.6 GB against 20.1 s at 0.8 GB (``benchmarks/RESULTS.md``, 2026-12-07, 2 cores). The timeline of more
 #: than ``correlator.plot.MANY_ROWS`` rows draws no routine line anyway, only each rank's span (its first and
-#: last row) besides the faults. The threshold is ``rankscope timeline``'s: above it, that command does not
-#: hold the whole table in memory either.
-PLOT_EVERY_LINE_BYTES = 64 * 1024**2
+#: last row) besides the faults.
+PLOT_EVERY_LINE_BYTES = TABLE_STREAMING_THRESHOLD_BYTES
 
 
 def plot_every_line(path: str | os.PathLike[str], every_line: bool | None = None) -> bool:
@@ -373,6 +375,16 @@ def _signature_text(extra: Sequence[Path]) -> TextPatterns | None:
 
     with _reading_signatures(extra):
         return signature_patterns(signatures.load_signatures(extra))
+
+
+def rows_read(table: pl.DataFrame, signatures: Iterable[str | os.PathLike[str]] = ()) -> pl.DataFrame:
+    """The rows of ``table`` (an event table) that diagnosis reads, in its order: the reduction
+    :func:`diagnose_path` diagnoses (``correlator.reduce.reduce_for_diagnosis``), with the lines the
+    built-in signatures and the TOML files ``signatures`` match kept whole. Raises :class:`InputError` for an
+    unreadable or malformed signature file."""
+    from correlator.streaming import reduce_for_diagnosis
+
+    return reduce_for_diagnosis(table, text=_signature_text([Path(x) for x in signatures]))
 
 
 def diagnose_path(

@@ -117,10 +117,9 @@ class Job:
         the lines of this job's signatures kept whole), in the table's order: every row but the routine ones,
         of which the last collectives, progress and NCCL chatter of each rank and the script's first and last
         lines. What ``rankscope plot`` draws of a large job."""
-        from correlator.api import _signature_text
-        from correlator.reduce import reduce_for_diagnosis
+        from correlator.api import rows_read
 
-        return reduce_for_diagnosis(self.table(), text=_signature_text([Path(x) for x in self.signatures]))
+        return rows_read(self.table(), self.signatures)
 
     def to_json(self) -> str:
         """What ``rankscope diagnose -f json`` prints: the verdict and the ``skipped`` list."""
